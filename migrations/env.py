@@ -1,0 +1,40 @@
+"""Alembic environment: runs on the connection workq hands it (or the configured URL)."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import Connection, create_engine
+
+from workq.db.models import Base
+
+target_metadata = Base.metadata
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+        transaction_per_migration=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = context.config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+        return
+    url = context.config.get_main_option("sqlalchemy.url")
+    assert url, "sqlalchemy.url is not set"
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        _run(conn)
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("workq migrations run online only: use 'workq db upgrade'")
+run_migrations_online()

@@ -1,0 +1,1 @@
+"""Storage: models, engine, migrations and driver-error translation."""

@@ -1,0 +1,125 @@
+"""Schema versions: check cheaply at start, migrate with Alembic (imported only when needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from sqlalchemy import inspect, text
+
+from workq.db.engine import DRIVER_ERRORS, Database
+from workq.db.failures import translate
+from workq.errors import SchemaMismatch, WorkqError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Every revision in migrations/versions, oldest first. A test keeps this equal to Alembic's
+# own view, so a start can tell "behind", "current" and "newer than this code" without
+# importing Alembic.
+REVISIONS: tuple[str, ...] = ("0001_initial",)
+HEAD = REVISIONS[-1]
+
+State = Literal["empty", "behind", "current", "ahead", "foreign"]
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    state: State
+    revision: str | None
+
+    def describe(self) -> str:
+        return {
+            "empty": "no workq schema yet",
+            "behind": f"at {self.revision}, behind the code's {HEAD}",
+            "current": f"at {self.revision} (head)",
+            "ahead": f"at {self.revision}, which this version of workq does not know",
+            "foreign": "holds tables that are not workq's",
+        }[self.state]
+
+
+def migrations_dir() -> Path:
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[3] / "migrations", here.parents[1] / "_migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise WorkqError("the migrations folder is missing from this installation")
+
+
+def status(db: Database) -> SchemaStatus:
+    try:
+        with db.engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            if "alembic_version" not in tables:
+                return SchemaStatus("foreign" if tables else "empty", None)
+            row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    except DRIVER_ERRORS as exc:
+        raise translate(exc) from exc
+    if row is None:
+        return SchemaStatus("empty", None)
+    revision = str(row[0])
+    if revision == HEAD:
+        return SchemaStatus("current", revision)
+    if revision in REVISIONS:
+        return SchemaStatus("behind", revision)
+    return SchemaStatus("ahead", revision)
+
+
+def alembic_config(db: Database) -> Config:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("sqlalchemy.url", db.url.replace("%", "%%"))
+    return config
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    from alembic import command
+
+    config = alembic_config(db)
+    try:
+        with db.engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    except DRIVER_ERRORS as exc:
+        raise translate(exc) from exc
+
+
+def downgrade(db: Database, revision: str) -> None:
+    from alembic import command
+
+    config = alembic_config(db)
+    try:
+        with db.engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)
+    except DRIVER_ERRORS as exc:
+        raise translate(exc) from exc
+
+
+def ensure_schema(db: Database, *, migrate: bool) -> SchemaStatus:
+    """Make sure the database can be served: migrate if allowed, else refuse clearly."""
+    current = status(db)
+    if current.state == "current":
+        return current
+    if current.state == "ahead":
+        raise SchemaMismatch(
+            f"the database is at schema {current.revision}, newer than this workq ({HEAD})",
+            hint="upgrade workq, or use a database made by this version",
+            revision=current.revision,
+        )
+    if current.state == "foreign":
+        raise SchemaMismatch(
+            "the database holds tables that are not workq's",
+            hint="point ISSUES_DB / --db at a new file or an existing workq database",
+        )
+    if not migrate:
+        raise SchemaMismatch(
+            f"the database schema is {current.describe()}",
+            hint="run 'workq db upgrade' (or start with --migrate)",
+            revision=current.revision,
+        )
+    upgrade(db)
+    return status(db)

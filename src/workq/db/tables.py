@@ -1,0 +1,16 @@
+"""The models' tables, typed as Core tables for the statements of the services."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from sqlalchemy import Table
+
+from workq.db.models import CommentRow, CounterRow, DependencyRow, EventRow, IssueRow, LabelRow
+
+issues = cast(Table, IssueRow.__table__)
+labels = cast(Table, LabelRow.__table__)
+dependencies = cast(Table, DependencyRow.__table__)
+comments = cast(Table, CommentRow.__table__)
+events = cast(Table, EventRow.__table__)
+counters = cast(Table, CounterRow.__table__)

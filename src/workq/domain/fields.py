@@ -1,0 +1,125 @@
+"""Validation of the values users give: one rule per field, shared by every transport."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from workq.errors import InvalidInput
+from workq.schemas import (
+    AGENT_MAX,
+    COMMENT_MAX,
+    DESCRIPTION_MAX,
+    LABEL_MAX,
+    LABELS_PER_ISSUE_MAX,
+    NUMBER_MAX,
+    REASON_MAX,
+    RUN_ID_MAX,
+    TITLE_MAX,
+    IssueType,
+    Priority,
+)
+
+# Control characters other than tab, newline and carriage return; NUL among them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$")
+
+PRIORITY_ALIASES = {
+    "critical": Priority.URGENT,
+    "p0": Priority.URGENT,
+    "p1": Priority.HIGH,
+    "p2": Priority.MEDIUM,
+    "p3": Priority.LOW,
+}
+
+
+def text(value: str, field: str, *, limit: int, required: bool = False, multiline: bool) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    if _CONTROL.search(value) or (not multiline and ("\n" in value or "\r" in value)):
+        raise InvalidInput(f"{field} contains control characters", field=field)
+    if required and not value.strip():
+        raise InvalidInput(f"{field} must not be empty", field=field)
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{field} is {len(value)} characters long; the limit is {limit}",
+            field=field,
+            limit=limit,
+        )
+    return value.strip() if not multiline else value
+
+
+def title(value: str) -> str:
+    return text(value, "title", limit=TITLE_MAX, required=True, multiline=False)
+
+
+def description(value: str | None) -> str:
+    return (
+        "" if value is None else text(value, "description", limit=DESCRIPTION_MAX, multiline=True)
+    )
+
+
+def reason(value: str) -> str:
+    return text(value, "reason", limit=REASON_MAX, required=True, multiline=True)
+
+
+def comment(value: str) -> str:
+    return text(value, "body", limit=COMMENT_MAX, required=True, multiline=True)
+
+
+def name(value: str, field: str, *, limit: int) -> str:
+    if not isinstance(value, str) or not _NAME.match(value) or len(value) > limit:
+        raise InvalidInput(
+            f"{field} must be 1-{limit} characters of letters, digits and ._:@/+- "
+            f"starting with a letter or digit",
+            field=field,
+        )
+    return value
+
+
+def run_id(value: str) -> str:
+    return name(value, "run_id", limit=RUN_ID_MAX)
+
+
+def agent(value: str) -> str:
+    return name(value, "agent", limit=AGENT_MAX)
+
+
+def labels(values: Iterable[str]) -> list[str]:
+    result = sorted({name(v, "label", limit=LABEL_MAX) for v in values})
+    if len(result) > LABELS_PER_ISSUE_MAX:
+        raise InvalidInput(f"at most {LABELS_PER_ISSUE_MAX} labels per issue", field="labels")
+    return result
+
+
+def number(value: int, field: str = "number") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= NUMBER_MAX:
+        raise InvalidInput(f"{field} must be a positive issue number", field=field)
+    return value
+
+
+def priority(value: str | Priority) -> Priority:
+    if isinstance(value, Priority):
+        return value
+    key = str(value).strip().lower()
+    if key in PRIORITY_ALIASES:
+        return PRIORITY_ALIASES[key]
+    try:
+        return Priority(key)
+    except ValueError:
+        raise InvalidInput(
+            f"priority must be one of urgent, high, medium, low (got {value!r})",
+            field="priority",
+        ) from None
+
+
+def issue_type(value: str | IssueType) -> IssueType:
+    if isinstance(value, IssueType):
+        return value
+    try:
+        return IssueType(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(t.value for t in IssueType)
+        raise InvalidInput(
+            f"issue_type must be one of {allowed} (got {value!r})", field="issue_type"
+        ) from None

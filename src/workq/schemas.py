@@ -1,0 +1,213 @@
+"""Pydantic models and enums that cross layers. No database, no I/O."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Limits, documented in the README; the transports and the services share them.
+TITLE_MAX = 256
+DESCRIPTION_MAX = 65_536
+REASON_MAX = 2_000
+COMMENT_MAX = 65_536
+RUN_ID_MAX = 128
+AGENT_MAX = 64
+LABEL_MAX = 64
+LABELS_PER_ISSUE_MAX = 32
+PAGE_DEFAULT = 20
+PAGE_MAX = 200
+NUMBER_MAX = 2**31 - 1
+FORCE_CLAIM_CONFIRMATION = "I understand this may cause conflicts"
+
+
+class Status(StrEnum):
+    OPEN = "open"
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+
+
+class Priority(StrEnum):
+    URGENT = "urgent"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for urgent .. 3 for low: the stored value, smallest first in ready order."""
+        return _PRIORITY_RANK[self]
+
+    @classmethod
+    def from_rank(cls, rank: int) -> Priority:
+        return _PRIORITY_BY_RANK[rank]
+
+
+_PRIORITY_RANK = {Priority.URGENT: 0, Priority.HIGH: 1, Priority.MEDIUM: 2, Priority.LOW: 3}
+_PRIORITY_BY_RANK = {v: k for k, v in _PRIORITY_RANK.items()}
+
+
+class IssueType(StrEnum):
+    TASK = "task"
+    BUG = "bug"
+    FEATURE = "feature"
+    CHORE = "chore"
+    DOCS = "docs"
+
+
+class CommentKind(StrEnum):
+    NOTE = "note"
+    PROGRESS = "progress"
+    QUESTION = "question"
+    BLOCKER = "blocker"
+    RESOLUTION = "resolution"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class IssueSummary(_Model):
+    """The compact form used in lists: no description."""
+
+    number: int
+    title: str
+    status: Status
+    priority: Priority
+    issue_type: IssueType
+    agent: str
+    is_blocked: bool
+    claimed_by: str | None = None
+    labels: list[str] = Field(default_factory=list)
+
+
+class Issue(_Model):
+    """An issue in full."""
+
+    id: str
+    number: int
+    title: str
+    description: str
+    status: Status
+    priority: Priority
+    issue_type: IssueType
+    agent: str
+    is_blocked: bool
+    blocked_reason: str | None
+    open_blockers: int = Field(description="How many issues this one waits on are not done yet")
+    claimed_by: str | None
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+    labels: list[str] = Field(default_factory=list)
+    blocked_by: list[int] = Field(default_factory=list, description="Numbers of its blockers")
+    blocks: list[int] = Field(default_factory=list, description="Numbers of issues it blocks")
+
+    def summary(self) -> IssueSummary:
+        return IssueSummary(
+            number=self.number,
+            title=self.title,
+            status=self.status,
+            priority=self.priority,
+            issue_type=self.issue_type,
+            agent=self.agent,
+            is_blocked=self.is_blocked or self.open_blockers > 0,
+            claimed_by=self.claimed_by,
+            labels=self.labels,
+        )
+
+
+class IssuePage(_Model):
+    items: list[IssueSummary]
+    has_more: bool
+    next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")
+
+
+class ReadyFilter(_Model):
+    agent: str | None = None
+    include_types: list[IssueType] | None = None
+    exclude_types: list[IssueType] | None = None
+    labels: list[str] | None = Field(default=None, description="Issues must carry all of these")
+
+
+class Claim(_Model):
+    """The result of a successful claim."""
+
+    number: int
+    title: str
+    claimed_by: str
+    claimed_at: datetime
+    lease_expires_at: datetime
+    previous_holder: str | None = Field(
+        default=None, description="Set when an expired or forced claim was taken over"
+    )
+    already_held: bool = Field(default=False, description="The caller already held it")
+
+
+class ReadyIssue(_Model):
+    number: int
+    title: str
+    description: str
+    priority: Priority
+    issue_type: IssueType
+    agent: str
+    created_at: datetime
+
+
+class Completed(_Model):
+    number: int
+    title: str
+    already_done: bool = False
+    unblocked: list[int] = Field(
+        default_factory=list, description="Issues this completion made ready"
+    )
+
+
+class Comment(_Model):
+    id: int
+    number: int
+    kind: CommentKind
+    body: str
+    author: str | None
+    created_at: datetime
+
+
+class Event(_Model):
+    id: int
+    number: int
+    kind: str
+    actor: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    created_at: datetime
+
+
+class BacklogItem(_Model):
+    number: int
+    title: str
+    priority: Priority
+    issue_type: IssueType
+    priority_score: float
+    age_in_days: float
+    is_locked: bool
+    locked_by: str | None
+    is_blocked: bool
+
+
+class Backlog(_Model):
+    backlog: list[BacklogItem]
+    total: int
+
+
+class Stats(_Model):
+    total: int
+    by_status: dict[str, int]
+    by_priority: dict[str, int]
+    ready: int
+    blocked: int
+    claimed: int
+    stale_claims: int = Field(description="Claims whose lease has expired")

@@ -1,0 +1,1 @@
+"""The operations of workq: one function, one transaction; schemas in, schemas out."""

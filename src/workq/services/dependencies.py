@@ -1,0 +1,108 @@
+"""Dependencies between issues: the blocker must be done before the blocked is ready."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, delete, insert, literal, select, update
+
+from workq.db.tables import dependencies as deps
+from workq.db.tables import issues
+from workq.domain import fields
+from workq.errors import DependencyCycle, InvalidInput
+from workq.schemas import Issue, Status
+from workq.services.context import Queue, load, record
+from workq.services.issues import _detail
+
+
+def _reaches(conn: Connection, start: str, target: str) -> bool:
+    """True if ``target`` waits, directly or not, on ``start``."""
+    down = select(literal(start).label("id")).cte("down", recursive=True)
+    down = down.union(select(deps.c.blocked_id).join(down, deps.c.blocker_id == down.c.id))
+    return conn.execute(select(down.c.id).where(down.c.id == target).limit(1)).first() is not None
+
+
+def _lock_graph(conn: Connection) -> None:
+    # SQLite's write lock already serialises; PostgreSQL needs one lock so that two
+    # opposite edges added at once cannot both pass the cycle check.
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7201)")
+
+
+def depend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) -> Issue:
+    """Make ``blocked`` wait for ``blocker``. Adding an existing edge changes nothing."""
+    fields.number(blocker, "blocker")
+    fields.number(blocked, "blocked")
+    if blocker == blocked:
+        raise InvalidInput("an issue cannot depend on itself", field="blocker")
+
+    def work(conn: Connection) -> Issue:
+        _lock_graph(conn)
+        first = load(conn, blocker)
+        second = load(conn, blocked, for_update=True)
+        exists = conn.execute(
+            select(deps).where(deps.c.blocker_id == first.id, deps.c.blocked_id == second.id)
+        ).first()
+        if exists is None:
+            if _reaches(conn, second.id, first.id):
+                raise DependencyCycle(
+                    f"#{blocked} already blocks #{blocker}, directly or through others",
+                    blocker=blocker,
+                    blocked=blocked,
+                )
+            now = q.now()
+            conn.execute(
+                insert(deps).values(blocker_id=first.id, blocked_id=second.id, created_at=now)
+            )
+            if first.status != Status.DONE.value:
+                conn.execute(
+                    update(issues)
+                    .where(issues.c.id == second.id)
+                    .values(open_blockers=issues.c.open_blockers + 1, updated_at=now)
+                )
+            record(
+                q,
+                conn,
+                kind="dependency_added",
+                issue_id=second.id,
+                number=blocked,
+                actor=actor,
+                now=now,
+                after={"blocker": blocker, "blocked": blocked},
+            )
+        return _detail(conn, blocked)
+
+    return q.db.write(work)
+
+
+def undepend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) -> Issue:
+    """Stop ``blocked`` waiting for ``blocker``. Removing a missing edge changes nothing."""
+    fields.number(blocker, "blocker")
+    fields.number(blocked, "blocked")
+
+    def work(conn: Connection) -> Issue:
+        _lock_graph(conn)
+        first = load(conn, blocker)
+        second = load(conn, blocked, for_update=True)
+        gone = conn.execute(
+            delete(deps).where(deps.c.blocker_id == first.id, deps.c.blocked_id == second.id)
+        ).rowcount
+        if gone:
+            now = q.now()
+            if first.status != Status.DONE.value:
+                conn.execute(
+                    update(issues)
+                    .where(issues.c.id == second.id)
+                    .values(open_blockers=issues.c.open_blockers - 1, updated_at=now)
+                )
+            record(
+                q,
+                conn,
+                kind="dependency_removed",
+                issue_id=second.id,
+                number=blocked,
+                actor=actor,
+                now=now,
+                before={"blocker": blocker, "blocked": blocked},
+            )
+        return _detail(conn, blocked)
+
+    return q.db.write(work)

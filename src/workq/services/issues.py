@@ -1,0 +1,370 @@
+"""Issues: create, read, list, update, label, reopen and delete."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, exists, insert, select, update
+
+from workq.db.tables import counters, issues
+from workq.db.tables import dependencies as deps
+from workq.db.tables import labels as labels_t
+from workq.domain import fields
+from workq.errors import InvalidInput, InvalidTransition
+from workq.schemas import (
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    Issue,
+    IssuePage,
+    IssueSummary,
+    IssueType,
+    Priority,
+    Status,
+)
+from workq.services.context import Queue, load, new_id, record, to_issue
+
+COUNTER = "issue_number"
+DEFAULT_AGENT = "claude"
+
+_next_number = (
+    update(counters)
+    .where(counters.c.name == COUNTER)
+    .values(value=counters.c.value + 1)
+    .returning(counters.c.value)
+)
+
+
+def next_number(conn: Connection) -> int:
+    """Take the next issue number from the counter row, in the caller's transaction."""
+    value = conn.execute(_next_number).scalar()
+    if value is None:
+        highest = conn.execute(select(issues.c.number).order_by(issues.c.number.desc())).scalar()
+        value = (highest or 0) + 1
+        conn.execute(insert(counters).values(name=COUNTER, value=value))
+    return int(value)
+
+
+def format_description(
+    description: str | None,
+    *,
+    title: str,
+    context: str | None = None,
+    acceptance_criteria: Sequence[str] | None = None,
+    technical_notes: str | None = None,
+) -> str:
+    """Seed 000's issue template, used when structured context is given."""
+    if not (context or acceptance_criteria or technical_notes):
+        return description or ""
+    parts = [f"## Summary\n{description.strip() if description else title}"]
+    if context:
+        parts.append(f"## Context\n{context.strip()}")
+    if acceptance_criteria:
+        parts.append(
+            "## Acceptance Criteria\n"
+            + "\n".join(f"- [ ] {c.strip()}" for c in acceptance_criteria)
+        )
+    if technical_notes:
+        parts.append(f"## Technical Notes\n{technical_notes.strip()}")
+    return "\n\n".join(parts) + "\n"
+
+
+def create(
+    q: Queue,
+    *,
+    title: str,
+    description: str | None = None,
+    priority: str | Priority = Priority.MEDIUM,
+    issue_type: str | IssueType = IssueType.TASK,
+    agent: str | None = None,
+    labels: Sequence[str] = (),
+    actor: str | None = None,
+) -> Issue:
+    values: dict[str, Any] = {
+        "title": fields.title(title),
+        "description": fields.description(description),
+        "priority": fields.priority(priority).rank,
+        "issue_type": fields.issue_type(issue_type).value,
+        "agent": fields.agent(agent) if agent else DEFAULT_AGENT,
+    }
+    names = fields.labels(labels)
+
+    def work(conn: Connection) -> Issue:
+        now = q.now()
+        row = {
+            **values,
+            "id": new_id(),
+            "number": next_number(conn),
+            "status": Status.OPEN.value,
+            "is_blocked": False,
+            "blocked_reason": None,
+            "open_blockers": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        conn.execute(insert(issues), row)
+        if names:
+            conn.execute(insert(labels_t), [{"issue_id": row["id"], "name": n} for n in names])
+        record(
+            q,
+            conn,
+            kind="created",
+            issue_id=row["id"],
+            number=row["number"],
+            actor=actor,
+            now=now,
+            after={**values, "labels": names},
+        )
+        return to_issue(load(conn, row["number"]), labels=names)
+
+    return q.db.write(work)
+
+
+def _labels_of(conn: Connection, issue_id: str) -> list[str]:
+    rows = conn.execute(
+        select(labels_t.c.name).where(labels_t.c.issue_id == issue_id).order_by(labels_t.c.name)
+    )
+    return [r[0] for r in rows]
+
+
+def _detail(conn: Connection, number: int) -> Issue:
+    row = load(conn, number)
+    blocker = issues.alias("blocker")
+    blocked_by = conn.execute(
+        select(blocker.c.number)
+        .join(deps, deps.c.blocker_id == blocker.c.id)
+        .where(deps.c.blocked_id == row.id)
+        .order_by(blocker.c.number)
+    ).scalars()
+    blocks = conn.execute(
+        select(issues.c.number)
+        .join(deps, deps.c.blocked_id == issues.c.id)
+        .where(deps.c.blocker_id == row.id)
+        .order_by(issues.c.number)
+    ).scalars()
+    return to_issue(
+        row, labels=_labels_of(conn, row.id), blocked_by=list(blocked_by), blocks=list(blocks)
+    )
+
+
+def get(q: Queue, number: int) -> Issue:
+    fields.number(number)
+    with q.db.read() as conn:
+        return _detail(conn, number)
+
+
+def encode_cursor(number: int) -> str:
+    return base64.urlsafe_b64encode(f"n:{number}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        kind, _, value = base64.urlsafe_b64decode(padded.encode()).decode().partition(":")
+        if kind != "n":
+            raise ValueError(kind)
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("cursor is not one this server gave out", field="cursor") from None
+
+
+def list_issues(
+    q: Queue,
+    *,
+    status: str | Status | None = None,
+    priority: str | Priority | None = None,
+    issue_type: str | IssueType | None = None,
+    agent: str | None = None,
+    label: str | None = None,
+    claimed_by: str | None = None,
+    limit: int = PAGE_DEFAULT,
+    cursor: str | None = None,
+) -> IssuePage:
+    if not 1 <= limit <= PAGE_MAX:
+        raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
+    stmt = select(issues).order_by(issues.c.number).limit(limit + 1)
+    if status is not None:
+        try:
+            stmt = stmt.where(issues.c.status == Status(status).value)
+        except ValueError:
+            raise InvalidInput(
+                f"status must be one of open, in_progress, done (got {status!r})", field="status"
+            ) from None
+    if priority is not None:
+        stmt = stmt.where(issues.c.priority == fields.priority(priority).rank)
+    if issue_type is not None:
+        stmt = stmt.where(issues.c.issue_type == fields.issue_type(issue_type).value)
+    if agent is not None:
+        stmt = stmt.where(issues.c.agent == agent)
+    if claimed_by is not None:
+        stmt = stmt.where(issues.c.claimed_by == claimed_by)
+    if label is not None:
+        stmt = stmt.where(
+            exists().where(and_(labels_t.c.issue_id == issues.c.id, labels_t.c.name == label))
+        )
+    if cursor:
+        stmt = stmt.where(issues.c.number > decode_cursor(cursor))
+    with q.db.read() as conn:
+        rows = list(conn.execute(stmt))
+        page = rows[:limit]
+        label_map: dict[str, list[str]] = {}
+        if page:
+            for issue_id, name in conn.execute(
+                select(labels_t.c.issue_id, labels_t.c.name)
+                .where(labels_t.c.issue_id.in_([r.id for r in page]))
+                .order_by(labels_t.c.name)
+            ):
+                label_map.setdefault(issue_id, []).append(name)
+    items = [to_issue(r, labels=label_map.get(r.id)).summary() for r in page]
+    has_more = len(rows) > limit
+    return IssuePage(
+        items=items,
+        has_more=has_more,
+        next_cursor=encode_cursor(page[-1].number) if has_more else None,
+    )
+
+
+def summaries(q: Queue, numbers: Sequence[int]) -> list[IssueSummary]:
+    with q.db.read() as conn:
+        rows = conn.execute(select(issues).where(issues.c.number.in_(list(numbers))))
+        return [to_issue(r).summary() for r in rows]
+
+
+def update_issue(
+    q: Queue,
+    number: int,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    priority: str | Priority | None = None,
+    issue_type: str | IssueType | None = None,
+    agent: str | None = None,
+    add_labels: Sequence[str] = (),
+    remove_labels: Sequence[str] = (),
+    actor: str | None = None,
+) -> Issue:
+    fields.number(number)
+    changes: dict[str, Any] = {}
+    if title is not None:
+        changes["title"] = fields.title(title)
+    if description is not None:
+        changes["description"] = fields.description(description)
+    if priority is not None:
+        changes["priority"] = fields.priority(priority).rank
+    if issue_type is not None:
+        changes["issue_type"] = fields.issue_type(issue_type).value
+    if agent is not None:
+        changes["agent"] = fields.agent(agent)
+    adding = fields.labels(add_labels)
+    removing = fields.labels(remove_labels)
+
+    def work(conn: Connection) -> Issue:
+        row = load(conn, number, for_update=True)
+        now = q.now()
+        before = {k: row._mapping[k] for k in changes if row._mapping[k] != changes[k]}
+        after = {k: changes[k] for k in before}
+        current = set(_labels_of(conn, row.id))
+        added = sorted(set(adding) - current)
+        removed = sorted(set(removing) & current)
+        if len(current | set(added)) - len(removed) > 32:
+            raise InvalidInput("at most 32 labels per issue", field="labels")
+        if added:
+            conn.execute(insert(labels_t), [{"issue_id": row.id, "name": n} for n in added])
+            after["labels_added"] = added
+        if removed:
+            conn.execute(
+                delete(labels_t).where(labels_t.c.issue_id == row.id, labels_t.c.name.in_(removed))
+            )
+            after["labels_removed"] = removed
+        if after:
+            conn.execute(
+                update(issues).where(issues.c.id == row.id).values(**changes, updated_at=now)
+            )
+            record(
+                q,
+                conn,
+                kind="updated",
+                issue_id=row.id,
+                number=number,
+                actor=actor,
+                now=now,
+                before=_readable(before),
+                after=_readable(after),
+            )
+        return _detail(conn, number)
+
+    return q.db.write(work)
+
+
+def _readable(values: dict[str, Any]) -> dict[str, Any]:
+    if "priority" in values:
+        values = {**values, "priority": Priority.from_rank(values["priority"]).value}
+    return values
+
+
+def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
+    """Bring a done issue back to open; the issues it blocks wait for it again."""
+    fields.number(number)
+
+    def work(conn: Connection) -> Issue:
+        row = load(conn, number, for_update=True)
+        if row.status != Status.DONE.value:
+            raise InvalidTransition(
+                f"Issue #{number} is {row.status}, not done", hint="only done issues reopen"
+            )
+        now = q.now()
+        conn.execute(
+            update(issues)
+            .where(issues.c.id == row.id)
+            .values(status=Status.OPEN.value, closed_at=None, updated_at=now)
+        )
+        dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == row.id)
+        conn.execute(
+            update(issues)
+            .where(issues.c.id.in_(dependents), issues.c.status != Status.DONE.value)
+            .values(open_blockers=issues.c.open_blockers + 1)
+        )
+        record(
+            q,
+            conn,
+            kind="reopened",
+            issue_id=row.id,
+            number=number,
+            actor=actor,
+            now=now,
+            before={"status": row.status},
+            after={"status": Status.OPEN.value},
+        )
+        return _detail(conn, number)
+
+    return q.db.write(work)
+
+
+def delete_issue(q: Queue, number: int, *, actor: str | None = None) -> Issue:
+    """Hard delete. Issues it blocked stop waiting for it. Its history stays."""
+    fields.number(number)
+
+    def work(conn: Connection) -> Issue:
+        gone = _detail(conn, number)
+        if gone.status != Status.DONE:
+            dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == gone.id)
+            conn.execute(
+                update(issues)
+                .where(issues.c.id.in_(dependents))
+                .values(open_blockers=issues.c.open_blockers - 1)
+            )
+        conn.execute(delete(issues).where(issues.c.id == gone.id))
+        record(
+            q,
+            conn,
+            kind="deleted",
+            issue_id=gone.id,
+            number=number,
+            actor=actor,
+            now=q.now(),
+            before=gone.model_dump(mode="json", exclude={"id"}),
+        )
+        return gone
+
+    return q.db.write(work)

@@ -1,0 +1,30 @@
+"""Opening a queue from settings: the engine, the schema check, the first migration."""
+
+from __future__ import annotations
+
+from workq.config import Settings
+from workq.db.engine import Database
+from workq.db.migrate import ensure_schema
+from workq.services.context import Queue
+
+
+def open_database(settings: Settings) -> Database:
+    return Database(
+        settings.url,
+        busy_timeout_ms=settings.busy_timeout_ms,
+        synchronous=settings.synchronous,
+    )
+
+
+def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
+    """A ready-to-use queue. An embedded SQLite file is created and migrated on first use;
+    a shared server database is migrated only when ``migrate`` says so."""
+    db = open_database(settings)
+    if migrate is None:
+        migrate = settings.auto_migrate and db.is_sqlite
+    try:
+        ensure_schema(db, migrate=migrate)
+    except BaseException:
+        db.dispose()
+        raise
+    return Queue(db=db, lease_seconds=settings.lease_seconds)
