@@ -114,7 +114,7 @@ def create(
             number=row["number"],
             actor=actor,
             now=now,
-            after={**values, "labels": names},
+            after=_readable({**values, "labels": names}),
         )
         return to_issue(load(conn, row["number"]), labels=names)
 
@@ -322,7 +322,7 @@ def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
         dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == row.id)
         conn.execute(
             update(issues)
-            .where(issues.c.id.in_(dependents), issues.c.status != Status.DONE.value)
+            .where(issues.c.id.in_(dependents))
             .values(open_blockers=issues.c.open_blockers + 1)
         )
         record(

@@ -1,0 +1,1 @@
+"""The admin CLI (Typer): one module per group of commands."""

@@ -1,0 +1,147 @@
+"""Admin commands: init, db (upgrade/downgrade/current/check), doctor, export, import, backup."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workq.cli import output
+from workq.cli.state import state
+from workq.db import migrate
+from workq.errors import SchemaMismatch
+from workq.services import maintenance
+from workq.services.runtime import open_database
+
+db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def init(ctx: typer.Context) -> None:
+    """Create the database (if needed) and bring it to the latest schema."""
+    s = state(ctx)
+    s.queue(migrate=True)
+    output.line(f"Ready: {s.settings().url} at schema {migrate.HEAD}")
+
+
+@db_app.command()
+def upgrade(ctx: typer.Context, revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Migrate the schema up (to head by default)."""
+    db = open_database(state(ctx).settings())
+    try:
+        migrate.upgrade(db, revision)
+        output.line(f"Schema {migrate.status(db).describe()}")
+    finally:
+        db.dispose()
+
+
+@db_app.command()
+def downgrade(ctx: typer.Context, revision: Annotated[str, typer.Argument()]) -> None:
+    """Migrate the schema down to REVISION ('base' removes every table)."""
+    db = open_database(state(ctx).settings())
+    try:
+        migrate.downgrade(db, revision)
+        output.line(f"Schema {migrate.status(db).describe()}")
+    finally:
+        db.dispose()
+
+
+@db_app.command()
+def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
+    """Print the schema revision of the database."""
+    db = open_database(state(ctx).settings())
+    try:
+        found = migrate.status(db)
+    finally:
+        db.dispose()
+    if json_:
+        output.emit_json({"state": found.state, "revision": found.revision, "head": migrate.HEAD})
+    else:
+        output.line(found.revision or "none")
+
+
+@db_app.command()
+def check(ctx: typer.Context) -> None:
+    """Exit 0 if the schema is at head, else say what to run (exit 1)."""
+    db = open_database(state(ctx).settings())
+    try:
+        found = migrate.status(db)
+    finally:
+        db.dispose()
+    if found.state != "current":
+        raise SchemaMismatch(f"the schema is {found.describe()}", hint="run 'workq db upgrade'")
+    output.line(f"Schema {found.describe()}")
+
+
+def doctor(
+    ctx: typer.Context,
+    repair: Annotated[bool, typer.Option(help="Fix what is found.")] = False,
+    json_: JsonFlag = False,
+) -> None:
+    """Check integrity, blocked counts against the graph, stale claims and orphans."""
+    report = maintenance.doctor(state(ctx).queue(), repair=repair)
+    if json_:
+        output.emit_json(report)
+    elif not report.findings:
+        output.line("All checks passed")
+    else:
+        output.table(
+            ["check", "#", "finding", "repaired"],
+            [(f.check, f.number, f.detail, "yes" if f.repaired else "no") for f in report.findings],
+        )
+        if not repair:
+            output.line("Run 'workq doctor --repair' to fix these.")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def export(
+    ctx: typer.Context,
+    path: Annotated[Path | None, typer.Argument(help="Output file (default: stdout).")] = None,
+) -> None:
+    """Write the whole queue as JSON lines (lossless: ids, numbers, history)."""
+    lines = maintenance.export_lines(state(ctx).queue())
+    if path is None:
+        for text in lines:
+            sys.stdout.write(text + "\n")
+        return
+    count = 0
+    with path.open("x", encoding="utf-8") as out:
+        for text in lines:
+            out.write(text + "\n")
+            count += 1
+    output.errors.print(f"Wrote {count} lines to {path}")
+
+
+def import_(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="An export file ('-' for stdin).")],
+) -> None:
+    """Load an export into an empty database."""
+    q = state(ctx).queue(migrate=True)
+    if str(path) == "-":
+        counts = maintenance.import_lines(q, sys.stdin)
+    else:
+        with path.open(encoding="utf-8") as handle:
+            counts = maintenance.import_lines(q, handle)
+    output.line("Imported " + ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()))
+
+
+def backup(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="The new backup file.")],
+) -> None:
+    """Copy the live SQLite database safely, while agents keep working."""
+    pages = maintenance.backup(state(ctx).queue(), path)
+    output.line(f"Backed up {pages} pages to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.add_typer(db_app, name="db")
+    app.command()(doctor)
+    app.command()(export)
+    app.command("import")(import_)
+    app.command()(backup)

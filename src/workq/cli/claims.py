@@ -1,0 +1,250 @@
+"""Queue commands: ready, claim, claim-next, heartbeat, complete, block, unblock, release."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from workq.cli import output
+from workq.cli.state import State, state
+from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, IssueType, ReadyFilter
+from workq.services import claims, reports
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
+RunId = Annotated[
+    str | None,
+    typer.Option("--run-id", help="Whom the claim is for (default: WORKQ_RUN_ID or --as)."),
+]
+
+
+def _run_id(s: State, given: str | None) -> str:
+    return given or s.settings().run_id or s.actor
+
+
+def _filter(
+    agent: str | None,
+    include: list[IssueType] | None,
+    exclude: list[IssueType] | None,
+    label: list[str] | None,
+) -> ReadyFilter:
+    return ReadyFilter(
+        agent=agent,
+        include_types=include or None,
+        exclude_types=exclude or None,
+        labels=label or None,
+    )
+
+
+Agent = Annotated[str | None, typer.Option(help="Only issues for this agent.")]
+Include = Annotated[list[IssueType] | None, typer.Option("--type", help="Only these types.")]
+Exclude = Annotated[list[IssueType] | None, typer.Option("--not-type", help="Not these types.")]
+Label = Annotated[list[str] | None, typer.Option("--label", help="Must carry all of these.")]
+
+
+def ready(
+    ctx: typer.Context,
+    agent: Agent = None,
+    include: Include = None,
+    exclude: Exclude = None,
+    label: Label = None,
+    limit: Annotated[int, typer.Option(min=1, max=200)] = 10,
+    json_: JsonFlag = False,
+) -> None:
+    """Show the issues that would be claimed next, in order."""
+    found = claims.ready(state(ctx).queue(), _filter(agent, include, exclude, label), limit=limit)
+    if json_:
+        output.emit_json(found)
+    elif not found:
+        output.line("No ready issues available")
+    else:
+        output.table(
+            ["#", "title", "priority", "type", "agent", "created"],
+            [
+                (
+                    i.number,
+                    i.title,
+                    i.priority.value,
+                    i.issue_type.value,
+                    i.agent,
+                    output.when(i.created_at),
+                )
+                for i in found
+            ],
+        )
+
+
+def _claimed(claim: Claim, json_: bool) -> None:
+    if json_:
+        output.emit_json(claim)
+        return
+    took = f" (taken over from {claim.previous_holder})" if claim.previous_holder else ""
+    output.line(
+        f"Claimed issue #{claim.number}: {claim.title} for {claim.claimed_by}, "
+        f"lease until {output.when(claim.lease_expires_at)}{took}"
+    )
+
+
+def claim(
+    ctx: typer.Context, number: Number, run_id: RunId = None, json_: JsonFlag = False
+) -> None:
+    """Claim an issue (a compare-and-set: exactly one claimer wins)."""
+    s = state(ctx)
+    _claimed(claims.claim(s.queue(), number, _run_id(s, run_id)), json_)
+
+
+def claim_next(
+    ctx: typer.Context,
+    run_id: RunId = None,
+    agent: Agent = None,
+    include: Include = None,
+    exclude: Exclude = None,
+    label: Label = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Claim the first ready issue, atomically. Exit status 2 when nothing is ready."""
+    s = state(ctx)
+    got = claims.claim_next(s.queue(), _run_id(s, run_id), _filter(agent, include, exclude, label))
+    if got is None:
+        if json_:
+            output.emit_json(None)
+        else:
+            output.line("No ready issues available")
+        raise typer.Exit(2)
+    _claimed(got, json_)
+
+
+def heartbeat(ctx: typer.Context, number: Number, run_id: RunId = None) -> None:
+    """Extend the lease of a claim you hold."""
+    s = state(ctx)
+    got = claims.heartbeat(s.queue(), number, {_run_id(s, run_id)})
+    output.line(f"Lease of issue #{number} extended until {output.when(got.lease_expires_at)}")
+
+
+def complete(
+    ctx: typer.Context,
+    number: Number,
+    run_id: RunId = None,
+    force: Annotated[bool, typer.Option(help="Complete whoever holds it (admin).")] = False,
+    json_: JsonFlag = False,
+) -> None:
+    """Mark an issue done; the issues waiting only on it become ready."""
+    s = state(ctx)
+    done = claims.complete(s.queue(), number, {_run_id(s, run_id)}, force=force, actor=s.actor)
+    if json_:
+        output.emit_json(done)
+        return
+    output.line(f"Completed issue #{number}" + (" (already done)" if done.already_done else ""))
+    if done.unblocked:
+        output.line("Now ready: " + ", ".join(f"#{n}" for n in done.unblocked))
+
+
+def block(
+    ctx: typer.Context,
+    number: Number,
+    reason: Annotated[str, typer.Argument(help="Why it cannot go on.")],
+) -> None:
+    """Block an issue with a reason: its claim is released and it leaves the queue."""
+    s = state(ctx)
+    claims.block(s.queue(), number, reason, actor=s.actor)
+    output.line(f"Blocked issue #{number}: {reason}")
+
+
+def unblock(ctx: typer.Context, number: Number) -> None:
+    """Put a blocked issue back in the queue."""
+    s = state(ctx)
+    claims.unblock(s.queue(), number, actor=s.actor)
+    output.line(f"Unblocked issue #{number}")
+
+
+def release(
+    ctx: typer.Context,
+    number: Number,
+    run_id: RunId = None,
+    force: Annotated[bool, typer.Option(help="Release whoever holds it (admin).")] = False,
+    reason: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Give a claim up: the issue goes back to the queue."""
+    s = state(ctx)
+    holders = None if force else {_run_id(s, run_id)}
+    claims.release(s.queue(), number, holders, reason=reason, actor=s.actor)
+    output.line(f"Released issue #{number}")
+
+
+def force_claim(
+    ctx: typer.Context,
+    number: Number,
+    confirm: Annotated[str, typer.Option(help=f"Must be exactly: {FORCE_CLAIM_CONFIRMATION}")],
+    run_id: RunId = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Take a claim from its holder (recorded in the history)."""
+    s = state(ctx)
+    _claimed(claims.force_claim(s.queue(), number, _run_id(s, run_id), confirm), json_)
+
+
+def backlog(
+    ctx: typer.Context,
+    include: Include = None,
+    exclude: Exclude = None,
+    limit: Annotated[int, typer.Option(min=1, max=100)] = 20,
+    json_: JsonFlag = False,
+) -> None:
+    """Issues not done, by priority score, with lock holders."""
+    found = reports.backlog(
+        state(ctx).queue(), include_types=include, exclude_types=exclude, limit=limit
+    )
+    if json_:
+        output.emit_json(found)
+        return
+    output.table(
+        ["#", "title", "priority", "type", "score", "age (days)", "locked by", "blocked"],
+        [
+            (
+                b.number,
+                b.title,
+                b.priority.value,
+                b.issue_type.value,
+                b.priority_score,
+                b.age_in_days,
+                b.locked_by,
+                "yes" if b.is_blocked else "",
+            )
+            for b in found.backlog
+        ],
+    )
+    output.line(f"{len(found.backlog)} of {found.total} shown")
+
+
+def stats(ctx: typer.Context, json_: JsonFlag = False) -> None:
+    """Counts by status and priority, ready, blocked and stale claims."""
+    found = reports.stats(state(ctx).queue())
+    if json_:
+        output.emit_json(found)
+        return
+    output.fields(
+        [
+            ("total", found.total),
+            *((f"  {k}", v) for k, v in found.by_status.items()),
+            ("ready", found.ready),
+            ("blocked", found.blocked),
+            ("claimed", found.claimed),
+            ("stale claims", found.stale_claims),
+            *((f"  {k} (not done)", v) for k, v in found.by_priority.items()),
+        ]
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ready)
+    app.command()(claim)
+    app.command("claim-next")(claim_next)
+    app.command()(heartbeat)
+    app.command()(complete)
+    app.command()(block)
+    app.command()(unblock)
+    app.command()(release)
+    app.command("force-claim")(force_claim)
+    app.command()(backlog)
+    app.command()(stats)

@@ -1,0 +1,273 @@
+"""Issue commands: create, list, show, update, delete, reopen, depend, comment, history."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from workq.cli import output
+from workq.cli.state import state
+from workq.schemas import PAGE_DEFAULT, CommentKind, Issue, IssueType, Priority, Status
+from workq.services import dependencies, issues, notes
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
+
+
+def _show(issue: Issue) -> None:
+    output.fields(
+        [
+            ("number", f"#{issue.number}"),
+            ("title", issue.title),
+            ("status", issue.status.value),
+            ("priority", issue.priority.value),
+            ("type", issue.issue_type.value),
+            ("agent", issue.agent),
+            ("labels", ", ".join(issue.labels) or "-"),
+            ("blocked", f"yes: {issue.blocked_reason}" if issue.is_blocked else "no"),
+            ("waits on", ", ".join(f"#{n}" for n in issue.blocked_by) or "-"),
+            ("blocks", ", ".join(f"#{n}" for n in issue.blocks) or "-"),
+            ("claimed by", issue.claimed_by),
+            ("lease until", issue.lease_expires_at),
+            ("created", issue.created_at),
+            ("updated", issue.updated_at),
+            ("closed", issue.closed_at),
+        ]
+    )
+    if issue.description:
+        output.line("")
+        output.line(issue.description)
+
+
+def create(
+    ctx: typer.Context,
+    title: Annotated[str, typer.Argument(help="A one-line title.")],
+    description: Annotated[str | None, typer.Option("--description", "-d")] = None,
+    priority: Annotated[Priority, typer.Option("--priority", "-p")] = Priority.MEDIUM,
+    issue_type: Annotated[IssueType, typer.Option("--type", "-t")] = IssueType.TASK,
+    agent: Annotated[str | None, typer.Option(help="Who should take it (default claude).")] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", "-l", help="Repeatable.")] = None,
+    context: Annotated[str | None, typer.Option(help="Background (issue template).")] = None,
+    criterion: Annotated[
+        list[str] | None, typer.Option("--criterion", help="An acceptance criterion; repeatable.")
+    ] = None,
+    notes_: Annotated[str | None, typer.Option("--notes", help="Technical notes.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Create an issue."""
+    s = state(ctx)
+    text = issues.format_description(
+        description,
+        title=title,
+        context=context,
+        acceptance_criteria=criterion,
+        technical_notes=notes_,
+    )
+    issue = issues.create(
+        s.queue(),
+        title=title,
+        description=text,
+        priority=priority,
+        issue_type=issue_type,
+        agent=agent,
+        labels=label or (),
+        actor=s.actor,
+    )
+    if json_:
+        output.emit_json(issue)
+    else:
+        output.line(f"Created issue #{issue.number}: {issue.title} (agent: {issue.agent})")
+
+
+def list_(
+    ctx: typer.Context,
+    status: Annotated[Status | None, typer.Option(help="Only this status.")] = None,
+    priority: Annotated[Priority | None, typer.Option()] = None,
+    issue_type: Annotated[IssueType | None, typer.Option("--type")] = None,
+    agent: Annotated[str | None, typer.Option()] = None,
+    label: Annotated[str | None, typer.Option()] = None,
+    claimed_by: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200)] = PAGE_DEFAULT,
+    cursor: Annotated[str | None, typer.Option(help="From a previous page.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """List issues by number, a page at a time."""
+    page = issues.list_issues(
+        state(ctx).queue(),
+        status=status,
+        priority=priority,
+        issue_type=issue_type,
+        agent=agent,
+        label=label,
+        claimed_by=claimed_by,
+        limit=limit,
+        cursor=cursor,
+    )
+    if json_:
+        output.emit_json(page)
+        return
+    output.table(
+        ["#", "title", "status", "priority", "type", "agent", "blocked", "claimed by"],
+        [
+            (
+                i.number,
+                i.title,
+                i.status.value,
+                i.priority.value,
+                i.issue_type.value,
+                i.agent,
+                "yes" if i.is_blocked else "",
+                i.claimed_by,
+            )
+            for i in page.items
+        ],
+    )
+    if page.has_more:
+        output.line(f"more: --cursor {page.next_cursor}")
+
+
+def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
+    """Show one issue in full, with its links and the GitHub mirror if any."""
+    issue = issues.get(state(ctx).queue(), number)
+    if json_:
+        output.emit_json(issue)
+    else:
+        _show(issue)
+
+
+def update(
+    ctx: typer.Context,
+    number: Number,
+    title: Annotated[str | None, typer.Option()] = None,
+    description: Annotated[str | None, typer.Option("--description", "-d")] = None,
+    priority: Annotated[Priority | None, typer.Option("--priority", "-p")] = None,
+    issue_type: Annotated[IssueType | None, typer.Option("--type", "-t")] = None,
+    agent: Annotated[str | None, typer.Option()] = None,
+    add_label: Annotated[list[str] | None, typer.Option("--add-label")] = None,
+    remove_label: Annotated[list[str] | None, typer.Option("--remove-label")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Change an issue's title, description, priority, type, agent or labels."""
+    s = state(ctx)
+    issue = issues.update_issue(
+        s.queue(),
+        number,
+        title=title,
+        description=description,
+        priority=priority,
+        issue_type=issue_type,
+        agent=agent,
+        add_labels=add_label or (),
+        remove_labels=remove_label or (),
+        actor=s.actor,
+    )
+    if json_:
+        output.emit_json(issue)
+    else:
+        output.line(f"Updated issue #{number}")
+
+
+def delete(
+    ctx: typer.Context,
+    number: Number,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Delete an issue for good (its history stays)."""
+    s = state(ctx)
+    if not yes:
+        typer.confirm(f"Delete issue #{number} for good?", abort=True)
+    issues.delete_issue(s.queue(), number, actor=s.actor)
+    output.line(f"Deleted issue #{number}")
+
+
+def reopen(ctx: typer.Context, number: Number) -> None:
+    """Bring a done issue back to open."""
+    s = state(ctx)
+    issues.reopen(s.queue(), number, actor=s.actor)
+    output.line(f"Reopened issue #{number}")
+
+
+def depend(
+    ctx: typer.Context,
+    blocked: Annotated[int, typer.Argument(help="The issue that must wait.", min=1)],
+    blocker: Annotated[int, typer.Option("--on", help="The issue it waits for.", min=1)],
+) -> None:
+    """Make BLOCKED wait until the issue given with --on is done."""
+    s = state(ctx)
+    dependencies.depend(s.queue(), blocker=blocker, blocked=blocked, actor=s.actor)
+    output.line(f"Issue #{blocked} now waits on #{blocker}")
+
+
+def undepend(
+    ctx: typer.Context,
+    blocked: Annotated[int, typer.Argument(help="The issue that waits.", min=1)],
+    blocker: Annotated[
+        int, typer.Option("--on", help="The issue it should stop waiting for.", min=1)
+    ],
+) -> None:
+    """Remove a dependency."""
+    s = state(ctx)
+    dependencies.undepend(s.queue(), blocker=blocker, blocked=blocked, actor=s.actor)
+    output.line(f"Issue #{blocked} no longer waits on #{blocker}")
+
+
+def comment(
+    ctx: typer.Context,
+    number: Number,
+    body: Annotated[str, typer.Argument(help="The comment (markdown).")],
+    kind: Annotated[CommentKind, typer.Option()] = CommentKind.NOTE,
+    json_: JsonFlag = False,
+) -> None:
+    """Add a comment (note, progress, question, blocker or resolution)."""
+    s = state(ctx)
+    made = notes.comment(s.queue(), number, body, kind=kind, author=s.actor)
+    if json_:
+        output.emit_json(made)
+    else:
+        output.line(f"Commented on issue #{number}")
+
+
+def history(
+    ctx: typer.Context,
+    number: Number,
+    limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
+    json_: JsonFlag = False,
+) -> None:
+    """Show the audit history of an issue (also of a deleted one)."""
+    q = state(ctx).queue()
+    found = notes.history(q, number, limit=limit)
+    said = notes.comments(q, number) if not json_ and found[-1].kind != "deleted" else []
+    if json_:
+        output.emit_json(found)
+        return
+    output.table(
+        ["when", "event", "by", "change"],
+        [(output.when(e.created_at), e.kind, e.actor, _change(e.before, e.after)) for e in found],
+    )
+    for c in said:
+        output.line(f"\n[{c.kind.value}] {c.author or '-'} at {output.when(c.created_at)}:")
+        output.line(c.body)
+
+
+def _change(before: dict[str, object] | None, after: dict[str, object] | None) -> str:
+    parts = []
+    if before:
+        parts.append("was " + ", ".join(f"{k}={v}" for k, v in sorted(before.items())))
+    if after:
+        parts.append("now " + ", ".join(f"{k}={v}" for k, v in sorted(after.items())))
+    text = "; ".join(parts)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(create)
+    app.command("list")(list_)
+    app.command()(show)
+    app.command()(update)
+    app.command()(delete)
+    app.command()(reopen)
+    app.command()(depend)
+    app.command()(undepend)
+    app.command()(comment)
+    app.command()(history)

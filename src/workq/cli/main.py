@@ -1,0 +1,126 @@
+"""The `workq` command: global options, the commands, and the one error handler."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workq import __version__
+from workq.cli import admin, claims, issues, output
+from workq.cli.state import State
+from workq.errors import WorkqError
+
+app = typer.Typer(
+    name="workq",
+    help="A local work queue for coding agents: issues, claims with leases, dependencies.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        output.line(f"workq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db", help="The SQLite file (env ISSUES_DB / WORKQ_DB; default autopilot.db)."
+        ),
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            help="A database URL, e.g. postgresql+psycopg://... (env WORKQ_DATABASE_URL).",
+        ),
+    ] = None,
+    actor: Annotated[
+        str | None, typer.Option("--as", help="Who you are in the history (env WORKQ_ACTOR).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks on errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
+    ] = False,
+) -> None:
+    ctx.obj = State(db=db, database_url=database_url, verbose=verbose, actor_name=actor)
+    ctx.call_on_close(ctx.obj.close)
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.", min=1, max=65535)] = 8765,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token required over HTTP (env WORKQ_TOKEN).")
+    ] = None,
+    toolsets: Annotated[
+        str | None, typer.Option(help="Comma-separated toolsets, or 'all' (env WORKQ_TOOLSETS).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="The claimer's id (env WORKQ_RUN_ID).")
+    ] = None,
+    migrate: Annotated[
+        bool, typer.Option("--migrate", help="Migrate a server database before serving.")
+    ] = False,
+) -> None:
+    """Serve the queue over MCP (stdio by default)."""
+    from workq.server.main import serve as run_server  # only this command needs the server
+
+    s = ctx.find_root().obj
+    assert isinstance(s, State)
+    settings = s.settings(token=token, toolsets=toolsets, run_id=run_id)
+    run_server(
+        settings,
+        transport="streamable-http" if http else "stdio",
+        host=host,
+        port=port,
+        migrate=True if migrate else None,
+    )
+
+
+issues.register(app)
+claims.register(app)
+admin.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; a workq error is one line on stderr with its code, and exit status 1."""
+    verbose = "--verbose" in sys.argv or "-v" in sys.argv
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except WorkqError as exc:
+        if verbose:
+            raise
+        output.errors.print(f"error: {exc.describe()}", markup=False)
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        output.errors.print("Aborted.")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

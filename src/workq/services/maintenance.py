@@ -1,0 +1,314 @@
+"""Keeping a queue healthy: doctor (check and repair), export/import (JSONL), backup."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import Connection, Table, and_, delete, func, insert, select, update
+
+from workq.db.migrate import HEAD
+from workq.db.tables import comments, counters, dependencies, events, issues, labels
+from workq.errors import InvalidInput, StorageError
+from workq.schemas import Status
+from workq.services.context import Queue, record
+from workq.services.issues import COUNTER
+
+EXPORT_FORMAT = "workq-export"
+EXPORT_VERSION = 1
+
+
+class Finding(BaseModel):
+    check: str
+    number: int | None = None
+    detail: str
+    repaired: bool = False
+
+
+class DoctorReport(BaseModel):
+    ok: bool
+    findings: list[Finding]
+    repaired: int
+
+
+def blocked_oracle(conn: Connection) -> dict[str, int]:
+    """Open blockers per issue id, counted from the graph at query time (the slow truth)."""
+    blocker = issues.alias("blocker")
+    rows = conn.execute(
+        select(dependencies.c.blocked_id, func.count())
+        .join(blocker, blocker.c.id == dependencies.c.blocker_id)
+        .where(blocker.c.status != Status.DONE.value)
+        .group_by(dependencies.c.blocked_id)
+    )
+    return {str(issue_id): int(count) for issue_id, count in rows}
+
+
+def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
+    """Check integrity, blocked counts, claims, orphans and the counter; fix with repair."""
+    findings: list[Finding] = []
+    if q.db.is_sqlite:
+        with q.db.read() as conn:
+            for (line,) in conn.exec_driver_sql("PRAGMA integrity_check"):
+                if line != "ok":
+                    findings.append(Finding(check="integrity", detail=str(line)))
+    if any(f.check == "integrity" for f in findings):
+        return DoctorReport(ok=False, findings=findings, repaired=0)
+
+    def work(conn: Connection) -> list[Finding]:
+        found: list[Finding] = []
+        now = q.now()
+        truth = blocked_oracle(conn)
+        for issue_id, number, stored in conn.execute(
+            select(issues.c.id, issues.c.number, issues.c.open_blockers)
+        ):
+            expected = truth.get(issue_id, 0)
+            if stored != expected:
+                found.append(
+                    Finding(
+                        check="blocked_count",
+                        number=number,
+                        detail=f"open_blockers is {stored}, the graph says {expected}",
+                        repaired=repair,
+                    )
+                )
+                if repair:
+                    conn.execute(
+                        update(issues).where(issues.c.id == issue_id).values(open_blockers=expected)
+                    )
+        found.extend(_claims(q, conn, now, repair))
+        found.extend(_orphans(conn, repair))
+        highest = conn.execute(select(func.max(issues.c.number))).scalar() or 0
+        counter = conn.execute(select(counters.c.value).where(counters.c.name == COUNTER)).scalar()
+        if counter is None or counter < highest:
+            found.append(
+                Finding(
+                    check="counter",
+                    detail=f"the number counter is {counter}, below the highest number {highest}",
+                    repaired=repair,
+                )
+            )
+            if repair:
+                conn.execute(delete(counters).where(counters.c.name == COUNTER))
+                conn.execute(insert(counters).values(name=COUNTER, value=highest))
+        return found
+
+    found = q.db.write(work) if repair else _read_only(q, work)
+    findings.extend(found)
+    return DoctorReport(
+        ok=not findings or all(f.repaired for f in findings),
+        findings=findings,
+        repaired=sum(f.repaired for f in findings),
+    )
+
+
+def _read_only(q: Queue, work: Any) -> list[Finding]:
+    with q.db.read() as conn:
+        result: list[Finding] = work(conn)
+        return result
+
+
+def _claims(q: Queue, conn: Connection, now: datetime, repair: bool) -> Iterator[Finding]:
+    in_progress = issues.c.status == Status.IN_PROGRESS.value
+    cases = (
+        (
+            "stale_claim",
+            and_(in_progress, issues.c.lease_expires_at < now),
+            "claimed by {holder}, lease expired; returned to the queue",
+        ),
+        (
+            "claim_state",
+            and_(in_progress, issues.c.claimed_by.is_(None)),
+            "in progress without a holder; returned to the queue",
+        ),
+        (
+            "claim_state",
+            and_(~in_progress, issues.c.claimed_by.is_not(None)),
+            "not in progress but claimed by {holder}; claim cleared",
+        ),
+    )
+    for check, where, text in cases:
+        for row in conn.execute(select(issues).where(where)).all():
+            yield Finding(
+                check=check,
+                number=row.number,
+                detail=text.format(holder=row.claimed_by),
+                repaired=repair,
+            )
+            if repair:
+                status = Status.OPEN.value if row.status == Status.IN_PROGRESS.value else row.status
+                conn.execute(
+                    update(issues)
+                    .where(issues.c.id == row.id)
+                    .values(
+                        status=status,
+                        claimed_by=None,
+                        claimed_at=None,
+                        lease_expires_at=None,
+                        updated_at=now,
+                    )
+                )
+                record(
+                    q,
+                    conn,
+                    kind="repaired",
+                    issue_id=row.id,
+                    number=row.number,
+                    actor="workq doctor",
+                    now=now,
+                    before={"claimed_by": row.claimed_by, "status": row.status},
+                    after={"status": status, "check": check},
+                )
+
+
+def _orphans(conn: Connection, repair: bool) -> Iterator[Finding]:
+    known = select(issues.c.id)
+    for table, column in (
+        (labels, labels.c.issue_id),
+        (comments, comments.c.issue_id),
+        (dependencies, dependencies.c.blocker_id),
+        (dependencies, dependencies.c.blocked_id),
+    ):
+        count = conn.execute(
+            select(func.count()).select_from(table).where(column.not_in(known))
+        ).scalar_one()
+        if count:
+            yield Finding(
+                check="orphans",
+                detail=f"{count} row(s) of {table.name} point at a missing issue",
+                repaired=repair,
+            )
+            if repair:
+                conn.execute(delete(table).where(column.not_in(known)))
+
+
+# Export and import: one JSON object per line, every table, ids and timestamps kept.
+
+_TABLES: tuple[tuple[str, Table], ...] = (
+    ("issue", issues),
+    ("label", labels),
+    ("dependency", dependencies),
+    ("comment", comments),
+    ("event", events),
+    ("counter", counters),
+)
+
+
+def _encode(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def export_lines(q: Queue) -> Iterator[str]:
+    """The whole queue as JSONL, in a stable order, from one snapshot."""
+    with q.db.read() as conn:
+        yield json.dumps({"type": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema": HEAD})
+        for kind, table in _TABLES:
+            order = list(table.primary_key.columns)
+            for row in conn.execute(select(table).order_by(*order)):
+                data = {k: _encode(v) for k, v in row._mapping.items()}
+                if "is_blocked" in data:
+                    data["is_blocked"] = bool(data["is_blocked"])
+                yield json.dumps({"type": kind, **data}, sort_keys=True)
+
+
+def _decode(table: Table, data: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for column in table.columns:
+        if column.name not in data:
+            if column.nullable or column.default is not None or column.autoincrement is True:
+                continue
+            raise InvalidInput(f"{table.name} row without {column.name}")
+        value = data[column.name]
+        if value is not None and column.type.python_type is datetime:
+            value = datetime.fromisoformat(value)
+        row[column.name] = value
+    return row
+
+
+def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
+    """Load an export into an empty queue, in one transaction. Counts rows per kind."""
+    by_kind = dict(_TABLES)
+    batches: dict[str, list[dict[str, Any]]] = {kind: [] for kind, _ in _TABLES}
+    header_seen = False
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"line {n} is not JSON: {exc.msg}", line=n) from None
+        kind = data.pop("type", None) if isinstance(data, dict) else None
+        if kind == EXPORT_FORMAT:
+            if data.get("version") != EXPORT_VERSION:
+                raise InvalidInput(f"export version {data.get('version')} is not supported")
+            header_seen = True
+            continue
+        if kind not in by_kind:
+            raise InvalidInput(f"line {n} has an unknown type {kind!r}", line=n)
+        try:
+            batches[kind].append(_decode(by_kind[kind], data))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"line {n}: {exc}", line=n) from None
+    if not header_seen:
+        raise InvalidInput("not a workq export: the header line is missing")
+
+    def work(conn: Connection) -> dict[str, int]:
+        present = conn.execute(select(func.count()).select_from(issues)).scalar_one()
+        present += conn.execute(select(func.count()).select_from(events)).scalar_one()
+        if present:
+            raise InvalidInput(
+                "the target queue is not empty",
+                hint="import into a new database file (--db NEW.db)",
+            )
+        conn.execute(delete(counters))
+        for kind, table in _TABLES:
+            if batches[kind]:
+                conn.execute(insert(table), batches[kind])
+        return {kind: len(rows) for kind, rows in batches.items()}
+
+    counts = q.db.write(work)
+    if not q.db.is_sqlite:
+        _reset_sequences(q)
+    return counts
+
+
+def _reset_sequences(q: Queue) -> None:
+    def work(conn: Connection) -> None:
+        for table in (comments, events):
+            conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+            )
+
+    q.db.write(work)
+
+
+def backup(q: Queue, target: Path) -> int:
+    """Copy the live SQLite database to ``target`` with SQLite's online backup. Pages copied."""
+    if not q.db.is_sqlite:
+        raise InvalidInput(
+            "backup copies SQLite files; for PostgreSQL use pg_dump",
+            hint="or 'workq export > queue.jsonl' for an engine-neutral copy",
+        )
+    if target.exists():
+        raise InvalidInput(f"{target} exists already", hint="choose a new path")
+    raw = q.db.engine.raw_connection()
+    try:
+        destination = sqlite3.connect(target)
+        try:
+            source = raw.driver_connection
+            assert isinstance(source, sqlite3.Connection)
+            source.backup(destination)
+            pages = destination.execute("PRAGMA page_count").fetchone()[0]
+        finally:
+            destination.close()
+    except sqlite3.Error as exc:
+        target.unlink(missing_ok=True)
+        raise StorageError(f"backup failed: {exc}") from exc
+    finally:
+        raw.close()
+    return int(pages)
