@@ -1,0 +1,98 @@
+"""Pydantic models for the parts of GitHub's REST answers the mirror reads.
+
+Unknown fields are ignored, so GitHub adding fields never breaks parsing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+
+class _GhModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class GhUser(_GhModel):
+    login: str
+    id: int
+    type: str = "User"
+
+
+class GhLabel(_GhModel):
+    name: str
+    id: int | None = None
+    color: str = ""
+    description: str | None = None
+    default: bool = False
+
+
+class GhPermissions(_GhModel):
+    admin: bool = False
+    maintain: bool = False
+    push: bool = False
+    triage: bool = False
+    pull: bool = False
+
+
+class GhRepo(_GhModel):
+    id: int
+    name: str
+    full_name: str
+    private: bool = False
+    html_url: str = ""
+    has_issues: bool = True
+    archived: bool = False
+    permissions: GhPermissions | None = None
+
+    @property
+    def can_push(self) -> bool:
+        """Whether the token may write issues and labels (False when GitHub did not say)."""
+        return self.permissions is not None and self.permissions.push
+
+
+class GhIssue(_GhModel):
+    id: int
+    number: int
+    title: str
+    body: str | None = None
+    state: Literal["open", "closed"]
+    state_reason: str | None = None
+    labels: list[GhLabel] = []
+    user: GhUser | None = None
+    html_url: str
+    url: str = ""
+    comments: int = 0
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None = None
+    pull_request: dict[str, Any] | None = None
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels_as_objects(cls, value: Any) -> Any:
+        # GitHub answers label objects; accept bare names too.
+        if isinstance(value, list):
+            return [{"name": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @property
+    def is_pull_request(self) -> bool:
+        """Pull requests appear in the issue list with a ``pull_request`` key."""
+        return self.pull_request is not None
+
+    @property
+    def label_names(self) -> list[str]:
+        return [label.name for label in self.labels]
+
+
+class GhComment(_GhModel):
+    id: int
+    body: str | None = None
+    user: GhUser | None = None
+    html_url: str = ""
+    issue_url: str = ""
+    created_at: datetime
+    updated_at: datetime

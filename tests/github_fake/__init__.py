@@ -1,0 +1,1 @@
+"""A stateful fake GitHub REST API for tests."""
