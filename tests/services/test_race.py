@@ -29,6 +29,10 @@ def _fill(queue: Queue, count: int) -> None:
         )
 
 
+def _claimed_numbers(out: str) -> list[int]:
+    return [int(line.split()[1]) for line in out.splitlines() if line.startswith("claimed")]
+
+
 def _racers(url: str, count: int, *extra: str) -> list[subprocess.Popen[str]]:
     return [
         subprocess.Popen(
@@ -76,7 +80,7 @@ def test_kill_nine_mid_storm_leaves_a_consistent_database(queue: Queue, settings
     for proc in procs[1:]:
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
-        claimed.update(int(l.split()[1]) for l in out.splitlines() if l.startswith("claimed"))
+        claimed.update(_claimed_numbers(out))
     fresh = open_queue(settings, migrate=False)
     try:
         with fresh.db.read() as conn:
