@@ -112,13 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except typer.TyperException as exc:  # usage errors: bad option values and the like
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        return int(getattr(exc, "exit_code", 2))
     return code if isinstance(code, int) else 0
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Table, and_, delete, func, insert, select, update
 
 from workq.db.migrate import HEAD
+from workq.db.models import UTCDateTime
 from workq.db.tables import comments, counters, dependencies, events, issues, labels
 from workq.errors import InvalidInput, StorageError
 from workq.schemas import Status
@@ -223,7 +224,7 @@ def _decode(table: Table, data: dict[str, Any]) -> dict[str, Any]:
                 continue
             raise InvalidInput(f"{table.name} row without {column.name}")
         value = data[column.name]
-        if value is not None and column.type.python_type is datetime:
+        if value is not None and isinstance(column.type, UTCDateTime):
             value = datetime.fromisoformat(value)
         row[column.name] = value
     return row
