@@ -36,6 +36,34 @@ class Settings(BaseSettings):
         ge=100,
         validation_alias=AliasChoices("WORKQ_BUSY_TIMEOUT_MS", "busy_timeout_ms"),
     )
+    pool_size: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("WORKQ_POOL_SIZE", "pool_size"),
+        description="Connections a process keeps open to a database server",
+    )
+    pool_max_overflow: int = Field(
+        default=10,
+        ge=0,
+        le=200,
+        validation_alias=AliasChoices("WORKQ_POOL_MAX_OVERFLOW", "pool_max_overflow"),
+        description="Extra connections opened under load, closed when returned",
+    )
+    pool_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        validation_alias=AliasChoices("WORKQ_POOL_TIMEOUT", "pool_timeout_s"),
+        description="How long a call waits for a free connection before DATABASE_BUSY",
+    )
+    connect_timeout_s: int = Field(
+        default=5,
+        ge=2,
+        le=120,
+        validation_alias=AliasChoices("WORKQ_CONNECT_TIMEOUT", "connect_timeout_s"),
+        description="How long to wait for a database server to accept a connection",
+    )
     synchronous: str = Field(
         default="NORMAL",
         pattern="^(NORMAL|FULL)$",

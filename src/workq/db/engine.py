@@ -1,29 +1,40 @@
-"""Engines and transactions: SQLite pragmas, BEGIN IMMEDIATE for writes, bounded busy retries."""
+"""Engines and transactions: SQLite pragmas, BEGIN IMMEDIATE for writes, bounded busy retries.
+
+On PostgreSQL (db/dialect.py): pooled connections, a snapshot per read, and a write whose
+connection is lost is either retried (lost before its commit: nothing was applied) or checked
+with the server (lost during its commit), so it is never applied twice.
+"""
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, QueuePool
 
+from workq.db import dialect
 from workq.db.failures import translate
-from workq.errors import Busy, StorageError
+from workq.errors import Busy, ConnectionLost, StorageError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
 WRITE_ATTEMPTS = 3
 # What the storage can raise; anything else is a bug and propagates as it is.
-DRIVER_ERRORS = (DBAPIError, sqlite3.Error, OSError)
+DRIVER_ERRORS = (DBAPIError, sqlite3.Error, OSError, PoolTimeout)
+# How long to wait for the server to settle a commit whose connection was lost.
+OUTCOME_POLLS = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 class Database:
@@ -36,6 +47,9 @@ class Database:
         busy_timeout_ms: int = 10_000,
         synchronous: str = "NORMAL",
         pool_size: int = 5,
+        max_overflow: int | None = None,
+        pool_timeout_s: float = 10.0,
+        connect_timeout_s: int = 5,
     ) -> None:
         self.url = url
         self.dialect = make_url(url).get_backend_name()
@@ -43,14 +57,13 @@ class Database:
         if self.dialect == "sqlite":
             self.engine = _sqlite_engine(url, busy_timeout_ms, synchronous)
         else:
-            self.engine = create_engine(
+            self.engine = dialect.postgres_engine(
                 url,
-                poolclass=QueuePool,
+                lock_timeout_ms=busy_timeout_ms,
                 pool_size=pool_size,
-                max_overflow=pool_size * 2,
-                pool_timeout=30,
-                pool_pre_ping=True,
-                pool_recycle=1800,
+                max_overflow=pool_size * 2 if max_overflow is None else max_overflow,
+                pool_timeout_s=pool_timeout_s,
+                connect_timeout_s=connect_timeout_s,
             )
 
     @property
@@ -61,40 +74,100 @@ class Database:
     def read(self) -> Iterator[Connection]:
         """A read-only snapshot (a deferred transaction on SQLite)."""
         try:
-            with self.engine.connect() as conn, conn.begin():
+            with self.engine.connect() as conn, dialect.for_reading(conn).begin():
                 yield conn
         except DRIVER_ERRORS as exc:
-            raise translate(exc) from exc
+            error = translate(exc)
+            if isinstance(error, ConnectionLost):
+                error.hint = "nothing was changed; retry when the database server is back"
+            raise error from exc
 
-    @contextmanager
-    def _write_once(self) -> Iterator[Connection]:
-        with (
-            self.engine.connect().execution_options(workq_write=True) as conn,
-            conn.begin(),
-        ):
-            yield conn
+    def _write_once(self, work: Callable[[Connection], T]) -> T:
+        xid: str | None = None
+        committing = False
+        try:
+            with self.engine.connect().execution_options(workq_write=True) as conn:
+                transaction = conn.begin()
+                result = work(conn)
+                xid = dialect.transaction_id(conn)
+                committing = True
+                transaction.commit()
+                return result
+        except DRIVER_ERRORS as exc:
+            error = translate(exc)
+            if not (committing and isinstance(error, ConnectionLost)):
+                raise error from exc
+            outcome = self._outcome(xid)
+            if outcome == "committed" or (xid is None and not self.is_sqlite):
+                return result  # applied once, or it wrote nothing
+            if outcome == "aborted":
+                raise ConnectionLost(cause=error.facts.get("cause")) from exc
+            raise ConnectionLost(
+                "the connection to the database was lost while committing",
+                hint="the change may or may not have been applied: read it back before retrying",
+                applied="unknown",
+                transaction=xid,
+                cause=error.facts.get("cause"),
+            ) from exc
+
+    def _outcome(self, xid: str | None) -> str | None:
+        """How a transaction whose commit lost its connection ended, if the server says."""
+        if xid is None:
+            return None
+        outcome = None
+        for pause in OUTCOME_POLLS:
+            outcome = dialect.commit_outcome(self.engine, xid)
+            if outcome in ("committed", "aborted"):
+                break
+            time.sleep(pause)
+        return outcome
 
     def write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one write transaction, retrying a busy database with backoff.
 
         ``work`` must be safe to run again: it runs inside the transaction only, and a busy
-        error before commit means nothing of it was applied.
+        error before commit means nothing of it was applied. A connection lost before the
+        commit is retried once; one lost during the commit is settled by asking the server,
+        and only if it cannot say is ConnectionLost raised with ``applied="unknown"``.
         """
         delay = 0.01
-        for attempt in range(1, WRITE_ATTEMPTS + 1):
+        busy = 0
+        lost = False
+        while True:
             try:
-                with self._write_once() as conn:
-                    return work(conn)
-            except DRIVER_ERRORS as exc:
-                error = translate(exc)
-                if not isinstance(error, Busy) or attempt == WRITE_ATTEMPTS:
-                    raise error from exc
+                return self._write_once(work)
+            except ConnectionLost as error:
+                if error.facts.get("applied") == "unknown":
+                    raise
+                if lost:
+                    error.facts["applied"] = False
+                    error.hint = "nothing was changed; retry when the database server is back"
+                    raise
+                lost = True
+                continue
+            except Busy:
+                busy += 1
+                if busy == WRITE_ATTEMPTS:
+                    raise
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 4, 1.0)
-        raise Busy()  # pragma: no cover - the loop always returns or raises
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def retry_lost_read(read: Callable[P, T]) -> Callable[P, T]:
+    """Run a read-only service once more if its connection was lost: a read is always safe
+    to repeat. (A connection that died in the pool is replaced by the pool's ping.)"""
+
+    @functools.wraps(read)
+    def again(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return read(*args, **kwargs)
+        except ConnectionLost:
+            return read(*args, **kwargs)
+
+    return again
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int, synchronous: str) -> Engine:

@@ -36,6 +36,8 @@ _BY_MESSAGE: tuple[tuple[str, type[StorageError]], ...] = (
     ("connection failed", ConnectionLost),
     ("consuming input failed", ConnectionLost),
     ("the connection is lost", ConnectionLost),
+    ("the database system is", ConnectionLost),  # starting up, shutting down, in recovery
+    ("timeout expired", ConnectionLost),
 )
 
 
@@ -43,8 +45,21 @@ def translate(exc: BaseException) -> WorkqError:
     """Map a driver or SQLAlchemy error to a workq error that says what to do next."""
     if isinstance(exc, WorkqError):
         return exc
+    if isinstance(exc, sa_exc.TimeoutError):
+        return Busy(
+            "every database connection of the pool is in use",
+            hint="retry in a moment; raise WORKQ_POOL_SIZE if this persists",
+        )
     original = getattr(exc, "orig", None) or exc
     text = str(original).strip().lower()
+    if "authentication failed" in text or ('database "' in text and "does not exist" in text):
+        return StorageError(
+            "the database server refused the connection",
+            hint="check the user, password and database name in the URL",
+            cause=str(original).strip(),
+        )
+    if 'relation "' in text and "does not exist" in text:  # PostgreSQL's "no such table"
+        text = "no such table"
     for needle, kind in _BY_MESSAGE:
         if needle in text:
             if kind is CorruptDatabase and needle == "no such table":

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import inspect, text
 
+from workq.db import dialect
 from workq.db.engine import DRIVER_ERRORS, Database
 from workq.db.failures import translate
 from workq.errors import SchemaMismatch, WorkqError
@@ -82,6 +83,7 @@ def upgrade(db: Database, revision: str = "head") -> None:
     try:
         with db.engine.begin() as conn:
             config.attributes["connection"] = conn
+            dialect.lock_schema(conn)
             command.upgrade(config, revision)
     except DRIVER_ERRORS as exc:
         raise translate(exc) from exc
@@ -94,6 +96,7 @@ def downgrade(db: Database, revision: str) -> None:
     try:
         with db.engine.begin() as conn:
             config.attributes["connection"] = conn
+            dialect.lock_schema(conn)
             command.downgrade(config, revision)
     except DRIVER_ERRORS as exc:
         raise translate(exc) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, delete, insert, literal, select, update
 
+from workq.db import dialect
 from workq.db.tables import dependencies as deps
 from workq.db.tables import issues
 from workq.domain import fields
@@ -20,13 +21,6 @@ def _reaches(conn: Connection, start: str, target: str) -> bool:
     return conn.execute(select(down.c.id).where(down.c.id == target).limit(1)).first() is not None
 
 
-def _lock_graph(conn: Connection) -> None:
-    # SQLite's write lock already serialises; PostgreSQL needs one lock so that two
-    # opposite edges added at once cannot both pass the cycle check.
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7201)")
-
-
 def depend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) -> Issue:
     """Make ``blocked`` wait for ``blocker``. Adding an existing edge changes nothing."""
     fields.number(blocker, "blocker")
@@ -35,8 +29,10 @@ def depend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) ->
         raise InvalidInput("an issue cannot depend on itself", field="blocker")
 
     def work(conn: Connection) -> Issue:
-        _lock_graph(conn)
-        first = load(conn, blocker)
+        dialect.lock_graph(conn)
+        # Locked, so the blocker cannot be completed between reading its status and
+        # counting it as open (PostgreSQL; SQLite's write lock serialises anyway).
+        first = load(conn, blocker, for_update=True)
         second = load(conn, blocked, for_update=True)
         exists = conn.execute(
             select(deps).where(deps.c.blocker_id == first.id, deps.c.blocked_id == second.id)
@@ -79,8 +75,8 @@ def undepend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) 
     fields.number(blocked, "blocked")
 
     def work(conn: Connection) -> Issue:
-        _lock_graph(conn)
-        first = load(conn, blocker)
+        dialect.lock_graph(conn)
+        first = load(conn, blocker, for_update=True)  # as in depend
         second = load(conn, blocked, for_update=True)
         gone = conn.execute(
             delete(deps).where(deps.c.blocker_id == first.id, deps.c.blocked_id == second.id)

@@ -346,6 +346,7 @@ def delete_issue(q: Queue, number: int, *, actor: str | None = None) -> Issue:
     fields.number(number)
 
     def work(conn: Connection) -> Issue:
+        load(conn, number, for_update=True)  # a concurrent complete must not count twice
         gone = _detail(conn, number)
         if gone.status != Status.DONE:
             dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == gone.id)

@@ -13,6 +13,10 @@ def open_database(settings: Settings) -> Database:
         settings.url,
         busy_timeout_ms=settings.busy_timeout_ms,
         synchronous=settings.synchronous,
+        pool_size=settings.pool_size,
+        max_overflow=settings.pool_max_overflow,
+        pool_timeout_s=settings.pool_timeout_s,
+        connect_timeout_s=settings.connect_timeout_s,
     )
 
 

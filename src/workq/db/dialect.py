@@ -1,0 +1,129 @@
+"""Everything that differs on PostgreSQL, in one place.
+
+Isolation: writes run at READ COMMITTED and get their guarantees from row locks (``FOR UPDATE``,
+``SKIP LOCKED`` for claims), single-statement read-modify-writes (the counter row, blocked
+counts), and an advisory lock where a check spans rows (the dependency graph, migrations).
+Under READ COMMITTED a statement that waited for a row lock sees the row as the other
+transaction committed it, so these patterns never lose an update and never fail with a
+serialization error. Reads run in a REPEATABLE READ, READ ONLY transaction: one snapshot
+for every statement of a read (an export, an issue with its labels), as SQLite's WAL gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import Connection, Engine, Table, create_engine, exc, text
+from sqlalchemy.pool import QueuePool
+
+WRITE_ISOLATION = "READ COMMITTED"
+READ_ISOLATION = "REPEATABLE READ"
+
+# Keys of the transaction-scoped advisory locks (pg_advisory_xact_lock).
+GRAPH_LOCK = 7201
+SCHEMA_LOCK = 7202
+
+
+def postgres_engine(
+    url: str,
+    *,
+    lock_timeout_ms: int,
+    pool_size: int,
+    max_overflow: int,
+    pool_timeout_s: float,
+    connect_timeout_s: int,
+) -> Engine:
+    """A pooled engine with bounded waits everywhere: connect, pool checkout, row locks."""
+    options = (
+        f"-c lock_timeout={int(lock_timeout_ms)} "
+        # A client that dies inside a transaction must not hold its row locks for long.
+        f"-c idle_in_transaction_session_timeout={max(60_000, 6 * int(lock_timeout_ms))}"
+    )
+    return create_engine(
+        url,
+        poolclass=QueuePool,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_timeout=pool_timeout_s,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        pool_use_lifo=True,
+        isolation_level=WRITE_ISOLATION,
+        connect_args={
+            "connect_timeout": max(2, int(connect_timeout_s)),
+            "application_name": "workq",
+            "options": options,
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
+        },
+    )
+
+
+def for_reading(conn: Connection) -> Connection:
+    """The connection set up for a read: a snapshot that cannot write."""
+    if conn.dialect.name != "postgresql":
+        return conn
+    return conn.execution_options(isolation_level=READ_ISOLATION, postgresql_readonly=True)
+
+
+def locks_rows(conn: Connection) -> bool:
+    """Whether ``FOR UPDATE`` means anything here (SQLite locks the whole file instead)."""
+    return conn.dialect.name != "sqlite"
+
+
+def lock_graph(conn: Connection) -> None:
+    """Serialise changes of the dependency graph, so two opposite edges cannot both pass
+    the cycle check. SQLite's write lock already does."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": GRAPH_LOCK})
+
+
+def lock_schema(conn: Connection) -> None:
+    """Serialise migrations: servers started together migrate one after the other."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+
+
+def transaction_id(conn: Connection) -> str | None:
+    """The id of the open transaction if it has written anything, to ask about its commit
+    later; None on SQLite, or when nothing was written."""
+    if conn.dialect.name != "postgresql":
+        return None
+    value = conn.execute(text("SELECT pg_current_xact_id_if_assigned()::text")).scalar()
+    return None if value is None else str(value)
+
+
+def commit_outcome(engine: Engine, xid: str) -> str | None:
+    """'committed', 'aborted' or 'in progress' for a transaction id; None if unknown
+    (the server cannot be reached, or has forgotten the id)."""
+    try:
+        with engine.connect() as conn:
+            value = conn.execute(
+                text("SELECT pg_xact_status(CAST(:xid AS xid8))"), {"xid": xid}
+            ).scalar()
+            conn.rollback()
+    except (exc.DBAPIError, exc.TimeoutError, OSError):
+        return None
+    return None if value is None else str(value)
+
+
+def reset_sequences(conn: Connection, tables: Iterable[Table]) -> None:
+    """After rows were inserted with explicit ids, start each id sequence above them."""
+    if conn.dialect.name != "postgresql":
+        return
+    for table in tables:
+        conn.execute(
+            text(
+                f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+            )
+        )
+
+
+def describe_url(url: str) -> str:
+    """A URL fit to print: the password hidden."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
