@@ -22,6 +22,7 @@ from sqlalchemy import (
     update,
 )
 
+from workq.db.prepared import Prepared
 from workq.db.tables import dependencies as deps
 from workq.db.tables import issues
 from workq.db.tables import labels as labels_t
@@ -83,12 +84,10 @@ def _filtered(stmt: Select[Any], shape: tuple[bool, int, int, int]) -> Select[An
     return stmt
 
 
-_statements: dict[tuple[Any, ...], tuple[Select[Any], Select[Any]]] = {}
+_statements: dict[tuple[Any, ...], tuple[Prepared, Prepared]] = {}
 
 
-def _ready_statements(
-    shape: tuple[bool, int, int, int], lock: bool
-) -> tuple[Select[Any], Select[Any]]:
+def _ready_statements(shape: tuple[bool, int, int, int], lock: bool) -> tuple[Prepared, Prepared]:
     """(open and unclaimed, claimed but lease expired), each in ready order."""
     key = (*shape, lock)
     cached = _statements.get(key)
@@ -104,7 +103,7 @@ def _ready_statements(
         if lock:
             fresh = fresh.with_for_update(skip_locked=True)
             stale = stale.with_for_update(skip_locked=True)
-        cached = _statements[key] = (fresh, stale)
+        cached = _statements[key] = (Prepared(fresh), Prepared(stale))
     return cached
 
 
@@ -135,8 +134,12 @@ def _ready_rows(
     shape, params = _params(f)
     fresh, stale = _ready_statements(shape, lock and conn.dialect.name != "sqlite")
     params.update(limit=limit, now=now)
-    rows = list(conn.execute(fresh, params))
-    rows.extend(conn.execute(stale, params))
+    if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
+        rows = list(conn.execute(fresh.stmt, params))
+        rows.extend(conn.execute(stale.stmt, params))
+    else:
+        rows = fresh.rows(conn, params)
+        rows.extend(stale.rows(conn, params))
     rows.sort(key=lambda r: (r.priority, r.created_at, r.number))
     return rows[:limit]
 
@@ -161,7 +164,7 @@ def ready(q: Queue, f: ReadyFilter | None = None, *, limit: int = 1) -> list[Rea
     ]
 
 
-_take = (
+_take = Prepared(
     update(issues)
     .where(
         issues.c.id == bindparam("issue_id"),
@@ -183,11 +186,11 @@ def _take_claim(
     """Compare-and-set the claim on ``row``; None if someone else got there first."""
     until = q.lease_until(now)
     previous = row.claimed_by
-    result = conn.execute(
-        _take,
+    taken = _take.count(
+        conn,
         {"issue_id": row.id, "previous": previous, "run_id": run_id, "now": now, "until": until},
     )
-    if result.rowcount != 1:
+    if taken != 1:
         return None
     if previous is not None and kind == "claimed":
         kind = "claim_takeover"
@@ -222,7 +225,7 @@ def claim(q: Queue, number: int, run_id: str) -> Claim:
         _check_claimable(row, number)
         if row.claimed_by == run_id and row.status == IN_PROGRESS:
             until = q.lease_until(now)
-            conn.execute(_renew, {"issue_id": row.id, "holder": run_id, "until": until})
+            _renew.count(conn, {"issue_id": row.id, "holder": run_id, "until": until})
             return Claim(
                 number=number,
                 title=row.title,
@@ -283,7 +286,7 @@ def claim_next(q: Queue, run_id: str, f: ReadyFilter | None = None) -> Claim | N
     return q.db.write(work)
 
 
-_renew = (
+_renew = Prepared(
     update(issues)
     .where(
         issues.c.id == bindparam("issue_id"),
@@ -320,7 +323,7 @@ def heartbeat(q: Queue, number: int, holders: Collection[str]) -> Claim:
         row = load(conn, number, for_update=True)
         holder = _held(row, holders, number, "heartbeat")
         until = q.lease_until(q.now())
-        conn.execute(_renew, {"issue_id": row.id, "holder": holder, "until": until})
+        _renew.count(conn, {"issue_id": row.id, "holder": holder, "until": until})
         return Claim(
             number=number,
             title=row.title,
@@ -354,7 +357,7 @@ def renew_leases(q: Queue, holders: Collection[str]) -> int:
     )
 
 
-_finish = (
+_finish = Prepared(
     update(issues)
     .where(issues.c.id == bindparam("issue_id"))
     .values(
@@ -366,7 +369,7 @@ _finish = (
     )
 )
 _dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == bindparam("issue_id"))
-_release_dependents = (
+_release_dependents = Prepared(
     update(issues)
     .where(issues.c.id.in_(_dependents))
     .values(open_blockers=issues.c.open_blockers - 1)
@@ -391,10 +394,10 @@ def complete(
             return Completed(number=number, title=row.title, already_done=True)
         holder = row.claimed_by if force else _held(row, holders, number, "complete")
         now = q.now()
-        conn.execute(_finish, {"issue_id": row.id, "now": now})
+        _finish.count(conn, {"issue_id": row.id, "now": now})
         unblocked = sorted(
             r.number
-            for r in conn.execute(_release_dependents, {"issue_id": row.id})
+            for r in _release_dependents.rows(conn, {"issue_id": row.id})
             if r.open_blockers == 0 and not r.is_blocked and r.status != DONE
         )
         record(

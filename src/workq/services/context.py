@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 
 from workq.db.engine import Database
+from workq.db.prepared import Prepared
 from workq.db.tables import events, issues
 from workq.errors import NotFound
 from workq.schemas import Issue, IssueType, Priority, Status
@@ -43,7 +44,17 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-_record_event = insert(events)
+_record_event = Prepared(
+    insert(events).values(
+        issue_id=bindparam("issue_id"),
+        number=bindparam("number"),
+        kind=bindparam("kind"),
+        actor=bindparam("actor"),
+        before=bindparam("before"),
+        after=bindparam("after"),
+        created_at=bindparam("created_at"),
+    )
+)
 
 
 def record(
@@ -59,8 +70,8 @@ def record(
     after: dict[str, Any] | None = None,
 ) -> None:
     """Write the audit event of a mutation, in the mutation's own transaction."""
-    conn.execute(
-        _record_event,
+    _record_event.count(
+        conn,
         {
             "issue_id": issue_id,
             "number": number,
@@ -88,43 +99,49 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def load(conn: Connection, number: int, *, for_update: bool = False) -> Row[Any]:
-    """The issue row with this number, or NotFound."""
-    stmt = select(issues).where(issues.c.number == number)
-    if for_update and conn.dialect.name != "sqlite":
-        stmt = stmt.with_for_update()
-    row = conn.execute(stmt).first()
-    if row is None:
+_load = Prepared(select(issues).where(issues.c.number == bindparam("number")))
+_load_locked = Prepared(
+    select(issues).where(issues.c.number == bindparam("number")).with_for_update()
+)
+
+
+def load(conn: Connection, number: int, *, for_update: bool = False) -> Any:
+    """The issue row with this number (attribute access by column name), or NotFound.
+
+    ``for_update`` locks the row on PostgreSQL; SQLite's write transaction already has.
+    """
+    stmt = _load_locked if for_update and conn.dialect.name != "sqlite" else _load
+    found = stmt.rows(conn, {"number": number})
+    if not found:
         raise NotFound(f"Issue #{number} not found", number=number)
-    return row
+    return found[0]
 
 
 def to_issue(
-    row: Row[Any],
+    row: Any,
     *,
     labels: list[str] | None = None,
     blocked_by: list[int] | None = None,
     blocks: list[int] | None = None,
 ) -> Issue:
-    m = row._mapping
     return Issue(
-        id=m["id"],
-        number=m["number"],
-        title=m["title"],
-        description=m["description"],
-        status=Status(m["status"]),
-        priority=Priority.from_rank(m["priority"]),
-        issue_type=IssueType(m["issue_type"]),
-        agent=m["agent"],
-        is_blocked=bool(m["is_blocked"]),
-        blocked_reason=m["blocked_reason"],
-        open_blockers=m["open_blockers"],
-        claimed_by=m["claimed_by"],
-        claimed_at=m["claimed_at"],
-        lease_expires_at=m["lease_expires_at"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        closed_at=m["closed_at"],
+        id=row.id,
+        number=row.number,
+        title=row.title,
+        description=row.description,
+        status=Status(row.status),
+        priority=Priority.from_rank(row.priority),
+        issue_type=IssueType(row.issue_type),
+        agent=row.agent,
+        is_blocked=bool(row.is_blocked),
+        blocked_reason=row.blocked_reason,
+        open_blockers=row.open_blockers,
+        claimed_by=row.claimed_by,
+        claimed_at=row.claimed_at,
+        lease_expires_at=row.lease_expires_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        closed_at=row.closed_at,
         labels=labels or [],
         blocked_by=blocked_by or [],
         blocks=blocks or [],

@@ -262,7 +262,7 @@ def update_issue(
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)
         now = q.now()
-        before = {k: row._mapping[k] for k in changes if row._mapping[k] != changes[k]}
+        before = {k: getattr(row, k) for k in changes if getattr(row, k) != changes[k]}
         after = {k: changes[k] for k in before}
         current = set(_labels_of(conn, row.id))
         added = sorted(set(adding) - current)
