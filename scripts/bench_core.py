@@ -69,10 +69,11 @@ def build(path: Path, size: int) -> None:
                 stamp,
             )
         )
-    edges = []
-    for blocked in range(2, size + 1):
-        if rng.random() < 0.2:
-            edges.append((rows[rng.randrange(blocked - 1)][0], rows[blocked - 1][0]))
+    edges = [
+        (rows[rng.randrange(blocked - 1)][0], rows[blocked - 1][0])
+        for blocked in range(2, size + 1)
+        if rng.random() < 0.2
+    ]
     with sqlite3.connect(path) as conn:
         conn.executemany(
             "INSERT INTO issues (id, number, title, description, status, priority, issue_type,"
