@@ -211,3 +211,18 @@ class Stats(_Model):
     blocked: int
     claimed: int
     stale_claims: int = Field(description="Claims whose lease has expired")
+
+
+class SearchHit(_Model):
+    number: int
+    title: str
+    status: Status
+    priority: Priority
+    issue_type: IssueType
+    snippet: str = Field(description="The best matching passage, matches in [brackets]")
+
+
+class SearchPage(_Model):
+    items: list[SearchHit]
+    has_more: bool
+    next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # Every revision in migrations/versions, oldest first. A test keeps this equal to Alembic's
 # own view, so a start can tell "behind", "current" and "newer than this code" without
 # importing Alembic.
-REVISIONS: tuple[str, ...] = ("0001_initial",)
+REVISIONS: tuple[str, ...] = ("0001_initial", "0002_search")
 HEAD = REVISIONS[-1]
 
 State = Literal["empty", "behind", "current", "ahead", "foreign"]
@@ -81,7 +81,9 @@ def upgrade(db: Database, revision: str = "head") -> None:
 
     config = alembic_config(db)
     try:
-        with db.engine.begin() as conn:
+        # A write transaction from the start (BEGIN IMMEDIATE on SQLite): processes that
+        # start together on a new file wait their turn, then find the schema at head.
+        with db.engine.connect().execution_options(workq_write=True) as conn, conn.begin():
             config.attributes["connection"] = conn
             dialect.lock_schema(conn)
             command.upgrade(config, revision)
@@ -119,9 +121,12 @@ def ensure_schema(db: Database, *, migrate: bool) -> SchemaStatus:
             hint="point ISSUES_DB / --db at a new file or an existing workq database",
         )
     if not migrate:
+        command = "workq db upgrade"
+        if not db.is_sqlite:  # a shared server is migrated on purpose, by URL
+            command = f'workq --database-url "{dialect.describe_url(db.url)}" db upgrade'
         raise SchemaMismatch(
             f"the database schema is {current.describe()}",
-            hint="run 'workq db upgrade' (or start with --migrate)",
+            hint=f"run '{command}' (or start with --migrate)",
             revision=current.revision,
         )
     upgrade(db)
