@@ -1,0 +1,1 @@
+"""Pure rules of workq: phases, transitions, plan files. No database, no transport."""
