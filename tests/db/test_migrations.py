@@ -21,7 +21,10 @@ from workq.services.runtime import open_database, open_queue
 
 
 def _include(obj: object, name: str | None, type_: str, reflected: bool, other: object) -> bool:
-    # The full-text index is a virtual table with shadow tables, managed by migrations only.
+    # The full-text index is a virtual table with shadow tables, managed by migrations only;
+    # on PostgreSQL, an index on an expression (0003_pg_search).
+    if type_ == "index" and name == "ix_issues_search":
+        return False
     return not (type_ == "table" and name is not None and name.startswith("issues_fts"))
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from workq.cli import output
+from workq.cli import copy, output
 from workq.cli.state import state
 from workq.db import migrate
 from workq.errors import SchemaMismatch
@@ -141,6 +141,7 @@ def backup(
 def register(app: typer.Typer) -> None:
     app.command()(init)
     app.add_typer(db_app, name="db")
+    copy.register(db_app)
     app.command()(doctor)
     app.command()(export)
     app.command("import")(import_)

@@ -12,9 +12,13 @@ for every statement of a read (an export, an issue with its labels), as SQLite's
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, exc, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
+
+from workq.errors import InvalidInput
 
 WRITE_ISOLATION = "READ COMMITTED"
 READ_ISOLATION = "REPEATABLE READ"
@@ -22,6 +26,26 @@ READ_ISOLATION = "REPEATABLE READ"
 # Keys of the transaction-scoped advisory locks (pg_advisory_xact_lock).
 GRAPH_LOCK = 7201
 SCHEMA_LOCK = 7202
+
+
+def normalize_url(url: str) -> str:
+    """The URL with psycopg 3 as PostgreSQL's driver (``postgresql://`` and ``postgres://``
+    mean it too); anything but SQLite and PostgreSQL is refused."""
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError:
+        raise InvalidInput(
+            "not a database URL",
+            hint="use postgresql+psycopg://USER:PASSWORD@HOST/DB or a SQLite file",
+        ) from None
+    if parsed.drivername in ("postgres", "postgresql"):
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise InvalidInput(
+            f"workq runs on SQLite or PostgreSQL, not {parsed.get_backend_name()}",
+            hint="use postgresql+psycopg://USER:PASSWORD@HOST/DB or a SQLite file",
+        )
+    return url
 
 
 def postgres_engine(
@@ -109,6 +133,33 @@ def commit_outcome(engine: Engine, xid: str) -> str | None:
     return None if value is None else str(value)
 
 
+# The text search document of an issue. Migration 0003_pg_search indexes exactly this
+# expression (GIN), so the planner can use the index only if the query repeats it verbatim.
+SEARCH_DOCUMENT = "to_tsvector('simple', title || ' ' || description)"
+_SEARCH = text(
+    "SELECT hit.number, hit.title, hit.status, hit.priority, hit.issue_type, "
+    "ts_headline('simple', hit.title || ' ' || hit.description, hit.query, "
+    "'StartSel=[, StopSel=], MaxWords=12, MinWords=4') AS snippet "
+    "FROM (SELECT number, title, description, status, priority, issue_type, query, "
+    f"ts_rank({SEARCH_DOCUMENT}, query) AS rank "
+    "FROM issues, to_tsquery('simple', :query) AS query "
+    f"WHERE {SEARCH_DOCUMENT} @@ query "
+    "AND (CAST(:status AS text) IS NULL OR status = CAST(:status AS text)) "
+    "ORDER BY rank DESC, number LIMIT :limit OFFSET :offset) AS hit "
+    "ORDER BY hit.rank DESC, hit.number"
+)
+
+
+def search_rows(
+    conn: Connection, words: list[str], status: str | None, limit: int, offset: int
+) -> list[Any]:
+    """PostgreSQL's full-text search: every word as a prefix, best ranked first, with a
+    snippet that marks the matches in [brackets] (as FTS5 does on SQLite)."""
+    query = " & ".join(f"'{word}':*" for word in words)  # words are \w+: no quotes
+    params = {"query": query, "status": status, "limit": limit, "offset": offset}
+    return list(conn.execute(_SEARCH, params))
+
+
 def reset_sequences(conn: Connection, tables: Iterable[Table]) -> None:
     """After rows were inserted with explicit ids, start each id sequence above them."""
     if conn.dialect.name != "postgresql":
@@ -124,6 +175,4 @@ def reset_sequences(conn: Connection, tables: Iterable[Table]) -> None:
 
 def describe_url(url: str) -> str:
     """A URL fit to print: the password hidden."""
-    from sqlalchemy.engine import make_url
-
     return make_url(url).render_as_string(hide_password=True)

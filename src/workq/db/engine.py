@@ -51,7 +51,7 @@ class Database:
         pool_timeout_s: float = 10.0,
         connect_timeout_s: int = 5,
     ) -> None:
-        self.url = url
+        self.url = url = dialect.normalize_url(url)
         self.dialect = make_url(url).get_backend_name()
         self.busy_timeout_ms = busy_timeout_ms
         if self.dialect == "sqlite":

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # Every revision in migrations/versions, oldest first. A test keeps this equal to Alembic's
 # own view, so a start can tell "behind", "current" and "newer than this code" without
 # importing Alembic.
-REVISIONS: tuple[str, ...] = ("0001_initial", "0002_search")
+REVISIONS: tuple[str, ...] = ("0001_initial", "0002_search", "0003_pg_search")
 HEAD = REVISIONS[-1]
 
 State = Literal["empty", "behind", "current", "ahead", "foreign"]
@@ -123,7 +123,7 @@ def ensure_schema(db: Database, *, migrate: bool) -> SchemaStatus:
     if not migrate:
         command = "workq db upgrade"
         if not db.is_sqlite:  # a shared server is migrated on purpose, by URL
-            command = f'workq --database-url "{dialect.describe_url(db.url)}" db upgrade'
+            command = f'WORKQ_DATABASE_URL="{dialect.describe_url(db.url)}" workq db upgrade'
         raise SchemaMismatch(
             f"the database schema is {current.describe()}",
             hint=f"run '{command}' (or start with --migrate)",

@@ -22,6 +22,7 @@ from sqlalchemy import (
     update,
 )
 
+from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
 from workq.db.tables import dependencies as deps
 from workq.db.tables import issues
@@ -144,6 +145,7 @@ def _ready_rows(
     return rows[:limit]
 
 
+@retry_lost_read
 def ready(q: Queue, f: ReadyFilter | None = None, *, limit: int = 1) -> list[ReadyIssue]:
     """Ready issues in claim order: priority, then oldest, then number."""
     if not 1 <= limit <= PAGE_MAX:

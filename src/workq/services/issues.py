@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, exists, insert, select, update
 
+from workq.db.engine import retry_lost_read
 from workq.db.tables import counters, issues
 from workq.db.tables import dependencies as deps
 from workq.db.tables import labels as labels_t
@@ -148,6 +149,7 @@ def _detail(conn: Connection, number: int) -> Issue:
     )
 
 
+@retry_lost_read
 def get(q: Queue, number: int) -> Issue:
     fields.number(number)
     with q.db.read() as conn:
@@ -169,6 +171,7 @@ def decode_cursor(cursor: str) -> int:
         raise InvalidInput("cursor is not one this server gave out", field="cursor") from None
 
 
+@retry_lost_read
 def list_issues(
     q: Queue,
     *,
@@ -225,6 +228,7 @@ def list_issues(
     )
 
 
+@retry_lost_read
 def summaries(q: Queue, numbers: Sequence[int]) -> list[IssueSummary]:
     with q.db.read() as conn:
         rows = conn.execute(select(issues).where(issues.c.number.in_(list(numbers))))

@@ -6,6 +6,7 @@ import json
 
 from sqlalchemy import Connection, insert, select
 
+from workq.db.engine import retry_lost_read
 from workq.db.tables import comments as comments_t
 from workq.db.tables import events
 from workq.domain import fields
@@ -57,6 +58,7 @@ def comment(
     return q.db.write(work)
 
 
+@retry_lost_read
 def comments(q: Queue, number: int, *, limit: int = 50) -> list[Comment]:
     fields.number(number)
     if not 1 <= limit <= PAGE_MAX:
@@ -83,6 +85,7 @@ def comments(q: Queue, number: int, *, limit: int = 50) -> list[Comment]:
     return found[::-1]
 
 
+@retry_lost_read
 def history(q: Queue, number: int, *, limit: int = 50, after_id: int = 0) -> list[Event]:
     """Events of an issue, oldest first. Works for deleted issues too."""
     fields.number(number)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import and_, func, or_, select
 
+from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
 from workq.errors import InvalidInput
 from workq.schemas import Backlog, BacklogItem, IssueType, Priority, Stats, Status
@@ -29,6 +30,7 @@ def priority_score(priority: Priority, age_days: float) -> float:
     return PRIORITY_BASE[priority] + min(age_days * AGE_BONUS_PER_DAY, AGE_BONUS_MAX)
 
 
+@retry_lost_read
 def backlog(
     q: Queue,
     *,
@@ -76,6 +78,7 @@ def backlog(
     return Backlog(backlog=items, total=total)
 
 
+@retry_lost_read
 def stats(q: Queue) -> Stats:
     now = q.now()
     unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712

@@ -11,6 +11,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, text
 
+from workq.db import dialect
+from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
 from workq.domain import fields
 from workq.errors import InvalidInput
@@ -116,6 +118,7 @@ def decode_cursor(cursor: str) -> int:
     return int(cursor[1:])
 
 
+@retry_lost_read
 def search(
     q: Queue,
     query: str,
@@ -137,7 +140,7 @@ def search(
                 f"status must be one of open, in_progress, done (got {status!r})", field="status"
             ) from None
     offset = decode_cursor(cursor) if cursor else 0
-    fetch = _sqlite_rows if q.db.is_sqlite else _like_rows
+    fetch = _sqlite_rows if q.db.is_sqlite else dialect.search_rows
     with q.db.read() as conn:
         rows = fetch(conn, terms, wanted, limit + 1, offset)
     page = rows[:limit]
