@@ -1,0 +1,143 @@
+"""The MCP server of workq: ``build_server(settings)``.
+
+Tools are thin: they call one service and format its result. This module turns every
+failure into a tool result an agent can act on (see ``results.py``): workq errors keep
+their code, facts and hint; rejected arguments become INVALID_INPUT naming the fields;
+unknown arguments are refused; a crash is logged on stderr and reported as INTERNAL
+without a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
+
+import workq
+from workq.config import Settings
+from workq.errors import InvalidInput, WorkqError
+from workq.server import prompts, resources, toolsets
+from workq.server.registry import Registry
+from workq.server.results import Refusal, failure, invalid_arguments, unknown_arguments
+from workq.server.state import ServerState
+
+log = logging.getLogger("workq.server")
+
+INSTRUCTIONS = """\
+workq is a work queue shared by agents. Loop: issue_claim_next (or issue_ready then \
+issue_claim), do the work, then issue_complete; issue_block with a reason if you cannot \
+finish. Claims made through this server stay yours while it runs. Errors carry a CODE \
+and the next step."""
+
+
+class UnknownTool(InvalidInput):
+    """No tool by that name."""
+
+    code = "UNKNOWN_TOOL"
+    hint = "list the tools with tools/list"
+
+
+class InternalError(WorkqError):
+    """The tool failed unexpectedly."""
+
+    code = "INTERNAL"
+    hint = "retry once; if it fails again, report it with the server's log (stderr)"
+
+
+class WorkqServer(MCPServer[ServerState]):
+    def __init__(self, state: ServerState, tools: dict[str, Tool]) -> None:
+        @asynccontextmanager
+        async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+            state.start()
+            try:
+                yield state
+            finally:
+                state.stop()
+
+        super().__init__(
+            "workq",
+            version=workq.__version__,
+            instructions=INSTRUCTIONS,
+            tools=list(tools.values()),
+            lifespan=lifespan,
+            log_level="WARNING",
+        )
+        self.state = state
+        self.workq_tools = tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: Context[ServerState, Any] | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        tool = self.workq_tools.get(name)
+        if tool is None:
+            return failure(_unknown_tool(name))
+        accepted = list(tool.parameters.get("properties", {}))
+        unknown = sorted(set(arguments) - set(accepted))
+        if unknown:
+            return failure(unknown_arguments(unknown, accepted))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except MCPError:
+            raise
+        except ToolError as exc:
+            return _tool_failure(name, exc)
+
+
+def _tool_failure(name: str, exc: ToolError) -> CallToolResult:
+    if type(exc) is ToolError and isinstance(exc.__cause__, ValidationError):
+        return failure(invalid_arguments(exc.__cause__))
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, Refusal):
+            return failure(cause.error, cause.prefix)
+        if isinstance(cause, WorkqError):
+            return failure(cause)
+        cause = cause.__cause__
+    if isinstance(exc, UnexpectedToolError):
+        log.error("workq: tool %s crashed", name, exc_info=exc.__cause__)
+        return failure(InternalError(f"{name} failed unexpectedly"))
+    return failure(WorkqError(str(exc)))
+
+
+def _unknown_tool(name: str) -> UnknownTool:
+    # Find which toolset has it, so the agent (or its human) knows what to enable.
+    everything = Registry(ServerState(Settings()))
+    toolsets.register(everything, list(toolsets.TOOLSETS))
+    home = everything.toolset_of.get(name)
+    if home is None:
+        return UnknownTool(f"Unknown tool: {name[:100]}")
+    return UnknownTool(
+        f"Unknown tool: {name}; it is in the {home!r} toolset, which this server does not enable",
+        hint=f"start the server with --toolsets default,{home} (or WORKQ_TOOLSETS)",
+    )
+
+
+def build_server(
+    settings: Settings,
+    *,
+    toolset_names: list[str] | None = None,
+    migrate: bool | None = None,
+) -> WorkqServer:
+    """The server, with the toolsets of ``settings.toolsets`` unless named here.
+
+    Nothing touches the database until the server runs (see ``ServerState``).
+    """
+    state = ServerState(settings, migrate=migrate)
+    registry = Registry(state)
+    names = toolset_names if toolset_names is not None else toolsets.select(settings.toolsets)
+    toolsets.register(registry, names)
+    server = WorkqServer(state, registry.tools)
+    resources.register(server, state)
+    prompts.register(server, state)
+    return server

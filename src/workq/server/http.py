@@ -1,0 +1,77 @@
+"""Streamable HTTP: loopback by default; any other bind requires a bearer token."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from workq.errors import InvalidInput
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to serve beyond this machine without a token."""
+    if not is_loopback(host) and not token:
+        raise InvalidInput(
+            f"refusing to serve on {host} without a bearer token: anyone who can reach it "
+            "could change the queue",
+            hint="pass --token (or set WORKQ_TOKEN), or bind 127.0.0.1",
+            field="host",
+        )
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps(
+            {"error": "unauthorized", "hint": "send Authorization: Bearer <token>"}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="workq"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def _authorized(self, scope: Scope) -> bool:
+        headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+        given = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+        return hmac.compare_digest(given, self.expected)
+
+
+def run(server: Any, *, host: str, port: int, token: str | None) -> None:
+    import uvicorn
+
+    app: ASGIApp = server.streamable_http_app(host=host)
+    if token:
+        app = BearerToken(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()

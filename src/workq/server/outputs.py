@@ -1,0 +1,62 @@
+"""Output models of the tools that return something the shared schemas do not describe."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workq.schemas import (
+    Comment,
+    Event,
+    IssueSummary,
+    IssueType,
+    Priority,
+    ReadyIssue,
+)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Ready(_Out):
+    issue: ReadyIssue | None = Field(description="null when nothing is ready")
+
+
+class ClaimedIssue(_Out):
+    number: int
+    title: str
+    description: str
+    priority: Priority
+    issue_type: IssueType
+    agent: str
+    claimed_by: str
+    lease_expires_at: datetime
+    previous_holder: str | None = None
+
+
+class ClaimedNext(_Out):
+    issue: ClaimedIssue | None = Field(description="null when nothing is ready")
+
+
+class ListedIssue(IssueSummary):
+    description: str | None = None
+
+
+class IssueList(_Out):
+    items: list[ListedIssue]
+    has_more: bool
+    next_cursor: str | None = None
+
+
+class Renewed(_Out):
+    renewed: int = Field(description="How many claims had their lease extended")
+    lease_expires_at: datetime
+
+
+class History(_Out):
+    events: list[Event]
+    comments: list[Comment]
+    has_more: bool = Field(description="More events: pass next_after_id as after_id")
+    next_after_id: int | None = None

@@ -1,0 +1,44 @@
+"""Argument types shared by the tools: typed, bounded and described once."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from workq.schemas import (
+    AGENT_MAX,
+    DESCRIPTION_MAX,
+    LABEL_MAX,
+    LABELS_PER_ISSUE_MAX,
+    NUMBER_MAX,
+    PAGE_MAX,
+    REASON_MAX,
+    RUN_ID_MAX,
+    TITLE_MAX,
+)
+
+PriorityName = Literal["urgent", "high", "medium", "low"]
+TypeName = Literal["task", "bug", "feature", "chore", "docs"]
+StatusName = Literal["open", "in_progress", "done"]
+
+Number = Annotated[int, Field(strict=True, ge=1, le=NUMBER_MAX, description="Issue number")]
+RunId = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=RUN_ID_MAX,
+        description="Who acts; default: this server's run id",
+    ),
+]
+Title = Annotated[str, Field(min_length=1, max_length=TITLE_MAX)]
+Description = Annotated[str, Field(max_length=DESCRIPTION_MAX, description="Markdown")]
+Reason = Annotated[str, Field(min_length=1, max_length=REASON_MAX)]
+Agent = Annotated[str, Field(min_length=1, max_length=AGENT_MAX, description="e.g. claude, codex")]
+Labels = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=LABEL_MAX)]],
+    Field(max_length=LABELS_PER_ISSUE_MAX),
+]
+Types = Annotated[list[TypeName], Field(max_length=5)]
+Limit = Annotated[int, Field(strict=True, ge=1, le=PAGE_MAX, description="Page size")]
+Cursor = Annotated[str, Field(max_length=64, description="next_cursor of the previous page")]

@@ -1,0 +1,119 @@
+"""Where toolset modules put their tools, with compact schemas and honest annotations."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+
+from workq.server.state import ServerState
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Only what differs from the spec's defaults (read-only false, destructive true,
+# idempotent false, open world true) is sent: every byte of tools/list is agent context.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def writes(*, idempotent: bool, destructive: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(
+        destructive_hint=destructive,
+        idempotent_hint=True if idempotent else None,
+        open_world_hint=False,
+    )
+
+
+class Registry:
+    """The tools of one server, by name, and the toolset each came from."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.tools: dict[str, Tool] = {}
+        self.toolset_of: dict[str, str] = {}
+        self.toolset = ""
+
+    def tool(self, annotations: ToolAnnotations) -> Callable[[F], F]:
+        """Register ``fn`` under its own name; its docstring is the description."""
+
+        def decorator(fn: F) -> F:
+            tool = Tool.from_function(
+                fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
+            )
+            tool.parameters = compact_input(tool.parameters)
+            metadata = tool.fn_metadata
+            if metadata.output_schema is not None:
+                metadata.output_schema = compact_output(metadata.output_schema)
+            if tool.name in self.tools:
+                raise ValueError(f"tool {tool.name} is registered twice")
+            self.tools[tool.name] = tool
+            self.toolset_of[tool.name] = self.toolset
+            return fn
+
+        return decorator
+
+
+def strip_titles(schema: Any) -> Any:
+    """Drop pydantic's generated titles: they repeat the property names and cost context.
+
+    A schema's title is a string; a property *named* title maps to a schema (a dict), so it
+    stays.
+    """
+    if isinstance(schema, dict):
+        return {
+            key: strip_titles(value)
+            for key, value in schema.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(schema, list):
+        return [strip_titles(item) for item in schema]
+    return schema
+
+
+def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
+    """Flat, portable input schemas: no titles, optional means "may be omitted" (not
+    "may be null"), and unknown arguments are refused (the server checks it too)."""
+    result: dict[str, Any] = strip_titles(schema)
+    properties: dict[str, Any] = result.get("properties", {})
+    for name, prop in properties.items():
+        options = prop.get("anyOf")
+        if prop.get("default", ...) is None and isinstance(options, list):
+            kept = [o for o in options if o != {"type": "null"}]
+            if len(kept) == 1:
+                rest = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+                properties[name] = {**kept[0], **rest}
+    result["additionalProperties"] = False
+    return result
+
+
+def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """Output schemas that say the same in fewer bytes: no titles, no defaults (an output
+    has no use for them), no root description, and the small shared definitions (enums,
+    nested models) written in place of their ``$ref``."""
+    definitions: dict[str, Any] = schema.get("$defs", {})
+
+    def inline(node: Any, depth: int = 0) -> Any:
+        if isinstance(node, list):
+            return [inline(item, depth) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and depth < 8:
+            target = definitions[ref.removeprefix("#/$defs/")]
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**inline(target, depth + 1), **inline(rest, depth)}
+        result: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                result[key] = {name: inline(sub, depth) for name, sub in value.items()}
+            elif key in ("default", "$defs") or (key == "title" and isinstance(value, str)):
+                continue
+            else:
+                result[key] = inline(value, depth)
+        return result
+
+    compact: dict[str, Any] = inline(schema)
+    compact.pop("description", None)
+    return compact

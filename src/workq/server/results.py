@@ -1,0 +1,116 @@
+"""Tool results: a short text line for the model and structured content for programs.
+
+A success carries the text (seed 002's wording where the seed has one) and the data of the
+tool's output model. A failure is ``isError: true`` whose text is the seed's wording (where
+it has one), then the stable code, the message with its facts, and the next step; its
+structured content is seed 000's error shape (``success``, ``error``, ``code``,
+``details``, ``hint``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, ValidationError
+
+from workq.errors import Conflict, InvalidInput, WorkqError
+
+# Facts that the text never needs to repeat.
+_QUIET_FACTS = frozenset({"number", "field", "expected", "fields", "unknown"})
+
+
+class Refusal(ToolError):
+    """A workq error with the seed's wording in front of it."""
+
+    def __init__(self, prefix: str, error: WorkqError) -> None:
+        super().__init__(f"{prefix}: {error.describe()}")
+        self.prefix = prefix
+        self.error = error
+
+
+@contextmanager
+def worded(prefix: str, *, conflicts_only: str | None = None) -> Iterator[None]:
+    """Put ``prefix`` in front of any workq error raised inside.
+
+    With ``conflicts_only``, that wording is used for conflicts (the seed's "already
+    claimed or blocked" case) and ``prefix`` for every other error.
+    """
+    try:
+        yield
+    except WorkqError as exc:
+        chosen = conflicts_only if conflicts_only and isinstance(exc, Conflict) else prefix
+        raise Refusal(chosen, exc) from exc
+
+
+def ok(text: str, data: BaseModel | dict[str, Any]) -> CallToolResult:
+    structured = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def failure(error: WorkqError, prefix: str | None = None) -> CallToolResult:
+    text = error_text(error)
+    if prefix:
+        text = f"{prefix}: {text}"
+    structured: dict[str, Any] = {"success": False, **error.to_dict()}
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=True,
+    )
+
+
+def error_text(error: WorkqError) -> str:
+    """``CODE: message (facts the message does not already say); next step``."""
+    message = error.message.rstrip(".")
+    extra = [
+        f"{key}={value}"
+        for key, value in error.facts.items()
+        if key not in _QUIET_FACTS and value is not None and not _mentioned(value, message)
+    ]
+    text = f"{error.code}: {message}"
+    if extra:
+        text += f" ({', '.join(extra)})"
+    if error.hint:
+        text += f"; {error.hint}"
+    return text
+
+
+def _mentioned(value: Any, message: str) -> bool:
+    said = str(value)
+    # A timestamp counts as said when the message gives it to the minute.
+    return said in message or said[:16].replace("T", " ") in message
+
+
+def invalid_arguments(exc: ValidationError) -> InvalidInput:
+    """A pydantic rejection of tool arguments, as workq's INVALID_INPUT."""
+    problems: dict[str, str] = {}
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        problems.setdefault(where, err["msg"])
+    summary = "; ".join(f"{where}: {msg}" for where, msg in problems.items())
+    return InvalidInput(f"invalid arguments: {summary}", fields=problems)
+
+
+def unknown_arguments(names: list[str], accepted: list[str]) -> InvalidInput:
+    return InvalidInput(
+        f"unknown argument(s): {', '.join(names)}",
+        hint=f"this tool takes: {', '.join(accepted) or 'no arguments'}",
+        unknown=names,
+    )
+
+
+def when(moment: datetime | None) -> str:
+    """A timestamp the way agents read it best: ``2026-01-01 12:30Z``."""
+    return "never" if moment is None else f"{moment:%Y-%m-%d %H:%M}Z"
+
+
+def clip(text: str, limit: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

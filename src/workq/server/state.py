@@ -1,0 +1,151 @@
+"""What one server process holds: its run id, the run ids it claimed with, and the queue.
+
+The queue is opened on a background thread when serving starts, so the MCP handshake
+does not wait for SQLAlchemy to import or the database to migrate; the first tool call
+waits for it instead. While serving, another thread renews the leases of every claim made
+through this process, so a live agent never loses its work to a short lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from workq.config import Settings
+from workq.errors import StorageError, WorkqError
+
+if TYPE_CHECKING:
+    from workq.services.context import Queue
+
+log = logging.getLogger("workq.server")
+
+# How long a tool call waits for the queue to open (a migration, a busy database).
+OPEN_TIMEOUT_SECONDS = 120.0
+HOLDERS_MAX = 4096
+# Alembic keeps its migration context in module globals: one open (and so at most one
+# migration) at a time in a process, whatever number of servers it runs.
+_OPENING = threading.Lock()
+
+
+def new_run_id() -> str:
+    return f"run-{secrets.token_hex(4)}"
+
+
+class ServerState:
+    """Shared by every tool of one server. Thread-safe: tools run on worker threads."""
+
+    def __init__(self, settings: Settings, *, migrate: bool | None = None) -> None:
+        self.settings = settings
+        self.run_id = settings.run_id or new_run_id()
+        self.migrate = migrate
+        self._lock = threading.Lock()
+        self._holders: set[str] = {self.run_id}
+        self._future: Future[Queue] | None = None
+        self._users = 0
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._opener: threading.Thread | None = None
+
+    # -- identity ---------------------------------------------------------------------
+
+    def holders(self) -> frozenset[str]:
+        """The run ids this process claimed with: the claims it may complete and renews."""
+        with self._lock:
+            return frozenset(self._holders)
+
+    def claimed_with(self, run_id: str) -> None:
+        with self._lock:
+            if len(self._holders) < HOLDERS_MAX:
+                self._holders.add(run_id)
+
+    def acting_as(self, run_id: str | None) -> frozenset[str]:
+        """The holders a call acts as: the run id it names, else every one of this process."""
+        return frozenset((run_id,)) if run_id else self.holders()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin opening the queue and renewing leases. Nested starts share one queue."""
+        with self._lock:
+            self._users += 1
+            if self._future is not None:
+                return
+            future = self._future = Future()
+            self._stop.clear()
+            self._opener = threading.Thread(
+                target=self._open, args=(future,), name="workq-open", daemon=True
+            )
+            self._opener.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users > 0 or self._future is None:
+                return
+            future, self._future = self._future, None
+            opener, self._opener = self._opener, None
+        self._stop.set()
+        if opener is not None:
+            opener.join(timeout=OPEN_TIMEOUT_SECONDS)
+        with self._lock:
+            renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.join(timeout=10)
+        if future.done() and future.exception() is None:
+            future.result().db.dispose()
+
+    def queue(self) -> Queue:
+        """The open queue; waits while it is being opened, raises why it could not be."""
+        with self._lock:
+            future = self._future
+        if future is None:
+            raise StorageError("the server is not running", hint="start it with 'workq serve'")
+        try:
+            return future.result(timeout=OPEN_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise StorageError(
+                f"the database did not open within {OPEN_TIMEOUT_SECONDS:.0f} s",
+                hint="check that no other process holds a long write lock, then retry",
+            ) from None
+
+    def _open(self, future: Future[Queue]) -> None:
+        try:
+            from workq.services.runtime import open_queue
+
+            with _OPENING:
+                queue = open_queue(self.settings, migrate=self.migrate)
+        except WorkqError as exc:
+            log.error("workq: cannot open the queue: %s", exc.describe())
+            future.set_exception(exc)
+            return
+        except Exception as exc:
+            log.exception("workq: cannot open the queue")
+            future.set_exception(StorageError(f"cannot open the queue: {exc}"))
+            return
+        renewer = threading.Thread(
+            target=self._renew_loop, args=(queue,), name="workq-renew", daemon=True
+        )
+        with self._lock:
+            current = self._future is future
+            if current:
+                self._renewer = renewer
+        future.set_result(queue)
+        if current:
+            renewer.start()
+        else:  # stopped while opening
+            queue.db.dispose()
+
+    def _renew_loop(self, queue: Queue) -> None:
+        from workq.services.claims import renew_leases
+
+        interval = max(queue.lease_seconds / 3, 1.0)
+        while not self._stop.wait(interval):
+            try:
+                renewed = renew_leases(queue, self.holders())
+            except WorkqError as exc:
+                log.warning("workq: lease renewal failed (will retry): %s", exc.describe())
+            else:
+                log.debug("workq: renewed %d lease(s)", renewed)

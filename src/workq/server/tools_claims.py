@@ -1,0 +1,214 @@
+"""The claim loop: ready, claim, complete, block (seed 002) and claim_next, release,
+heartbeat; plus the recovery tools unblock and force_claim."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, Completed, IssueSummary, ReadyFilter
+from workq.server.outputs import ClaimedIssue, ClaimedNext, Ready, Renewed
+from workq.server.params import Agent, Labels, Number, Reason, RunId, Types
+from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.render import numbers, ready_text
+from workq.server.results import ok, when, worded
+
+NOTHING_READY = "No ready issues available"
+CLAIM_REFUSED = "Could not claim issue #{} (already claimed or blocked)"
+
+
+def _filter(
+    agent: str | None,
+    include_types: Sequence[str] | None,
+    exclude_types: Sequence[str] | None,
+    labels: Sequence[str] | None,
+) -> ReadyFilter | None:
+    if not (agent or include_types or exclude_types or labels):
+        return None
+    return ReadyFilter.model_validate(
+        {
+            "agent": agent,
+            "include_types": include_types,
+            "exclude_types": exclude_types,
+            "labels": labels,
+        }
+    )
+
+
+def register_core(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(READ_ONLY)
+    def issue_ready(
+        agent: Agent | None = None,
+        include_types: Types | None = None,
+        exclude_types: Types | None = None,
+        labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
+    ) -> Annotated[CallToolResult, Ready]:
+        """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
+        Does not claim it (issue_claim or issue_claim_next does)."""
+        from workq.services import claims
+
+        found = claims.ready(state.queue(), _filter(agent, include_types, exclude_types, labels))
+        if not found:
+            return ok(NOTHING_READY, Ready(issue=None))
+        return ok(ready_text(found[0]), Ready(issue=found[0]))
+
+    @reg.tool(writes(idempotent=True))
+    def issue_claim(number: Number, run_id: RunId = None) -> Annotated[CallToolResult, Claim]:
+        """Claim an issue for a run. Claiming again as the same run renews the lease."""
+        from workq.services import claims
+
+        holder = run_id or state.run_id
+        with worded(
+            f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
+        ):
+            claim = claims.claim(state.queue(), number, holder)
+        state.claimed_with(holder)
+        return ok(f"Claimed issue #{number}", claim)
+
+    @reg.tool(writes(idempotent=False))
+    def issue_claim_next(
+        run_id: RunId = None,
+        agent: Agent | None = None,
+        include_types: Types | None = None,
+        exclude_types: Types | None = None,
+        labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
+    ) -> Annotated[CallToolResult, ClaimedNext]:
+        """Claim the next ready issue in one step (no race with other agents) and return
+        it with its description."""
+        from workq.services import claims, issues
+
+        holder = run_id or state.run_id
+        q = state.queue()
+        with worded("Could not claim the next issue"):
+            claim = claims.claim_next(
+                q, holder, _filter(agent, include_types, exclude_types, labels)
+            )
+        if claim is None:
+            return ok(NOTHING_READY, ClaimedNext(issue=None))
+        state.claimed_with(holder)
+        issue = issues.get(q, claim.number)
+        taken = ClaimedIssue(
+            number=issue.number,
+            title=issue.title,
+            description=issue.description,
+            priority=issue.priority,
+            issue_type=issue.issue_type,
+            agent=issue.agent,
+            claimed_by=claim.claimed_by,
+            lease_expires_at=claim.lease_expires_at,
+            previous_holder=claim.previous_holder,
+        )
+        text = f"Claimed issue #{issue.number}: {issue.title}"
+        text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
+        if claim.previous_holder:
+            text += f" · taken over from {claim.previous_holder} (lease expired)"
+        if issue.description:
+            text += f"\n\n{issue.description}"
+        return ok(text, ClaimedNext(issue=taken))
+
+    @reg.tool(writes(idempotent=True))
+    def issue_complete(
+        number: Number, run_id: RunId = None
+    ) -> Annotated[CallToolResult, Completed]:
+        """Mark a claimed issue done. Only its holder may (a run id this server claimed
+        with, or run_id)."""
+        from workq.services import claims
+
+        with worded(f"Could not complete issue #{number}"):
+            done = claims.complete(state.queue(), number, state.acting_as(run_id))
+        text = f"Completed issue #{number}"
+        if done.unblocked:
+            text += f"\nNow ready: {numbers(done.unblocked)}"
+        return ok(text, done)
+
+    @reg.tool(writes(idempotent=True))
+    def issue_block(
+        number: Number, reason: Reason, run_id: RunId = None
+    ) -> Annotated[CallToolResult, IssueSummary]:
+        """Block an issue with a reason: releases the claim and keeps it out of issue_ready
+        until unblocked."""
+        from workq.services import claims
+
+        with worded(f"Could not block issue #{number}"):
+            blocked = claims.block(
+                state.queue(),
+                number,
+                reason,
+                holders=state.acting_as(run_id),
+                actor=run_id or state.run_id,
+            )
+        return ok(f"Blocked issue #{number}: {reason}", blocked.summary())
+
+    @reg.tool(writes(idempotent=False))
+    def issue_release(
+        number: Number,
+        reason: Reason | None = None,
+        run_id: RunId = None,
+    ) -> Annotated[CallToolResult, IssueSummary]:
+        """Give up a claim without finishing: the issue goes back to the queue."""
+        from workq.services import claims
+
+        with worded(f"Could not release issue #{number}"):
+            released = claims.release(state.queue(), number, state.acting_as(run_id), reason=reason)
+        return ok(f"Released issue #{number}", released.summary())
+
+    @reg.tool(writes(idempotent=True))
+    def issue_heartbeat(
+        number: Annotated[
+            Number | None, Field(description="Default: every claim of this run")
+        ] = None,
+        run_id: RunId = None,
+    ) -> Annotated[CallToolResult, Renewed]:
+        """Extend the lease of a claim. This server renews its own claims while it runs;
+        call this over HTTP or for a run id claimed elsewhere."""
+        from workq.services import claims
+
+        q = state.queue()
+        if number is not None:
+            with worded(f"Could not renew the claim on issue #{number}"):
+                claim = claims.heartbeat(q, number, state.acting_as(run_id))
+            text = f"Renewed claim on issue #{number} until {when(claim.lease_expires_at)}"
+            return ok(text, Renewed(renewed=1, lease_expires_at=claim.lease_expires_at))
+        count = claims.renew_leases(q, state.acting_as(run_id))
+        until = q.lease_until(q.now())
+        return ok(
+            f"Renewed {count} claim(s) until {when(until)}",
+            Renewed(renewed=count, lease_expires_at=until),
+        )
+
+
+def register_recovery(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(writes(idempotent=True))
+    def issue_unblock(number: Number) -> Annotated[CallToolResult, IssueSummary]:
+        """Clear an issue's block so it can be ready again."""
+        from workq.services import claims
+
+        with worded(f"Could not unblock issue #{number}"):
+            issue = claims.unblock(state.queue(), number, actor=state.run_id)
+        return ok(f"Unblocked issue #{number}", issue.summary())
+
+    @reg.tool(writes(idempotent=False, destructive=True))
+    def issue_force_claim(
+        number: Number,
+        confirmation: Annotated[
+            str, Field(max_length=100, description=f"Exactly: {FORCE_CLAIM_CONFIRMATION}")
+        ],
+        run_id: RunId = None,
+    ) -> Annotated[CallToolResult, Claim]:
+        """Take an issue from whoever holds it (a stuck or dead agent). The previous
+        holder is recorded."""
+        from workq.services import claims
+
+        holder = run_id or state.run_id
+        with worded(f"Could not force-claim issue #{number}"):
+            claim = claims.force_claim(state.queue(), number, holder, confirmation)
+        state.claimed_with(holder)
+        previous = claim.previous_holder or "nobody"
+        return ok(f"Force-claimed issue #{number} (previous holder: {previous})", claim)

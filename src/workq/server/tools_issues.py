@@ -1,0 +1,161 @@
+"""Seed 002's issue tools: create, list, get, update, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from workq.schemas import DESCRIPTION_MAX, PAGE_DEFAULT, Issue, IssueSummary
+from workq.server.outputs import IssueList, ListedIssue
+from workq.server.params import (
+    Agent,
+    Cursor,
+    Description,
+    Labels,
+    Limit,
+    Number,
+    PriorityName,
+    StatusName,
+    Title,
+    TypeName,
+)
+from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.render import issue_text, page_footer, summary_line
+from workq.server.results import ok, worded
+
+Notes = Annotated[str, Field(max_length=DESCRIPTION_MAX)]
+Criteria = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=500)]], Field(max_length=50)
+]
+
+
+def register(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(writes(idempotent=False))
+    def issue_create(
+        title: Title,
+        description: Description | None = None,
+        priority: PriorityName = "medium",
+        issue_type: TypeName = "task",
+        agent: Agent | None = None,
+        labels: Labels | None = None,
+        context: Annotated[
+            Notes | None, Field(description="Background (seed 000 template)")
+        ] = None,
+        acceptance_criteria: Criteria | None = None,
+        technical_notes: Notes | None = None,
+    ) -> Annotated[CallToolResult, IssueSummary]:
+        """Create an issue. With context, acceptance_criteria or technical_notes the
+        description follows the template Summary / Context / Acceptance Criteria /
+        Technical Notes."""
+        from workq.services import issues
+
+        body = issues.format_description(
+            description,
+            title=title,
+            context=context,
+            acceptance_criteria=acceptance_criteria,
+            technical_notes=technical_notes,
+        )
+        with worded("Could not create issue"):
+            created = issues.create(
+                state.queue(),
+                title=title,
+                description=body,
+                priority=priority,
+                issue_type=issue_type,
+                agent=agent,
+                labels=labels or (),
+                actor=state.run_id,
+            )
+        text = f"Created issue #{created.number}: {created.title} (agent: {created.agent})"
+        return ok(text, created.summary())
+
+    @reg.tool(READ_ONLY)
+    def issue_list(
+        status: StatusName | None = None,
+        priority: PriorityName | None = None,
+        issue_type: TypeName | None = None,
+        agent: Agent | None = None,
+        label: Annotated[str | None, Field(max_length=64)] = None,
+        include_description: bool = False,
+        limit: Limit = PAGE_DEFAULT,
+        cursor: Cursor | None = None,
+    ) -> Annotated[CallToolResult, IssueList]:
+        """List issues by number, optionally filtered. Compact items; a page at a time."""
+        from workq.services import issues
+
+        q = state.queue()
+        page = issues.list_issues(
+            q,
+            status=status,
+            priority=priority,
+            issue_type=issue_type,
+            agent=agent,
+            label=label,
+            limit=limit,
+            cursor=cursor,
+        )
+        items = [ListedIssue(**item.model_dump()) for item in page.items]
+        if include_description:
+            items = [
+                item.model_copy(update={"description": issues.get(q, item.number).description})
+                for item in items
+            ]
+        if not items:
+            text = "No issues found"
+        else:
+            text = "\n".join(summary_line(item) for item in items)
+            text += page_footer("issue_list", len(items), page.next_cursor)
+        listed = IssueList(items=items, has_more=page.has_more, next_cursor=page.next_cursor)
+        # Compact items: no "description": null when descriptions were not asked for.
+        return ok(text, listed.model_dump(mode="json", exclude_none=True))
+
+    @reg.tool(READ_ONLY)
+    def issue_get(number: Number) -> Annotated[CallToolResult, Issue]:
+        """Get one issue in full: description, claim, blockers, labels."""
+        from workq.services import issues
+
+        issue = issues.get(state.queue(), number)
+        return ok(issue_text(issue), issue)
+
+    @reg.tool(writes(idempotent=True))
+    def issue_update(
+        number: Number,
+        title: Title | None = None,
+        description: Description | None = None,
+        priority: PriorityName | None = None,
+        issue_type: TypeName | None = None,
+        agent: Agent | None = None,
+        add_labels: Labels | None = None,
+        remove_labels: Labels | None = None,
+    ) -> Annotated[CallToolResult, IssueSummary]:
+        """Change an issue's fields; omitted fields stay as they are."""
+        from workq.services import issues
+
+        with worded(f"Could not update issue #{number}"):
+            updated = issues.update_issue(
+                state.queue(),
+                number,
+                title=title,
+                description=description,
+                priority=priority,
+                issue_type=issue_type,
+                agent=agent,
+                add_labels=add_labels or (),
+                remove_labels=remove_labels or (),
+                actor=state.run_id,
+            )
+        return ok(f"Updated issue #{number}", updated.summary())
+
+    @reg.tool(writes(idempotent=False, destructive=True))
+    def issue_delete(number: Number) -> Annotated[CallToolResult, IssueSummary]:
+        """Delete an issue for good (cleanup and tests). Its history stays."""
+        from workq.services import issues
+
+        with worded(f"Could not delete issue #{number}"):
+            gone = issues.delete_issue(state.queue(), number, actor=state.run_id)
+        return ok(f"Deleted issue #{number}", gone.summary())

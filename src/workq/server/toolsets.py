@@ -1,0 +1,54 @@
+"""The toolsets: named groups of tools that ``--toolsets`` / ``WORKQ_TOOLSETS`` turn on.
+
+Every tool schema costs an agent context, so the default set is small: seed 002's tools
+plus claim_next, release and heartbeat. To add a toolset, write a module with a
+``register(reg: Registry)`` function and add a row here (and, if every agent needs it,
+its name to ``DEFAULT_TOOLSETS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from workq.errors import InvalidInput
+from workq.server import tools_claims, tools_deps, tools_insight, tools_issues, tools_notes
+from workq.server.registry import Registry
+
+Registrar = Callable[[Registry], None]
+
+TOOLSETS: dict[str, tuple[Registrar, ...]] = {
+    "core": (tools_issues.register, tools_claims.register_core),
+    "recovery": (tools_claims.register_recovery,),
+    "notes": (tools_notes.register,),
+    "deps": (tools_deps.register,),
+    "insight": (tools_insight.register,),
+}
+DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
+
+
+def select(spec: str | None) -> list[str]:
+    """Toolset names from a flag value: comma-separated names, ``default`` or ``all``."""
+    chosen: list[str] = []
+    for word in (spec or "default").replace(" ", ",").split(","):
+        name = word.strip().lower()
+        if not name:
+            continue
+        expanded = {"default": DEFAULT_TOOLSETS, "all": tuple(TOOLSETS)}.get(name, (name,))
+        for item in expanded:
+            if item not in TOOLSETS:
+                raise InvalidInput(
+                    f"unknown toolset {item!r}",
+                    hint=f"choose from {', '.join(TOOLSETS)}, default or all",
+                    field="toolsets",
+                )
+            if item not in chosen:
+                chosen.append(item)
+    return chosen or list(DEFAULT_TOOLSETS)
+
+
+def register(reg: Registry, names: list[str]) -> None:
+    for name in names:
+        reg.toolset = name
+        for registrar in TOOLSETS[name]:
+            registrar(reg)
+    reg.toolset = ""

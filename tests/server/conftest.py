@@ -1,0 +1,83 @@
+"""Fixtures for the MCP server: in-process clients and real ``python -m workq.server``
+subprocesses, each on its own SQLite file."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult
+
+from workq.config import Settings
+from workq.server.app import WorkqServer, build_server
+
+CALL_TIMEOUT = 30.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_params(db: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workq.server", "--db", str(db), *args],
+        env=env,
+    )
+
+
+@asynccontextmanager
+async def stdio_server(
+    db: Path,
+    *args: str,
+    mode: Any = "auto",
+    env: dict[str, str] | None = None,
+    errlog: Path | None = None,
+) -> AsyncIterator[Client]:
+    """A client of a real server subprocess; its stderr goes to ``errlog``."""
+    log_path = errlog or db.with_suffix(".stderr")
+    with log_path.open("a") as log:
+        transport = stdio_client(server_params(db, *args, env=env), errlog=log)
+        async with Client(transport, mode=mode, read_timeout_seconds=CALL_TIMEOUT) as client:
+            yield client
+
+
+def make_server(db: Path, toolsets: str = "all", **settings: Any) -> WorkqServer:
+    return build_server(Settings(db_path=db, toolsets=toolsets, **settings))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "queue.db"
+
+
+@pytest.fixture(params=["auto", "legacy"])
+async def client(db: Path, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """An in-process client of a server with every toolset, lease 60 s, in both protocol
+    eras (the default dispatches directly; legacy runs the JSON-RPC stream loop)."""
+    async with Client(make_server(db, lease_seconds=60), mode=request.param) as connected:
+        yield connected
+
+
+def text(result: CallToolResult) -> str:
+    assert result.content and result.content[0].type == "text"
+    return result.content[0].text
+
+
+async def call_ok(client: Client, tool: str, **arguments: Any) -> CallToolResult:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text(result)
+    return result
+
+
+async def call_error(client: Client, tool: str, **arguments: Any) -> CallToolResult:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, text(result)
+    return result

@@ -1,0 +1,157 @@
+"""Through a real ``python -m workq.server`` subprocess with the SDK's stdio client, in
+both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.server.conftest import CALL_TIMEOUT, call_error, call_ok, stdio_server, text
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["legacy", "auto"]
+TEE = Path(__file__).with_name("stdout_tee.py")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_claim_loop_over_stdio(db: Path, mode: str) -> None:
+    with anyio.fail_after(60):
+        async with stdio_server(db, mode=mode) as client:
+            assert client.server_info is None or client.server_info.name == "workq"
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"issue_create", "issue_ready", "issue_claim_next", "issue_heartbeat"} <= names
+            await call_ok(client, "issue_create", title="first", priority="high")
+            ready = await call_ok(client, "issue_ready")
+            assert text(ready).startswith("Issue #1: first")
+            assert text(await call_ok(client, "issue_claim", number=1)) == "Claimed issue #1"
+            refused = await call_error(client, "issue_claim", number=1, run_id="someone-else")
+            assert "ALREADY_CLAIMED" in text(refused)
+            assert refused.structured_content is not None
+            assert refused.structured_content["code"] == "ALREADY_CLAIMED"
+            assert text(await call_ok(client, "issue_complete", number=1)) == "Completed issue #1"
+            assert text(await call_ok(client, "issue_ready")) == "No ready issues available"
+
+
+async def test_the_run_id_is_shown_on_stderr_and_claims_with_it(db: Path, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with anyio.fail_after(60):
+        async with stdio_server(db, errlog=log) as client:
+            await call_ok(client, "issue_create", title="mine")
+            await call_ok(client, "issue_claim", number=1)
+            got = await call_ok(client, "issue_get", number=1)
+    found = re.search(r"as run id (\S+)", log.read_text())
+    assert found, log.read_text()
+    assert got.structured_content is not None
+    assert got.structured_content["claimed_by"] == found.group(1)
+
+    async with stdio_server(db, "--run-id", "autopilot_main", errlog=log) as client:
+        claimed = await call_ok(client, "issue_claim_next")
+        assert claimed.structured_content is not None
+        assert claimed.structured_content["issue"] is None
+    assert "as run id autopilot_main" in log.read_text()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_line_on_stdout_is_json_rpc(db: Path, tmp_path: Path, mode: str) -> None:
+    copy = tmp_path / "stdout.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            str(TEE),
+            str(copy),
+            sys.executable,
+            "-m",
+            "workq.server",
+            "--db",
+            str(db),
+            "--toolsets",
+            "all",
+        ],
+    )
+    with (tmp_path / "stderr.log").open("w") as errlog, anyio.fail_after(60):
+        async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+            await client.list_tools()
+            await call_error(client, "issue_create", title="a\nmultiline title is refused")
+            await call_ok(client, "issue_create", title="a title")
+            await call_error(client, "issue_get", number="x")
+            await call_error(client, "issue_get", number=42)
+            await call_error(client, "no_such_tool")
+            await call_ok(client, "issue_search", query="title")
+            await client.read_resource("workq://stats")
+            await client.get_prompt("autopilot", {})
+    lines = copy.read_bytes().splitlines()
+    assert len(lines) >= 8
+    for line in lines:
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0", line
+        assert {"result", "error", "method"} & set(message), line
+
+
+async def test_a_database_that_cannot_open_gives_clean_errors_and_the_server_stays_up(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "no-such-folder" / "queue.db"
+    with anyio.fail_after(60):
+        async with stdio_server(missing, errlog=tmp_path / "err.log") as client:
+            for _ in range(2):
+                result = await call_error(client, "issue_ready")
+                assert text(result).startswith("STORAGE_ERROR: the folder of the database")
+            assert {t.name for t in (await client.list_tools()).tools}
+    assert "cannot open the queue" in (tmp_path / "err.log").read_text()
+
+
+async def test_leases_of_claims_made_here_are_renewed_while_the_server_runs(db: Path) -> None:
+    env = {"WORKQ_LEASE_SECONDS": "5"}
+    with anyio.fail_after(60):
+        async with stdio_server(db, "--run-id", "keeper", env=env) as client:
+            await call_ok(client, "issue_create", title="long task")
+            await call_ok(client, "issue_claim", number=1)
+            first = _lease(db)
+            # The server renews every lease_seconds / 3: wait for the lease to move.
+            with anyio.fail_after(15):
+                while _lease(db) == first:
+                    await anyio.sleep(0.2)
+            assert _lease(db) > first
+
+
+def _lease(db: Path) -> str:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        row = conn.execute("SELECT lease_expires_at FROM issues WHERE number = 1").fetchone()
+    return str(row[0])
+
+
+def test_refuses_unknown_toolsets_before_serving(db: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "workq.server", "--db", str(db), "--toolsets", "core,bogus"],
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "unknown toolset 'bogus'" in done.stderr
+
+
+def test_starting_the_server_imports_no_database_or_cli_code(db: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from workq.config import Settings\n"
+        "from workq.server.app import build_server\n"
+        f"build_server(Settings(db_path={str(db)!r}, toolsets='all'))\n"
+        "print(sorted(m for m in ('sqlalchemy', 'alembic', 'typer') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=CALL_TIMEOUT
+    )
+    assert done.stdout.strip() == "[]", done.stderr
