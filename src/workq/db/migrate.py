@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # Every revision in migrations/versions, oldest first. A test keeps this equal to Alembic's
 # own view, so a start can tell "behind", "current" and "newer than this code" without
 # importing Alembic.
-REVISIONS: tuple[str, ...] = ("0001_initial", "0002_search", "0003_pg_search")
+REVISIONS: tuple[str, ...] = ("0001_initial", "0002_search", "0003_pg_search", "0004_outbox")
 HEAD = REVISIONS[-1]
 
 State = Literal["empty", "behind", "current", "ahead", "foreign"]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
@@ -155,3 +156,76 @@ class CounterRow(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[int] = mapped_column(Integer)
+
+
+class GitHubMirrorRow(Base):
+    """A GitHub repository this database mirrors to. While a row exists, every mutation of
+    an issue queues an outbox row (github/outbox hook); with none, the hook writes nothing."""
+
+    __tablename__ = "github_mirror"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Import: GitHub's own updated_at of the newest issue seen, and the list's ETag.
+    import_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    import_etag: Mapped[str | None] = mapped_column(String(256))
+    last_push_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_import_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class GitHubOutboxRow(Base):
+    """One row per issue with changes GitHub has not seen yet. ``version`` grows with each
+    change, so the worker deletes the row only if nothing changed while it pushed."""
+
+    __tablename__ = "github_outbox"
+
+    issue_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))  # pending | dead
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Set before a create is sent, cleared once its outcome is known: while set, the
+    # issue may exist on GitHub and is looked up by its marker before creating again.
+    create_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_github_outbox_due", "state", "next_attempt_at"),)
+
+
+class GitHubLinkRow(Base):
+    """A local issue and its GitHub issue. Not tied to issues by a foreign key: a deleted
+    issue keeps its link so that its GitHub issue can be closed."""
+
+    __tablename__ = "github_links"
+
+    issue_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer)
+    repo: Mapped[str] = mapped_column(String(200))
+    gh_number: Mapped[int] = mapped_column(Integer)
+    url: Mapped[str] = mapped_column(String(500))
+    # What GitHub held after the last push or import (JSON): the base of both directions.
+    snapshot: Mapped[str] = mapped_column(Text)
+    remote_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    linked_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_github_links_repo", "repo", "gh_number", unique=True),
+        Index("ix_github_links_number", "number"),
+    )
+
+
+class GitHubCommentRow(Base):
+    """A local comment mirrored to GitHub. ``gh_comment_id`` is None while its POST is in
+    flight or its outcome unknown."""
+
+    __tablename__ = "github_comments"
+
+    comment_id: Mapped[int] = mapped_column(
+        ForeignKey("comments.id", ondelete="CASCADE"), primary_key=True
+    )
+    gh_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)

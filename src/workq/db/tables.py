@@ -6,7 +6,18 @@ from typing import cast
 
 from sqlalchemy import Table
 
-from workq.db.models import CommentRow, CounterRow, DependencyRow, EventRow, IssueRow, LabelRow
+from workq.db.models import (
+    CommentRow,
+    CounterRow,
+    DependencyRow,
+    EventRow,
+    GitHubCommentRow,
+    GitHubLinkRow,
+    GitHubMirrorRow,
+    GitHubOutboxRow,
+    IssueRow,
+    LabelRow,
+)
 
 issues = cast(Table, IssueRow.__table__)
 labels = cast(Table, LabelRow.__table__)
@@ -14,3 +25,9 @@ dependencies = cast(Table, DependencyRow.__table__)
 comments = cast(Table, CommentRow.__table__)
 events = cast(Table, EventRow.__table__)
 counters = cast(Table, CounterRow.__table__)
+
+# The GitHub mirror (migration 0004_outbox).
+github_mirror = cast(Table, GitHubMirrorRow.__table__)
+github_outbox = cast(Table, GitHubOutboxRow.__table__)
+github_links = cast(Table, GitHubLinkRow.__table__)
+github_comments = cast(Table, GitHubCommentRow.__table__)
