@@ -27,6 +27,8 @@ def upgrade() -> None:
         sa.Column("last_push_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_import_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("worker", sa.String(length=128), nullable=True),
+        sa.Column("worker_expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("repo", name=op.f("pk_github_mirror")),
     )
     op.create_table(

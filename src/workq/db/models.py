@@ -172,6 +172,9 @@ class GitHubMirrorRow(Base):
     last_push_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_import_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
+    # The one worker pushing to this repository ("host:pid"), and until when it holds it.
+    worker: Mapped[str | None] = mapped_column(String(128))
+    worker_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class GitHubOutboxRow(Base):
