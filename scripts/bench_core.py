@@ -31,7 +31,7 @@ RAW_READY_FRESH = (
 )
 RAW_READY_STALE = (
     "SELECT id, number, title, status, claimed_by FROM issues WHERE status = 'in_progress' "
-    "AND lease_expires_at < ? AND is_blocked = 0 AND open_blockers = 0 "
+    "AND lease_expires_at <= ? AND is_blocked = 0 AND open_blockers = 0 "
     "ORDER BY priority, created_at, number LIMIT 1"
 )
 RAW_TAKE = (

@@ -96,7 +96,7 @@ def _ready_statements(shape: tuple[bool, int, int, int], lock: bool) -> tuple[Pr
         fresh: Select[Any] = select(*_READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
         stale: Select[Any] = select(*_READY_COLUMNS).where(
             issues.c.status == IN_PROGRESS,
-            issues.c.lease_expires_at < bindparam("now"),
+            issues.c.lease_expires_at <= bindparam("now"),
             _unblocked,
         )
         fresh = _filtered(fresh, shape).order_by(*_ORDER).limit(bindparam("limit"))

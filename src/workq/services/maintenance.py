@@ -118,7 +118,7 @@ def _claims(q: Queue, conn: Connection, now: datetime, repair: bool) -> Iterator
     cases = (
         (
             "stale_claim",
-            and_(in_progress, issues.c.lease_expires_at < now),
+            and_(in_progress, issues.c.lease_expires_at <= now),
             "claimed by {holder}, lease expired; returned to the queue",
         ),
         (

@@ -102,7 +102,7 @@ def stats(q: Queue) -> Stats:
                     issues.c.status == Status.OPEN.value,
                     and_(
                         issues.c.status == Status.IN_PROGRESS.value,
-                        issues.c.lease_expires_at < now,
+                        issues.c.lease_expires_at <= now,
                     ),
                 ),
             )
@@ -115,7 +115,7 @@ def stats(q: Queue) -> Stats:
         stale = conn.execute(
             select(func.count())
             .select_from(issues)
-            .where(issues.c.status == Status.IN_PROGRESS.value, issues.c.lease_expires_at < now)
+            .where(issues.c.status == Status.IN_PROGRESS.value, issues.c.lease_expires_at <= now)
         ).scalar_one()
     return Stats(
         total=sum(by_status.values()),
