@@ -158,6 +158,12 @@ class ReadyIssue(_Model):
     created_at: datetime
 
 
+class NextClaim(Claim):
+    """A claim made by claim_next, with the issue it took."""
+
+    issue: ReadyIssue
+
+
 class Completed(_Model):
     number: int
     title: str

@@ -80,18 +80,17 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ClaimedNext]:
         """Claim the next ready issue in one step (no race with other agents) and return
         it with its description."""
-        from workq.services import claims, issues
+        from workq.services import claims
 
         holder = run_id or state.run_id
-        q = state.queue()
         with worded("Could not claim the next issue"):
             claim = claims.claim_next(
-                q, holder, _filter(agent, include_types, exclude_types, labels)
+                state.queue(), holder, _filter(agent, include_types, exclude_types, labels)
             )
         if claim is None:
             return ok(NOTHING_READY, ClaimedNext(issue=None))
         state.claimed_with(holder)
-        issue = issues.get(q, claim.number)
+        issue = claim.issue
         taken = ClaimedIssue(
             number=issue.number,
             title=issue.title,

@@ -42,6 +42,7 @@ from workq.schemas import (
     Completed,
     Issue,
     IssueType,
+    NextClaim,
     Priority,
     ReadyFilter,
     ReadyIssue,
@@ -152,18 +153,19 @@ def ready(q: Queue, f: ReadyFilter | None = None, *, limit: int = 1) -> list[Rea
         raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
     with q.db.read() as conn:
         rows = _ready_rows(conn, f, limit, q.now())
-    return [
-        ReadyIssue(
-            number=r.number,
-            title=r.title,
-            description=r.description,
-            priority=Priority.from_rank(r.priority),
-            issue_type=IssueType(r.issue_type),
-            agent=r.agent,
-            created_at=r.created_at,
-        )
-        for r in rows
-    ]
+    return [_ready_issue(r) for r in rows]
+
+
+def _ready_issue(r: Any) -> ReadyIssue:
+    return ReadyIssue(
+        number=r.number,
+        title=r.title,
+        description=r.description,
+        priority=Priority.from_rank(r.priority),
+        issue_type=IssueType(r.issue_type),
+        agent=r.agent,
+        created_at=r.created_at,
+    )
 
 
 _take = Prepared(
@@ -271,11 +273,12 @@ def _check_claimable(row: Any, number: int) -> None:
         )
 
 
-def claim_next(q: Queue, run_id: str, f: ReadyFilter | None = None) -> Claim | None:
-    """Ready and claim in one transaction. None when nothing is ready (a normal result)."""
+def claim_next(q: Queue, run_id: str, f: ReadyFilter | None = None) -> NextClaim | None:
+    """Ready and claim in one transaction. None when nothing is ready (a normal result).
+    The claim carries the issue it took, as ``ready`` shows it."""
     fields.run_id(run_id)
 
-    def work(conn: Connection) -> Claim | None:
+    def work(conn: Connection) -> NextClaim | None:
         now = q.now()
         while True:
             rows = _ready_rows(conn, f, 1, now, lock=True)
@@ -283,7 +286,7 @@ def claim_next(q: Queue, run_id: str, f: ReadyFilter | None = None) -> Claim | N
                 return None
             taken = _take_claim(q, conn, rows[0], run_id, now)
             if taken is not None:
-                return taken
+                return NextClaim(**taken.model_dump(), issue=_ready_issue(rows[0]))
 
     return q.db.write(work)
 
