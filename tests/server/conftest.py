@@ -16,6 +16,7 @@ from mcp.types import CallToolResult
 
 from workq.config import Settings
 from workq.server.app import WorkqServer, build_server
+from workq.server.results import ERROR_META
 
 CALL_TIMEOUT = 30.0
 
@@ -80,4 +81,13 @@ async def call_ok(client: Client, tool: str, **arguments: Any) -> CallToolResult
 async def call_error(client: Client, tool: str, **arguments: Any) -> CallToolResult:
     result = await client.call_tool(tool, arguments)
     assert result.is_error, text(result)
+    assert result.structured_content is None  # it would have to match the output schema
     return result
+
+
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    """Seed 000's error object that an error result carries in its _meta."""
+    assert result.is_error and result.meta is not None
+    error: dict[str, Any] = result.meta[ERROR_META]
+    assert error["success"] is False
+    return error

@@ -15,7 +15,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.server.conftest import CALL_TIMEOUT, call_error, call_ok, stdio_server, text
+from tests.server.conftest import (
+    CALL_TIMEOUT,
+    call_error,
+    call_ok,
+    error_of,
+    stdio_server,
+    text,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +43,7 @@ async def test_the_claim_loop_over_stdio(db: Path, mode: str) -> None:
             assert text(await call_ok(client, "issue_claim", number=1)) == "Claimed issue #1"
             refused = await call_error(client, "issue_claim", number=1, run_id="someone-else")
             assert "ALREADY_CLAIMED" in text(refused)
-            assert refused.structured_content is not None
-            assert refused.structured_content["code"] == "ALREADY_CLAIMED"
+            assert error_of(refused)["code"] == "ALREADY_CLAIMED"
             assert text(await call_ok(client, "issue_complete", number=1)) == "Completed issue #1"
             assert text(await call_ok(client, "issue_ready")) == "No ready issues available"
 

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 from mcp.types import GetPromptResult, ReadResourceResult, TextContent, TextResourceContents
 
-from tests.server.conftest import call_error, call_ok, make_server, text
+from tests.server.conftest import call_error, call_ok, error_of, make_server, text
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
 
 pytestmark = pytest.mark.anyio
@@ -98,11 +98,10 @@ async def test_a_refused_claim_keeps_the_seed_wording_then_code_facts_and_next_s
     line = text(refused)
     assert line.startswith("Could not claim issue #1 (already claimed or blocked): ALREADY_CLAIMED")
     assert "run-b" in line and "pick another with issue_ready" in line
-    assert refused.structured_content is not None
-    assert refused.structured_content["success"] is False
-    assert refused.structured_content["code"] == "ALREADY_CLAIMED"
-    assert refused.structured_content["details"]["holder"] == "run-b"
-    assert "lease_expires_at" in refused.structured_content["details"]
+    error = error_of(refused)
+    assert error["code"] == "ALREADY_CLAIMED"
+    assert error["details"]["holder"] == "run-b"
+    assert "lease_expires_at" in error["details"]
 
     missing = await call_error(client, "issue_claim", number=99)
     assert text(missing).startswith("Could not claim issue #99: NOT_FOUND")
@@ -278,8 +277,7 @@ async def test_bad_arguments_get_invalid_input_naming_the_field(
 ) -> None:
     result = await call_error(client, tool, **arguments)
     assert text(result).startswith("INVALID_INPUT: invalid arguments: ")
-    assert result.structured_content is not None
-    assert field in result.structured_content["details"]["fields"]
+    assert field in error_of(result)["details"]["fields"]
     assert "Error executing tool" not in text(result)
 
 

@@ -42,3 +42,4 @@ Labels = Annotated[
 Types = Annotated[list[TypeName], Field(max_length=5)]
 Limit = Annotated[int, Field(strict=True, ge=1, le=PAGE_MAX, description="Page size")]
 Cursor = Annotated[str, Field(max_length=64, description="next_cursor of the previous page")]
+Flag = Annotated[bool, Field(strict=True)]

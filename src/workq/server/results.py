@@ -3,7 +3,7 @@
 A success carries the text (seed 002's wording where the seed has one) and the data of the
 tool's output model. A failure is ``isError: true`` whose text is the seed's wording (where
 it has one), then the stable code, the message with its facts, and the next step; its
-structured content is seed 000's error shape (``success``, ``error``, ``code``,
+``_meta["workq/error"]`` holds seed 000's error shape (``success``, ``error``, ``code``,
 ``details``, ``hint``).
 """
 
@@ -20,6 +20,9 @@ from pydantic import BaseModel, ValidationError
 
 from workq.errors import Conflict, InvalidInput, WorkqError
 
+# Where an error result carries seed 000's error object (success, error, code, details,
+# hint) for programs.
+ERROR_META = "workq/error"
 # Facts that the text never needs to repeat.
 _QUIET_FACTS = frozenset({"number", "field", "expected", "fields", "unknown"})
 
@@ -58,11 +61,12 @@ def failure(error: WorkqError, prefix: str | None = None) -> CallToolResult:
     text = error_text(error)
     if prefix:
         text = f"{prefix}: {text}"
-    structured: dict[str, Any] = {"success": False, **error.to_dict()}
+    # No structuredContent: clients validate it against the tool's output schema, which
+    # describes success. Programs find the error in _meta instead.
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
-        structured_content=structured,
         is_error=True,
+        _meta={ERROR_META: {"success": False, **error.to_dict()}},
     )
 
 

@@ -13,6 +13,7 @@ from workq.server.params import (
     Agent,
     Cursor,
     Description,
+    Flag,
     Labels,
     Limit,
     Number,
@@ -81,7 +82,7 @@ def register(reg: Registry) -> None:
         issue_type: TypeName | None = None,
         agent: Agent | None = None,
         label: Annotated[str | None, Field(max_length=64)] = None,
-        include_description: bool = False,
+        include_description: Flag = False,
         limit: Limit = PAGE_DEFAULT,
         cursor: Cursor | None = None,
     ) -> Annotated[CallToolResult, IssueList]:
