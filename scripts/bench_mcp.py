@@ -1,0 +1,165 @@
+"""Benchmark the MCP server against a bare MCPServer driven the same way (figures, no asserts).
+
+    .venv/bin/python scripts/bench_mcp.py [--calls 1000] [--spawns 10]
+
+In one run, over stdio with the SDK's client:
+- round trip of ``issue_claim_next`` (a real claim on a file with enough issues) against a
+  no-op tool on a bare MCPServer with one tool: p50, p99 and their ratios (target p50 <= 1.5x);
+- spawn to initialized of ``python -m workq.server`` against the bare server (target 1.3x);
+- the size of tools/list for the default toolset (target under 16 KB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+BARE_SERVER = """\
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("bare")
+
+
+@server.tool()
+def noop() -> str:
+    return "ok"
+
+
+server.run()
+"""
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def bare_params(folder: Path) -> StdioServerParameters:
+    script = folder / "bare_server.py"
+    script.write_text(BARE_SERVER)
+    return StdioServerParameters(command=sys.executable, args=[str(script)])
+
+
+def workq_params(db: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "workq.server", "--db", str(db), *extra]
+    )
+
+
+async def spawn_to_initialized(params: StdioServerParameters, log: Any) -> float:
+    started = time.perf_counter()
+    async with Client(stdio_client(params, errlog=log), mode="legacy"):
+        return time.perf_counter() - started
+
+
+async def round_trips(
+    params: StdioServerParameters, log: Any, tool: str, calls: int, warmup: int
+) -> list[float]:
+    samples: list[float] = []
+    async with Client(stdio_client(params, errlog=log), mode="legacy") as client:
+        for i in range(warmup + calls):
+            started = time.perf_counter()
+            result = await client.call_tool(tool, {})
+            elapsed = time.perf_counter() - started
+            assert not result.is_error, result.content
+            if i >= warmup:
+                samples.append(elapsed)
+    return samples
+
+
+async def tools_list_bytes(params: StdioServerParameters, log: Any) -> tuple[int, int]:
+    async with Client(stdio_client(params, errlog=log), mode="legacy") as client:
+        listed = await client.list_tools()
+    wire = listed.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return len(listed.tools), len(json.dumps(wire, separators=(",", ":")).encode())
+
+
+def fill(db: Path, count: int) -> None:
+    from workq.config import Settings
+    from workq.services import issues
+    from workq.services.runtime import open_queue
+
+    queue = open_queue(Settings(db_path=db))
+    try:
+        for n in range(count):
+            issues.create(queue, title=f"benchmark issue {n}", description="x" * 200)
+    finally:
+        queue.db.dispose()
+
+
+async def alternate(
+    runs: int, first: Callable[[], Awaitable[float]], second: Callable[[], Awaitable[float]]
+) -> tuple[list[float], list[float]]:
+    """Interleave the two measurements so drift on a noisy machine hits both alike."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(runs):
+        a.append(await first())
+        b.append(await second())
+    return a, b
+
+
+async def main(calls: int, spawns: int) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="workq-bench-") as tmp,
+        open(Path(tmp) / "servers.log", "w") as log,
+    ):
+        folder = Path(tmp)
+        bare = bare_params(folder)
+        db = folder / "bench.db"
+        warmup = 50
+        fill(db, calls + warmup + 10)
+        workq = workq_params(db)
+
+        print(f"round trip over stdio, {calls} sequential calls after {warmup} warm-up calls")
+        bare_rt = await round_trips(bare, log, "noop", calls, warmup)
+        workq_rt = await round_trips(workq, log, "issue_claim_next", calls, warmup)
+        for name, samples in (("bare noop", bare_rt), ("issue_claim_next", workq_rt)):
+            print(
+                f"  {name:17} p50 {percentile(samples, 0.5) * 1000:6.2f} ms"
+                f"   p99 {percentile(samples, 0.99) * 1000:6.2f} ms"
+                f"   mean {statistics.fmean(samples) * 1000:6.2f} ms"
+            )
+        print(
+            f"  ratio             p50 {percentile(workq_rt, 0.5) / percentile(bare_rt, 0.5):.2f}x"
+            f"   p99 {percentile(workq_rt, 0.99) / percentile(bare_rt, 0.99):.2f}x"
+            "   (target: p50 within 1.5x)"
+        )
+
+        print(f"spawn to initialized (initialize handshake), {spawns} runs each, interleaved")
+        bare_sp, workq_sp = await alternate(
+            spawns,
+            lambda: spawn_to_initialized(bare, log),
+            lambda: spawn_to_initialized(workq, log),
+        )
+        for name, samples in (("bare MCPServer", bare_sp), ("workq serve", workq_sp)):
+            print(
+                f"  {name:17} median {statistics.median(samples) * 1000:6.0f} ms"
+                f"   min {min(samples) * 1000:6.0f} ms"
+            )
+        ratio = statistics.median(workq_sp) / statistics.median(bare_sp)
+        print(f"  ratio             median {ratio:.2f}x   (target: within 1.3x)")
+
+        count, size = await tools_list_bytes(workq, log)
+        every, every_size = await tools_list_bytes(workq_params(db, "--toolsets", "all"), log)
+        print(f"tools/list, default toolset: {count} tools, {size:,} bytes (target: < 16,384)")
+        print(f"tools/list, all toolsets:    {every} tools, {every_size:,} bytes")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--spawns", type=int, default=10)
+    options = parser.parse_args()
+    anyio.run(main, options.calls, options.spawns)

@@ -1,0 +1,182 @@
+"""Hypothesis-generated arguments, valid and invalid, against every tool of a real server
+subprocess: each call gets a result or a clean ``isError``, the server keeps answering, and
+a refused call changes nothing."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp.types import Tool
+
+from tests.server.conftest import error_of, stdio_server, text
+from workq.config import Settings
+from workq.services import claims, dependencies, issues
+from workq.services.runtime import open_queue
+
+EXAMPLES = 400
+TABLES = ("issues", "labels", "dependencies", "comments", "events", "counters")
+# A failure starts with a CODE, or with the seed's wording followed by one.
+CLEAN_FAILURE = re.compile(r"^([A-Z_]+: |Could not [^:]+: [A-Z_]+: )")
+
+Json = Any
+
+
+def valid_value(schema: dict[str, Any]) -> st.SearchStrategy[Json]:
+    """Values the advertised schema accepts (the domain may still refuse them)."""
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema.get("type")
+    if kind == "integer":
+        low, high = schema.get("minimum", -(2**31)), schema.get("maximum", 2**31)
+        return st.one_of(st.integers(low, min(high, low + 14)), st.integers(low, high))
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "string":
+        low, high = schema.get("minLength", 0), min(schema.get("maxLength", 200), 200)
+        return st.one_of(
+            st.text(min_size=low, max_size=high),
+            st.sampled_from(
+                ["autopilot_main", "run-a", "bug", "x", "I understand this may cause conflicts"]
+            ),
+        ).filter(lambda s: low <= len(s) <= schema.get("maxLength", 10**9))
+    if kind == "array":
+        return st.lists(
+            valid_value(schema.get("items", {})), max_size=min(schema.get("maxItems", 5), 5)
+        )
+    raise AssertionError(f"no strategy for {schema}")
+
+
+def valid_arguments(tool: Tool) -> st.SearchStrategy[dict[str, Json]]:
+    properties: dict[str, Any] = tool.input_schema.get("properties", {})
+    required = set(tool.input_schema.get("required", []))
+    optional = sorted(set(properties) - required)
+    return st.fixed_dictionaries(
+        {name: valid_value(properties[name]) for name in sorted(required)},
+        optional={name: valid_value(properties[name]) for name in optional},
+    )
+
+
+def wrong_value(schema: dict[str, Any]) -> st.SearchStrategy[Json]:
+    """Values the schema refuses: another JSON type, or outside the bounds."""
+    kind = schema.get("type")
+    choices: list[st.SearchStrategy[Json]] = [st.just({"nested": 1})]
+    if kind == "integer":
+        choices += [st.just("12"), st.just(True), st.just(1.5), st.just([1])]
+        if "minimum" in schema:
+            choices.append(st.integers(max_value=schema["minimum"] - 1))
+        if "maximum" in schema:
+            choices.append(st.integers(min_value=schema["maximum"] + 1))
+    elif kind == "string":
+        choices += [st.integers(), st.just(["not", "a", "string"]), st.just(False)]
+        if "enum" in schema:
+            choices.append(st.text(max_size=12).filter(lambda s: s not in schema["enum"]))
+        if "maxLength" in schema:
+            choices.append(st.just("x" * (schema["maxLength"] + 1)))
+        if schema.get("minLength", 0) > 0:
+            choices.append(st.just(""))
+    elif kind == "boolean":
+        choices += [st.just("yes please"), st.just(7), st.just([True])]
+    elif kind == "array":
+        choices += [st.just("not json"), st.just(3), st.just([{"x": 1}])]
+    return st.one_of(choices)
+
+
+@st.composite
+def invalid_arguments(draw: st.DrawFn, tool: Tool) -> dict[str, Json]:
+    arguments = draw(valid_arguments(tool))
+    properties: dict[str, Any] = tool.input_schema.get("properties", {})
+    required = sorted(tool.input_schema.get("required", []))
+    ways = ["unknown"]
+    if properties:
+        ways.append("wrong")
+    if required:
+        ways += ["missing", "null"]
+    way = draw(st.sampled_from(ways))
+    if way == "unknown":
+        arguments[draw(st.sampled_from(["numbr", "issue", "force", "__proto__"]))] = 1
+    elif way == "wrong":
+        name = draw(st.sampled_from(sorted(properties)))
+        arguments[name] = draw(wrong_value(properties[name]))
+    elif way == "missing":
+        del arguments[draw(st.sampled_from(required))]
+    else:
+        arguments[draw(st.sampled_from(required))] = None
+    return arguments
+
+
+def snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}"), key=repr) for t in TABLES}
+
+
+def seed(db: Path) -> None:
+    queue = open_queue(Settings(db_path=db))
+    try:
+        for n in range(12):
+            issues.create(queue, title=f"seed {n}", issue_type=("task", "bug", "docs")[n % 3])
+        dependencies.depend(queue, blocker=1, blocked=2)
+        claims.claim(queue, 3, "run-a")
+        claims.claim(queue, 4, "autopilot_main")
+        claims.block(queue, 5, "waiting for a decision")
+    finally:
+        queue.db.dispose()
+
+
+@pytest.mark.slow
+def test_every_tool_survives_generated_arguments(tmp_path: Path) -> None:
+    db = tmp_path / "fuzz.db"
+    seed(db)
+    server = stdio_server(db, "--toolsets", "all", "--run-id", "fuzzer")
+    with (
+        start_blocking_portal("asyncio") as portal,
+        portal.wrap_async_context_manager(server) as client,
+    ):
+        tools = portal.call(client.list_tools).tools
+        assert len(tools) >= 21
+        seen: set[tuple[str, bool]] = set()
+
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(data=st.data())
+        def one_call(data: st.DataObject) -> None:
+            tool = data.draw(st.sampled_from(tools), label="tool")
+            valid = data.draw(st.booleans(), label="valid")
+            strategy = valid_arguments(tool) if valid else invalid_arguments(tool)
+            arguments = data.draw(strategy, label="arguments")
+            before = snapshot(db)
+            result = portal.call(client.call_tool, tool.name, arguments)
+            seen.add((tool.name, valid))
+            line = text(result)
+            assert "Traceback" not in line and not line.startswith("Error executing tool")
+            if not valid:
+                assert result.is_error, f"{tool.name}({arguments}) was accepted: {line}"
+                assert line.startswith("INVALID_INPUT: "), line
+            if result.is_error:
+                assert CLEAN_FAILURE.match(line), line
+                assert result.structured_content is None
+                assert error_of(result)["code"] in line
+                assert snapshot(db) == before, f"{tool.name}({arguments}) failed but changed data"
+
+        one_call()
+        # The server still answers, and the queue is consistent.
+        assert len(portal.call(client.list_tools).tools) == len(tools)
+    assert {name for name, _ in seen} == {t.name for t in tools}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        drift = conn.execute(
+            "SELECT i.number FROM issues i WHERE i.open_blockers != ("
+            " SELECT count(*) FROM dependencies d JOIN issues b ON b.id = d.blocker_id"
+            " WHERE d.blocked_id = i.id AND b.status != 'done')"
+        ).fetchall()
+        assert drift == []

@@ -1,0 +1,137 @@
+"""Streamable HTTP: works on loopback, refuses a non-loopback bind without a token, and
+answers 401 to a request without the right token."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.server.conftest import CALL_TIMEOUT, call_error, call_ok, text
+
+START_TIMEOUT = 30.0
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def http_server(db: Path, *args: str) -> Iterator[str]:
+    """A ``python -m workq.server --http`` process; yields its URL once it accepts."""
+    port = free_port()
+    log = db.with_suffix(".http.log").open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workq.server",
+            "--db",
+            str(db),
+            "--http",
+            "--port",
+            str(port),
+            *args,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            assert process.poll() is None, db.with_suffix(".http.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP server did not start"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=START_TIMEOUT)
+        log.close()
+
+
+@pytest.mark.anyio
+async def test_the_claim_loop_over_http_on_loopback(db: Path) -> None:
+    with http_server(db) as url, anyio.fail_after(60):
+        async with Client(url, read_timeout_seconds=CALL_TIMEOUT) as client:
+            await call_ok(client, "issue_create", title="over http")
+            claimed = await call_ok(client, "issue_claim_next", run_id="remote-1")
+            assert text(claimed).startswith("Claimed issue #1: over http")
+            refused = await call_error(client, "issue_complete", number=1, run_id="remote-2")
+            assert "NOT_HOLDER" in text(refused)
+            beat = await call_ok(client, "issue_heartbeat", number=1, run_id="remote-1")
+            assert beat.structured_content is not None and beat.structured_content["renewed"] == 1
+            done = await call_ok(client, "issue_complete", number=1, run_id="remote-1")
+            assert text(done) == "Completed issue #1"
+
+
+@pytest.mark.anyio
+async def test_a_token_is_required_when_given(db: Path) -> None:
+    with http_server(db, "--token", "s3cret") as url:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            answer = httpx2.post(url, json=INITIALIZE, headers=HEADERS | headers, timeout=10)
+            assert answer.status_code == 401
+            assert answer.headers["www-authenticate"].startswith("Bearer")
+        authorized = {"Authorization": "Bearer s3cret"}
+        answer = httpx2.post(url, json=INITIALIZE, headers=HEADERS | authorized, timeout=10)
+        assert answer.status_code == 200
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers=authorized, timeout=CALL_TIMEOUT) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                created = await call_ok(client, "issue_create", title="with a token")
+                assert text(created).startswith("Created issue #1")
+
+
+def test_a_non_loopback_bind_without_a_token_refuses_to_start(db: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workq.server",
+            "--db",
+            str(db),
+            "--http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 2
+    assert "refusing to serve on 0.0.0.0 without a bearer token" in done.stderr
+    assert done.stdout == ""
+    assert not db.exists()

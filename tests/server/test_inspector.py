@@ -1,0 +1,103 @@
+"""A third-party client: the MCP Inspector CLI (npm ``@modelcontextprotocol/inspector``,
+pinned in package.json) lists the tools with ``--strict`` and drives the claim loop."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
+TIMEOUT = 90
+
+pytestmark = pytest.mark.skipif(
+    not INSPECTOR.exists() or shutil.which("node") is None,
+    reason="the MCP Inspector CLI is not installed: run `npm ci` at the repository root",
+)
+
+
+class Inspector:
+    def __init__(self, db: Path, home: Path, era: str) -> None:
+        self.db, self.home, self.era = db, home, era
+
+    def run(self, *arguments: str) -> tuple[int, Any, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "MCP_CATALOG_PATH": str(self.home / "mcp.json"),
+            "MCP_CLIENT_CONFIG_PATH": str(self.home / "client.json"),
+        }
+        done = subprocess.run(
+            [
+                str(INSPECTOR),
+                "--cli",
+                sys.executable,
+                "-m",
+                "workq.server",
+                "--db",
+                str(self.db),
+                "--toolsets",
+                "all",
+                "--run-id",
+                "inspector",
+                "--protocol-era",
+                self.era,
+                "--format",
+                "json",
+                *arguments,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        payload = json.loads(done.stdout) if done.stdout.strip() else None
+        return done.returncode, payload, done.stderr
+
+    def call(self, tool: str, **arguments: Any) -> tuple[int, dict[str, Any]]:
+        code, payload, stderr = self.run(
+            "--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments)
+        )
+        assert payload is not None, stderr
+        return code, payload["result"]
+
+
+@pytest.fixture(params=["legacy", "modern"])
+def inspector(tmp_path: Path, request: pytest.FixtureRequest) -> Inspector:
+    home = tmp_path / "home"
+    home.mkdir()
+    return Inspector(tmp_path / "queue.db", home, request.param)
+
+
+def test_the_inspector_lists_every_tool_with_strict_schemas(inspector: Inspector) -> None:
+    code, payload, stderr = inspector.run("--method", "tools/list", "--strict")
+    assert code == 0, stderr
+    names = {tool["name"] for tool in payload["result"]["tools"]}
+    assert {"issue_create", "issue_ready", "issue_claim", "issue_complete", "issue_search"} <= names
+    assert len(names) == 21
+
+
+def test_the_inspector_drives_create_ready_claim_complete(inspector: Inspector) -> None:
+    code, result = inspector.call("issue_create", title="from the inspector", priority="high")
+    assert code == 0 and result["content"][0]["text"].startswith("Created issue #1")
+    code, result = inspector.call("issue_ready", agent="claude")
+    assert code == 0 and result["structuredContent"]["issue"]["number"] == 1
+    code, result = inspector.call("issue_claim", number=1, run_id="autopilot_main")
+    assert code == 0 and result["content"][0]["text"] == "Claimed issue #1"
+    # Another process: the holder is named explicitly, as an HTTP agent would.
+    code, result = inspector.call("issue_complete", number=1, run_id="autopilot_main")
+    assert code == 0 and result["content"][0]["text"] == "Completed issue #1"
+    code, result = inspector.call("issue_ready")
+    assert code == 0 and result["content"][0]["text"] == "No ready issues available"
+    code, result = inspector.call("issue_claim", number=1)
+    assert code == 5  # the Inspector's exit status for a tool error
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Could not claim issue #1 (already claimed")
