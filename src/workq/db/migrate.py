@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 # Every revision in migrations/versions, oldest first. A test keeps this equal to Alembic's
 # own view, so a start can tell "behind", "current" and "newer than this code" without
 # importing Alembic.
-REVISIONS: tuple[str, ...] = ("0001_initial", "0002_search", "0003_pg_search", "0004_outbox")
+REVISIONS: tuple[str, ...] = (
+    "0001_initial",
+    "0002_search",
+    "0003_pg_search",
+    "0004_outbox",
+    "0005_plans",
+)
 HEAD = REVISIONS[-1]
 
 State = Literal["empty", "behind", "current", "ahead", "foreign"]

@@ -232,3 +232,68 @@ class GitHubCommentRow(Base):
     )
     gh_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PlanRow(Base):
+    """A plan-mode session of one run id (seed 002), and its plan file.
+
+    While a plan is active, ``active_run`` and ``active_slug`` repeat ``run_id`` and ``slug``;
+    their unique constraints allow one active plan per run id and per slug. Exiting sets
+    both to NULL, which never counts as a duplicate, so finished plans stay as history.
+    """
+
+    __tablename__ = "plans"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(128))
+    slug: Mapped[str] = mapped_column(String(64))
+    goal: Mapped[str] = mapped_column(Text)
+    phase: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))  # active | exited | abandoned
+    path: Mapped[str] = mapped_column(Text)  # the plan file, absolute
+    active_run: Mapped[str | None] = mapped_column(String(128), unique=True)
+    active_slug: Mapped[str | None] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_plans_run_id", "run_id", "created_at"),
+        Index("ix_plans_slug", "slug", "created_at"),
+    )
+
+
+class PlanIssueRow(Base):
+    """An issue that ``exit_plan_mode(launchSwarm=true)`` made from task ``task`` of a plan."""
+
+    __tablename__ = "plan_issues"
+
+    plan_id: Mapped[str] = mapped_column(
+        ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True
+    )
+    task: Mapped[int] = mapped_column(Integer, primary_key=True)
+    issue_id: Mapped[str] = mapped_column(ForeignKey("issues.id", ondelete="CASCADE"))
+
+    __table_args__ = (Index("ix_plan_issues_issue_id", "issue_id"),)
+
+
+class WorkflowRow(Base):
+    """The workflow phase of a claimed issue (seed 000's WorkflowState). Its phase changes
+    are events (kind ``workflow_advanced``); a claim that ends (complete, release, block)
+    makes the row stale, and the next claim starts again at selection."""
+
+    __tablename__ = "workflows"
+
+    issue_id: Mapped[str] = mapped_column(
+        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
+    )
+    phase: Mapped[str] = mapped_column(String(16))
+    branch_name: Mapped[str | None] = mapped_column(String(64))
+    tests_passed: Mapped[bool | None] = mapped_column(Boolean)
+    skip_justification: Mapped[str | None] = mapped_column(Text)
+    pr_title: Mapped[str | None] = mapped_column(String(256))
+    pr_body: Mapped[str | None] = mapped_column(Text)
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    started_by: Mapped[str] = mapped_column(String(128))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

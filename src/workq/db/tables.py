@@ -17,6 +17,9 @@ from workq.db.models import (
     GitHubOutboxRow,
     IssueRow,
     LabelRow,
+    PlanIssueRow,
+    PlanRow,
+    WorkflowRow,
 )
 
 issues = cast(Table, IssueRow.__table__)
@@ -31,3 +34,8 @@ github_mirror = cast(Table, GitHubMirrorRow.__table__)
 github_outbox = cast(Table, GitHubOutboxRow.__table__)
 github_links = cast(Table, GitHubLinkRow.__table__)
 github_comments = cast(Table, GitHubCommentRow.__table__)
+
+# Plan mode and workflow phases (migration 0005_plans).
+plans = cast(Table, PlanRow.__table__)
+plan_issues = cast(Table, PlanIssueRow.__table__)
+workflows = cast(Table, WorkflowRow.__table__)
