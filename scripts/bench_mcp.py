@@ -143,13 +143,22 @@ async def main(calls: int, spawns: int) -> None:
             lambda: spawn_to_initialized(bare, log),
             lambda: spawn_to_initialized(workq, log),
         )
-        for name, samples in (("bare MCPServer", bare_sp), ("workq serve", workq_sp)):
+        for name, samples in (("bare MCPServer", bare_sp), ("-m workq.server", workq_sp)):
             print(
                 f"  {name:17} median {statistics.median(samples) * 1000:6.0f} ms"
                 f"   min {min(samples) * 1000:6.0f} ms"
             )
         ratio = statistics.median(workq_sp) / statistics.median(bare_sp)
         print(f"  ratio             median {ratio:.2f}x   (target: within 1.3x)")
+        cli = Path(sys.executable).with_name("workq")
+        if cli.exists():
+            through_cli = StdioServerParameters(command=str(cli), args=["--db", str(db), "serve"])
+            cli_sp = [await spawn_to_initialized(through_cli, log) for _ in range(spawns)]
+            print(
+                f"  {'workq serve (CLI)':17} median {statistics.median(cli_sp) * 1000:6.0f} ms"
+                f"   ratio {statistics.median(cli_sp) / statistics.median(bare_sp):.2f}x"
+                " (the CLI imports its own modules first)"
+            )
 
         count, size = await tools_list_bytes(workq, log)
         every, every_size = await tools_list_bytes(workq_params(db, "--toolsets", "all"), log)
