@@ -72,7 +72,6 @@ unix_socket_directories = '$dir'
 max_connections = 300
 shared_buffers = 128MB
 fsync = off
-synchronous_commit = off
 full_page_writes = off
 EOF
 fi

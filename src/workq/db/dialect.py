@@ -12,6 +12,8 @@ for every statement of a read (an export, an issue with its labels), as SQLite's
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, exc, text
@@ -110,27 +112,42 @@ def lock_schema(conn: Connection) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
 
 
-def transaction_id(conn: Connection) -> str | None:
-    """The id of the open transaction if it has written anything, to ask about its commit
-    later; None on SQLite, or when nothing was written."""
+@dataclass(frozen=True)
+class Transaction:
+    """What identifies a transaction on a server: its id, and when the server started.
+    An id is reliable only on the server run that gave it out: after a crash, an id whose
+    work never reached the disk is given out again."""
+
+    xid: str
+    server_started: datetime
+
+
+def transaction(conn: Connection) -> Transaction | None:
+    """The open transaction if it has written anything, to ask about its commit later;
+    None on SQLite, or when nothing was written."""
     if conn.dialect.name != "postgresql":
         return None
-    value = conn.execute(text("SELECT pg_current_xact_id_if_assigned()::text")).scalar()
-    return None if value is None else str(value)
+    row = conn.execute(
+        text("SELECT pg_current_xact_id_if_assigned()::text, pg_postmaster_start_time()")
+    ).one()
+    return None if row[0] is None else Transaction(str(row[0]), row[1])
 
 
-def commit_outcome(engine: Engine, xid: str) -> str | None:
-    """'committed', 'aborted' or 'in progress' for a transaction id; None if unknown
-    (the server cannot be reached, or has forgotten the id)."""
+def commit_outcome(engine: Engine, written: Transaction) -> str | None:
+    """'committed', 'aborted' or 'in progress'; None if unknown: the server cannot be
+    reached, has forgotten the id, or has restarted since (the id may have been reused)."""
     try:
         with engine.connect() as conn:
-            value = conn.execute(
-                text("SELECT pg_xact_status(CAST(:xid AS xid8))"), {"xid": xid}
-            ).scalar()
+            row = conn.execute(
+                text("SELECT pg_xact_status(CAST(:xid AS xid8)), pg_postmaster_start_time()"),
+                {"xid": written.xid},
+            ).one()
             conn.rollback()
     except (exc.DBAPIError, exc.TimeoutError, OSError):
         return None
-    return None if value is None else str(value)
+    if row[0] is None or row[1] != written.server_started:
+        return None
+    return str(row[0])
 
 
 # The text search document of an issue. Migration 0003_pg_search indexes exactly this

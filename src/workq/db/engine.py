@@ -83,13 +83,13 @@ class Database:
             raise error from exc
 
     def _write_once(self, work: Callable[[Connection], T]) -> T:
-        xid: str | None = None
+        written: dialect.Transaction | None = None
         committing = False
         try:
             with self.engine.connect().execution_options(workq_write=True) as conn:
                 transaction = conn.begin()
                 result = work(conn)
-                xid = dialect.transaction_id(conn)
+                written = dialect.transaction(conn)
                 committing = True
                 transaction.commit()
                 return result
@@ -97,8 +97,8 @@ class Database:
             error = translate(exc)
             if not (committing and isinstance(error, ConnectionLost)):
                 raise error from exc
-            outcome = self._outcome(xid)
-            if outcome == "committed" or (xid is None and not self.is_sqlite):
+            outcome = self._outcome(written)
+            if outcome == "committed" or (written is None and not self.is_sqlite):
                 return result  # applied once, or it wrote nothing
             if outcome == "aborted":
                 raise ConnectionLost(cause=error.facts.get("cause")) from exc
@@ -106,17 +106,17 @@ class Database:
                 "the connection to the database was lost while committing",
                 hint="the change may or may not have been applied: read it back before retrying",
                 applied="unknown",
-                transaction=xid,
+                transaction=written.xid if written else None,
                 cause=error.facts.get("cause"),
             ) from exc
 
-    def _outcome(self, xid: str | None) -> str | None:
+    def _outcome(self, written: dialect.Transaction | None) -> str | None:
         """How a transaction whose commit lost its connection ended, if the server says."""
-        if xid is None:
+        if written is None:
             return None
         outcome = None
         for pause in OUTCOME_POLLS:
-            outcome = dialect.commit_outcome(self.engine, xid)
+            outcome = dialect.commit_outcome(self.engine, written)
             if outcome in ("committed", "aborted"):
                 break
             time.sleep(pause)

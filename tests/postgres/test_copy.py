@@ -1,0 +1,154 @@
+"""`workq db copy`: a queue moves SQLite -> PostgreSQL -> SQLite with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from workq.config import Settings
+from workq.db import migrate
+from workq.errors import InvalidInput, SchemaMismatch
+from workq.services import claims, dependencies, issues, maintenance, notes, transfer
+from workq.services.context import Queue
+from workq.services.runtime import open_database, open_queue
+
+
+def _fill(queue: Queue) -> None:
+    """A queue with a bit of everything: labels, edges, comments, claims, history."""
+    issues.create(queue, title="Fix login ünïcödé 🚀", priority="urgent", labels=["auth", "bug"])
+    issues.create(queue, title="Docs", description="multi\nline\n\ttabbed", issue_type="chore")
+    issues.create(queue, title="Deleted later")
+    issues.create(queue, title="Blocked", agent="other-agent")
+    issues.create(queue, title="Waits on 1 and 2")
+    dependencies.depend(queue, blocker=1, blocked=5)
+    dependencies.depend(queue, blocker=2, blocked=5)
+    claims.claim(queue, 1, "run-a")
+    notes.comment(queue, 1, "working on it", kind="progress", author="run-a")
+    claims.complete(queue, 1, {"run-a"})
+    claims.claim(queue, 2, "run-b")
+    claims.block(queue, 4, "needs a decision")
+    notes.comment(queue, 4, "why?", kind="question")
+    issues.delete_issue(queue, 3)
+    issues.update_issue(queue, 2, add_labels=["docs"], priority="high")
+
+
+def _export(queue: Queue) -> list[str]:
+    return list(maintenance.export_lines(queue))
+
+
+def test_round_trip_sqlite_postgresql_sqlite_is_identical(tmp_path: Path, pg_url: str) -> None:
+    first = tmp_path / "first.db"
+    source = open_queue(Settings(db_path=first))
+    _fill(source)
+    original = _export(source)
+    source.db.dispose()
+
+    there = transfer.copy_queue(Settings(), str(first), pg_url)
+    assert there.counts["issue"] == 4 and there.counts["comment"] == 2
+    assert "workq:***@" in there.target  # no password in what is printed
+    back = transfer.copy_queue(Settings(), pg_url, str(tmp_path / "back.db"))
+    assert back.digest == there.digest
+
+    pg = open_queue(Settings(database_url=pg_url))
+    again = open_queue(Settings(db_path=tmp_path / "back.db"))
+    try:
+        assert _export(pg) == original
+        assert _export(again) == original
+        # Counters and id sequences continue where the source left off, on both engines.
+        for queue in (pg, again):
+            assert issues.create(queue, title="next").number == 6  # 3 stays retired
+            assert notes.comment(queue, 2, "more").id == 3
+            assert issues.get(queue, 2).claimed_by == "run-b"
+    finally:
+        pg.db.dispose()
+        again.db.dispose()
+
+
+def test_copy_keeps_leases_and_the_blocked_state_working(tmp_path: Path, pg_url: str) -> None:
+    first = tmp_path / "first.db"
+    source = open_queue(Settings(db_path=first, lease_seconds=60))
+    _fill(source)
+    source.db.dispose()
+    transfer.copy_queue(Settings(), str(first), pg_url)
+    pg = open_queue(Settings(database_url=pg_url, lease_seconds=60))
+    try:
+        assert [r.number for r in claims.ready(pg, limit=10)] == []  # 5 waits on 2, 4 blocked
+        claims.complete(pg, 2, {"run-b"})
+        assert [r.number for r in claims.ready(pg, limit=10)] == [5]
+        assert maintenance.doctor(pg).ok
+    finally:
+        pg.db.dispose()
+
+
+def test_the_target_must_be_empty_and_stays_untouched(tmp_path: Path, pg_url: str) -> None:
+    first = tmp_path / "first.db"
+    source = open_queue(Settings(db_path=first))
+    _fill(source)
+    source.db.dispose()
+    target = open_queue(Settings(database_url=pg_url), migrate=True)
+    issues.create(target, title="already here")
+    before = _export(target)
+    with pytest.raises(InvalidInput, match="already holds a queue"):
+        transfer.copy_queue(Settings(), str(first), pg_url)
+    assert _export(target) == before
+    target.db.dispose()
+
+
+def test_the_source_is_read_only_and_must_be_at_head(tmp_path: Path, pg_url: str) -> None:
+    old = open_database(Settings(database_url=pg_url))
+    migrate.upgrade(old, migrate.REVISIONS[0])
+    old.dispose()
+    with pytest.raises(SchemaMismatch, match="the copy reads it unchanged") as behind:
+        transfer.copy_queue(Settings(), pg_url, str(tmp_path / "new.db"))
+    assert "db upgrade" in (behind.value.hint or "")
+    assert not (tmp_path / "new.db").exists()
+    with pytest.raises(InvalidInput, match="no SQLite database"):
+        transfer.copy_queue(Settings(), str(tmp_path / "missing.db"), pg_url)
+    with pytest.raises(InvalidInput, match="same database"):
+        transfer.copy_queue(Settings(), pg_url, pg_url.replace("postgresql+psycopg", "postgres"))
+
+
+def test_the_target_is_migrated_first(tmp_path: Path, pg_url: str) -> None:
+    first = tmp_path / "first.db"
+    open_queue(Settings(db_path=first)).db.dispose()
+    transfer.copy_queue(Settings(), str(first), pg_url)
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == (
+            migrate.HEAD
+        )
+    engine.dispose()
+
+
+def test_db_copy_command(tmp_path: Path, pg_url: str) -> None:
+    first = tmp_path / "first.db"
+    source = open_queue(Settings(db_path=first))
+    _fill(source)
+    source.db.dispose()
+    env = {**os.environ, "WORKQ_ACTOR": "tester"}
+
+    def workq(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "workq.cli.main", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    done = workq("db", "copy", "--from", str(first), "--to", pg_url, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["counts"]["issue"] == 4 and "***" in report["target"]
+    again = workq("db", "copy", "--from", str(first), "--to", pg_url)
+    assert again.returncode == 1
+    assert "INVALID_INPUT" in again.stderr and "already holds a queue" in again.stderr
+    shown = workq("--database-url", pg_url, "show", "2")
+    assert shown.returncode == 0 and "Docs" in shown.stdout
