@@ -34,6 +34,8 @@ TEE = Path(__file__).with_name("stdout_tee.py")
 async def test_the_claim_loop_over_stdio(db: Path, mode: str) -> None:
     with anyio.fail_after(60):
         async with stdio_server(db, mode=mode) as client:
+            modern = client.protocol_version >= "2026"
+            assert modern == (mode == "auto"), client.protocol_version
             assert client.server_info is None or client.server_info.name == "workq"
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"issue_create", "issue_ready", "issue_claim_next", "issue_heartbeat"} <= names
@@ -161,3 +163,15 @@ def test_starting_the_server_imports_no_database_or_cli_code(db: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=CALL_TIMEOUT
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+async def test_issues_db_and_the_default_file_are_honoured(tmp_path: Path) -> None:
+    chosen = tmp_path / "chosen.db"
+    for env, expected in (({"ISSUES_DB": str(chosen)}, chosen), ({}, tmp_path / "autopilot.db")):
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "workq.server"], env=env, cwd=tmp_path
+        )
+        with (tmp_path / "err.log").open("a") as errlog, anyio.fail_after(60):
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                await call_ok(client, "issue_create", title="where am I")
+        assert expected.exists()

@@ -11,7 +11,11 @@ from mcp import Client
 from mcp.types import GetPromptResult, ReadResourceResult, TextContent, TextResourceContents
 
 from tests.server.conftest import call_error, call_ok, error_of, make_server, text
+from workq.config import Settings
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
+from workq.server.app import WorkqServer
+from workq.server.registry import READ_ONLY, Registry
+from workq.server.state import ServerState
 
 pytestmark = pytest.mark.anyio
 
@@ -332,3 +336,20 @@ async def test_resources_and_prompts(client: Client) -> None:
     assert 'issue_ready(agent="codex")' in loop
     checklist = _prompt(await client.get_prompt("completion_checklist", {"number": "1"}))
     assert "- [ ] tests pass\n- [ ] docs updated\n" in checklist
+
+
+async def test_a_crash_is_reported_as_internal_without_a_traceback(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = Registry(ServerState(Settings(db_path=db)))
+
+    @registry.tool(READ_ONLY)
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("secret internals")
+
+    async with Client(WorkqServer(registry.state, registry.tools)) as client:
+        result = await call_error(client, "broken")
+    assert text(result).startswith("INTERNAL: broken failed unexpectedly; retry once")
+    assert "secret internals" not in text(result)
+    assert "secret internals" in caplog.text  # the traceback is in the server's log
