@@ -60,10 +60,12 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(params=["auto", "legacy"])
-async def client(db: Path, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+async def client(settings: Settings, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
     """An in-process client of a server with every toolset, lease 60 s, in both protocol
-    eras (the default dispatches directly; legacy runs the JSON-RPC stream loop)."""
-    async with Client(make_server(db, lease_seconds=60), mode=request.param) as connected:
+    eras (the default dispatches directly; legacy runs the JSON-RPC stream loop), on SQLite
+    and, when WORKQ_TEST_PG_URL is set, on PostgreSQL (``settings`` of tests/conftest.py)."""
+    server = build_server(settings.model_copy(update={"toolsets": "all"}), migrate=True)
+    async with Client(server, mode=request.param) as connected:
         yield connected
 
 

@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
 from tests.server.conftest import (
     CALL_TIMEOUT,
     call_error,
@@ -175,3 +176,26 @@ async def test_issues_db_and_the_default_file_are_honoured(tmp_path: Path) -> No
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 await call_ok(client, "issue_create", title="where am I")
         assert expected.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(PG_URL is None, reason="set WORKQ_TEST_PG_URL to run against PostgreSQL")
+async def test_the_claim_loop_over_stdio_on_postgresql(tmp_path: Path) -> None:
+    assert PG_URL is not None
+    url = fresh_pg_database(PG_URL)
+    try:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "workq.server", "--database-url", url, "--migrate"],
+        )
+        with (tmp_path / "err.log").open("w") as errlog, anyio.fail_after(60):
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                await call_ok(client, "issue_create", title="on postgres")
+                claimed = await call_ok(client, "issue_claim_next")
+                assert text(claimed).startswith("Claimed issue #1: on postgres")
+                assert text(await call_ok(client, "issue_complete", number=1)) == (
+                    "Completed issue #1"
+                )
+        assert "workq:***@" in (tmp_path / "err.log").read_text()  # the password is hidden
+    finally:
+        drop_pg_database(PG_URL, url)
