@@ -5,6 +5,7 @@ from __future__ import annotations
 from workq.config import Settings
 from workq.db.engine import Database
 from workq.db.migrate import ensure_schema
+from workq.services import outbox
 from workq.services.context import Queue
 
 
@@ -31,4 +32,6 @@ def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
     except BaseException:
         db.dispose()
         raise
-    return Queue(db=db, lease_seconds=settings.lease_seconds)
+    queue = Queue(db=db, lease_seconds=settings.lease_seconds)
+    outbox.install(queue)  # feeds the GitHub mirror; writes nothing while none is configured
+    return queue
