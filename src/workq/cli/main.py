@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from workq import __version__
-from workq.cli import admin, claims, issues, output
+from workq.cli import admin, claims, issues, output, sync
 from workq.cli.state import State
 from workq.errors import WorkqError
 
@@ -93,6 +93,7 @@ def serve(
 issues.register(app)
 claims.register(app)
 admin.register(app)
+sync.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
