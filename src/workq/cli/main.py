@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from workq import __version__
-from workq.cli import admin, claims, issues, output, sync
+from workq.cli import admin, claims, issues, output, plan, sync, workflow
 from workq.cli.state import State
 from workq.errors import WorkqError
 
@@ -94,6 +94,8 @@ issues.register(app)
 claims.register(app)
 admin.register(app)
 sync.register(app)
+plan.register(app)
+workflow.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from workq.server.params import Agent, Labels, Number, Reason, RunId, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
 from workq.server.results import ok, when, worded
+from workq.server.tools_plan import refuse_while_planning
 
 NOTHING_READY = "No ready issues available"
 CLAIM_REFUSED = "Could not claim issue #{} (already claimed or blocked)"
@@ -66,6 +67,7 @@ def register_core(reg: Registry) -> None:
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
+            refuse_while_planning(state, run_id, "claiming")
             claim = claims.claim(state.queue(), number, holder)
         state.claimed_with(holder)
         return ok(f"Claimed issue #{number}", claim)
@@ -84,6 +86,7 @@ def register_core(reg: Registry) -> None:
 
         holder = run_id or state.run_id
         with worded("Could not claim the next issue"):
+            refuse_while_planning(state, run_id, "claiming")
             claim = claims.claim_next(
                 state.queue(), holder, _filter(agent, include_types, exclude_types, labels)
             )
@@ -119,6 +122,7 @@ def register_core(reg: Registry) -> None:
         from workq.services import claims
 
         with worded(f"Could not complete issue #{number}"):
+            refuse_while_planning(state, run_id, "completing")
             done = claims.complete(state.queue(), number, state.acting_as(run_id))
         text = f"Completed issue #{number}"
         if done.unblocked:
@@ -207,6 +211,7 @@ def register_recovery(reg: Registry) -> None:
 
         holder = run_id or state.run_id
         with worded(f"Could not force-claim issue #{number}"):
+            refuse_while_planning(state, run_id, "claiming")
             claim = claims.force_claim(state.queue(), number, holder, confirmation)
         state.claimed_with(holder)
         previous = claim.previous_holder or "nobody"

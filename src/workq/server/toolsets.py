@@ -11,17 +11,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from workq.errors import InvalidInput
-from workq.server import tools_claims, tools_deps, tools_insight, tools_issues, tools_notes
+from workq.server import (
+    tools_claims,
+    tools_deps,
+    tools_insight,
+    tools_issues,
+    tools_notes,
+    tools_plan,
+    tools_workflow,
+)
 from workq.server.registry import Registry
 
 Registrar = Callable[[Registry], None]
 
 TOOLSETS: dict[str, tuple[Registrar, ...]] = {
-    "core": (tools_issues.register, tools_claims.register_core),
+    "core": (tools_issues.register, tools_claims.register_core, tools_plan.register),
     "recovery": (tools_claims.register_recovery,),
     "notes": (tools_notes.register,),
     "deps": (tools_deps.register,),
     "insight": (tools_insight.register,),
+    "workflow": (tools_workflow.register,),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 

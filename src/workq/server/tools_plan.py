@@ -1,0 +1,220 @@
+"""Seed 002's plan mode tools: enter_plan_mode, get_current_phase, advance_plan_phase and
+exit_plan_mode, for this server's run id; and ``refuse_while_planning``, which the claim
+tools call so that a run in plan mode cannot claim or complete issues."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.types import CallToolResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from workq.domain.plan import MAX_GOAL_CHARS, MAX_TEAMMATES, PHASE_SECTIONS, SLUG_MAX, PlanPhase
+from workq.domain.plan import guidance as guidance_of
+from workq.errors import NoActivePlan
+from workq.plan_schemas import PlanIssue
+from workq.server.params import Flag
+from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.results import clip, ok, worded
+from workq.server.state import ServerState
+
+Slug = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=SLUG_MAX,
+        description="Plan name, e.g. auth-refactor: lowercase letters, digits, hyphens",
+    ),
+]
+Goal = Annotated[str, Field(min_length=1, max_length=MAX_GOAL_CHARS)]
+Teammates = Annotated[
+    int,
+    Field(strict=True, ge=1, le=MAX_TEAMMATES, description="Agents to spread tasks over (3)"),
+]
+
+
+class PlanView(BaseModel):
+    """Where this run stands in plan mode."""
+
+    model_config = ConfigDict(frozen=True)
+
+    active: bool = Field(description="Whether this run is in plan mode")
+    run_id: str
+    slug: str | None = None
+    goal: str | None = None
+    phase: PlanPhase | None = None
+    previous_phase: PlanPhase | None = None
+    plan_file: str | None = None
+    guidance: str | None = None
+    empty_sections: list[str] | None = Field(
+        default=None, description="Sections of the plan file still empty"
+    )
+    created_file: bool | None = Field(
+        default=None, description="enter_plan_mode: false when an existing file was kept"
+    )
+
+
+class PlanExit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    slug: str
+    plan_file: str
+    launched: list[PlanIssue] = Field(description="Issues made from the plan's tasks")
+    teammate_count: int | None = None
+
+
+def refuse_while_planning(state: ServerState, run_id: str | None, action: str) -> None:
+    """Raise PLAN_MODE_ACTIVE if this server's run id, or the run id a call names, is in
+    plan mode. One indexed read, before the claim's own transaction."""
+    from workq.services import plans
+
+    run_ids = {state.run_id} if run_id is None else {state.run_id, run_id}
+    plans.refuse_while_planning(state.queue(), run_ids, action)
+
+
+def _still_empty(empty: list[str] | None) -> str:
+    if empty is None:
+        return "\n\nNote: the plan file is missing or cannot be read."
+    if not empty:
+        return ""
+    return f"\n\nStill empty in the plan file: {', '.join(empty)}."
+
+
+def register(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(writes(idempotent=True))
+    def enter_plan_mode(slug: Slug, goal: Goal) -> Annotated[CallToolResult, PlanView]:
+        """Enter plan mode to explore and design before implementing: creates
+        plans/<slug>.md (sections per phase) at phase Explore. Claiming and completing
+        issues are refused until exit_plan_mode."""
+        from workq.services import plans
+
+        with worded("Could not enter plan mode"):
+            entered = plans.enter(state.queue(), state.run_id, slug, goal, state.settings.plans_dir)
+        plan = entered.plan
+        text = f"Entered plan mode: {plan.slug}\nPlan file: {plan.shown_path}"
+        if entered.resumed:
+            text += f"\nAlready planning {plan.slug}: resumed at phase {plan.phase.display}"
+        elif not entered.created_file:
+            text += "\nThe plan file already existed and was kept as it is"
+        text += f"\n\nCurrent phase: {plan.phase.name}\n\n{guidance_of(plan.phase)}"
+        view = PlanView(
+            active=True,
+            run_id=plan.run_id,
+            slug=plan.slug,
+            goal=plan.goal,
+            phase=plan.phase,
+            plan_file=plan.shown_path,
+            guidance=guidance_of(plan.phase),
+            created_file=entered.created_file,
+        )
+        return ok(text, view)
+
+    @reg.tool(READ_ONLY)
+    def get_current_phase() -> Annotated[CallToolResult, PlanView]:
+        """The current plan mode phase and its guidance: what to do now, what not to do."""
+        from workq.services import plans
+
+        with worded("Could not read the plan mode phase"):
+            try:
+                detail = plans.show(state.queue(), run_id=state.run_id)
+            except NoActivePlan:
+                detail = None
+        if detail is None:
+            return ok(
+                f"Not in plan mode (run {state.run_id}); start with enter_plan_mode(slug, goal)",
+                PlanView(active=False, run_id=state.run_id),
+            )
+        plan = detail.plan
+        text = f"Current phase: {plan.phase.name}\n\n{guidance_of(plan.phase)}"
+        text += f"\n\nPlan: {plan.slug} ({plan.shown_path})"
+        text += _still_empty(detail.empty_sections if detail.file_exists else None)
+        return ok(
+            text,
+            PlanView(
+                active=True,
+                run_id=plan.run_id,
+                slug=plan.slug,
+                goal=plan.goal,
+                phase=plan.phase,
+                plan_file=plan.shown_path,
+                guidance=guidance_of(plan.phase),
+                empty_sections=detail.empty_sections,
+            ),
+        )
+
+    @reg.tool(writes(idempotent=False))
+    def advance_plan_phase() -> Annotated[CallToolResult, PlanView]:
+        """Advance to the next plan mode phase (Explore -> Design -> Review -> Final ->
+        Exit), with that phase's guidance."""
+        from workq.services import plans
+
+        with worded("Could not advance the plan phase"):
+            moved = plans.advance(state.queue(), state.run_id)
+        plan = moved.plan
+        text = f"Advanced to phase: {plan.phase.display}\n{guidance_of(plan.phase)}"
+        section = PHASE_SECTIONS.get(moved.previous)
+        if moved.empty_sections is None:
+            text += _still_empty(None)
+        elif section in moved.empty_sections:
+            text += (
+                f"\n\nNote: '## {section}' ({moved.previous.display}) is still empty in "
+                f"{plan.shown_path}; exit_plan_mode needs it written."
+            )
+        return ok(
+            text,
+            PlanView(
+                active=True,
+                run_id=plan.run_id,
+                slug=plan.slug,
+                goal=plan.goal,
+                phase=plan.phase,
+                previous_phase=moved.previous,
+                plan_file=plan.shown_path,
+                guidance=guidance_of(plan.phase),
+                empty_sections=moved.empty_sections,
+            ),
+        )
+
+    @reg.tool(writes(idempotent=False))
+    def exit_plan_mode(
+        launchSwarm: Annotated[
+            Flag, Field(description="Turn the plan's open '- [ ]' tasks into issues")
+        ] = False,
+        teammateCount: Teammates | None = None,
+    ) -> Annotated[CallToolResult, PlanExit]:
+        """Exit plan mode once the plan file is written (every section, or PLAN_EMPTY says
+        which are not); lifts the restrictions. launchSwarm=true queues the plan's tasks as
+        issues, chained by their (after N) order and spread over teammateCount agents."""
+        from workq.services import plans
+
+        with worded("Could not exit plan mode"):
+            done = plans.exit_plan(
+                state.queue(),
+                state.run_id,
+                launch_swarm=launchSwarm,
+                teammate_count=teammateCount,
+            )
+        plan = done.plan
+        text = f"Exited plan mode\nPlan saved: {plan.shown_path}"
+        if launchSwarm:
+            text += (
+                f"\nLaunched {len(done.launched)} issue(s) for {done.teammate_count} teammate(s):"
+            )
+            for item in done.launched:
+                line = f"\n#{item.number} {item.agent}: {clip(item.title)}"
+                if item.waits_for:
+                    line += " (after " + ", ".join(f"#{n}" for n in item.waits_for) + ")"
+                if item.reused:
+                    line += " (launched before)"
+                text += line
+        return ok(
+            text,
+            PlanExit(
+                slug=plan.slug,
+                plan_file=plan.shown_path,
+                launched=done.launched,
+                teammate_count=done.teammate_count,
+            ),
+        )
