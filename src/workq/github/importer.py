@@ -27,6 +27,7 @@ from workq.errors import WorkqError
 from workq.github.models import GhIssue
 from workq.github.render import (
     Snapshot,
+    body_text,
     canonical_body,
     desired,
     is_managed_prefix,
@@ -140,7 +141,9 @@ class Importer:
         if link is None:
             self._new(gh, report)
             return
-        if link.remote_updated_at is not None and gh.updated_at <= link.remote_updated_at:
+        # GitHub's updated_at has whole seconds: an edit in the second of our own last
+        # push has the same stamp, so only an older stamp proves there is nothing new.
+        if link.remote_updated_at is not None and gh.updated_at < link.remote_updated_at:
             report.unchanged += 1
             return
         base = Snapshot.from_json(link.snapshot)
@@ -215,7 +218,12 @@ class Importer:
                 theirs[name], ours[name] = r, m
 
         merge("title", base.title, remote.title, mine.title, remote.title)
-        merge("description", base.body, remote.body, mine.body, remote.body)
+        # An empty description shows the title as its summary: that follows the title and
+        # is no edit of the description.
+        mine_body = mine.body
+        if not local.description.strip() and base.body == body_text(base.title, ""):
+            mine_body = base.body
+        merge("description", base.body, remote.body, mine_body, remote.body)
         b, r = read_labels(base.labels), read_labels(gh.label_names)
         # A label GitHub lacks says nothing; a base without one counts as the local value.
         if r.priority is not None:

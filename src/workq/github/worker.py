@@ -463,6 +463,7 @@ class Worker:
             "github_gone",
             actor="github-sync",
             after={"github": link.url, "why": why},
+            push=False,
         )
         raise _Gone(why) from exc
 

@@ -4,6 +4,7 @@ still has to push, mirrored comments, and issues that arrive from GitHub."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -231,12 +232,15 @@ def record_sync_event(
     actor: str,
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
+    push: bool = True,
 ) -> None:
-    """Write a history event about the mirror (e.g. ``github_conflict``) for the issue."""
+    """Write a history event about the mirror (e.g. ``github_conflict``) for the issue.
+    ``push=False``: the event concerns GitHub only and queues nothing to push."""
+    hooked = q if push else replace(q, on_change=[])
 
     def work(conn: Connection) -> None:
         record(
-            q,
+            hooked,
             conn,
             kind=kind,
             issue_id=issue_id,
