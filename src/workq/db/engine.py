@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.pool import NullPool, QueuePool
+from sqlalchemy.pool import NullPool, Pool, QueuePool
 
 from workq.db import dialect
 from workq.db.failures import translate
@@ -54,8 +55,18 @@ class Database:
         self.url = url = dialect.normalize_url(url)
         self.dialect = make_url(url).get_backend_name()
         self.busy_timeout_ms = busy_timeout_ms
+        # SQLite reads reuse one connection per thread, kept out of the writers' pool:
+        # opening and returning a pooled connection cost more than the ready query itself.
+        self._readers = threading.local()
+        self._reader_conns: list[Connection] = []
+        self._reader_lock = threading.Lock()
+        self._read_engine: Engine | None = None
         if self.dialect == "sqlite":
             self.engine = _sqlite_engine(url, busy_timeout_ms, synchronous)
+            if make_url(url).database not in (None, "", ":memory:"):
+                self._read_engine = _sqlite_engine(
+                    url, busy_timeout_ms, synchronous, poolclass=NullPool
+                )
         else:
             self.engine = dialect.postgres_engine(
                 url,
@@ -70,12 +81,64 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.dialect == "sqlite"
 
+    def _reader(self) -> Connection | None:
+        """This thread's kept read connection (SQLite), or None to use the pool."""
+        if self._read_engine is None:
+            return None
+        conn: Connection | None = getattr(self._readers, "conn", None)
+        if conn is not None and (conn.closed or conn.invalidated):
+            conn = None
+        if conn is None:
+            conn = self._read_engine.connect()
+            self._readers.conn = conn
+            with self._reader_lock:
+                self._reader_conns.append(conn)
+        return None if conn.in_transaction() else conn  # a nested read takes the pool
+
+    @contextmanager
+    def _writer(self) -> Iterator[Connection]:
+        """A connection whose next BEGIN is IMMEDIATE: this thread's kept one on SQLite."""
+        kept = self._reader()
+        if kept is None:
+            with self.engine.connect().execution_options(workq_write=True) as conn:
+                yield conn
+            return
+        kept.execution_options(workq_write=True)
+        try:
+            yield kept
+        except DRIVER_ERRORS:
+            self._drop_reader()
+            raise
+        finally:
+            if not kept.closed and not kept.invalidated:
+                if kept.in_transaction():  # the work failed: never leave the lock held
+                    kept.rollback()
+                kept.execution_options(workq_write=False)
+
+    def _drop_reader(self) -> None:
+        conn = getattr(self._readers, "conn", None)
+        self._readers.conn = None
+        if conn is not None:
+            with self._reader_lock:
+                if conn in self._reader_conns:
+                    self._reader_conns.remove(conn)
+            conn.invalidate()
+
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only snapshot (a deferred transaction on SQLite)."""
         try:
-            with self.engine.connect() as conn, dialect.for_reading(conn).begin():
-                yield conn
+            kept = self._reader()
+            if kept is not None:
+                try:
+                    with kept.begin():
+                        yield kept
+                except DRIVER_ERRORS:
+                    self._drop_reader()  # a broken connection is not kept
+                    raise
+            else:
+                with self.engine.connect() as conn, dialect.for_reading(conn).begin():
+                    yield conn
         except DRIVER_ERRORS as exc:
             error = translate(exc)
             if isinstance(error, ConnectionLost):
@@ -86,7 +149,7 @@ class Database:
         written: dialect.Transaction | None = None
         committing = False
         try:
-            with self.engine.connect().execution_options(workq_write=True) as conn:
+            with self._writer() as conn:
                 transaction = conn.begin()
                 result = work(conn)
                 written = dialect.transaction(conn)
@@ -153,6 +216,13 @@ class Database:
             delay = min(delay * 4, 1.0)
 
     def dispose(self) -> None:
+        with self._reader_lock:
+            kept, self._reader_conns = self._reader_conns, []
+        for conn in kept:
+            conn.invalidate()  # may belong to another thread: close the driver connection
+        self._readers = threading.local()
+        if self._read_engine is not None:
+            self._read_engine.dispose()
         self.engine.dispose()
 
 
@@ -170,7 +240,9 @@ def retry_lost_read(read: Callable[P, T]) -> Callable[P, T]:
     return again
 
 
-def _sqlite_engine(url: str, busy_timeout_ms: int, synchronous: str) -> Engine:
+def _sqlite_engine(
+    url: str, busy_timeout_ms: int, synchronous: str, *, poolclass: type[Pool] | None = None
+) -> Engine:
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise StorageError(
             f"SQLite {sqlite3.sqlite_version} is too old; workq needs 3.35 or newer",
@@ -184,11 +256,14 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, synchronous: str) -> Engine:
                 f"the folder of the database does not exist: {folder}",
                 hint="create it, or point ISSUES_DB / --db at an existing folder",
             )
+    in_memory = database in (None, "", ":memory:")
+    if poolclass is None:
+        poolclass = NullPool if in_memory else QueuePool
     engine = create_engine(
         url,
-        poolclass=NullPool if database in (None, "", ":memory:") else QueuePool,
+        poolclass=poolclass,
         connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
-        **({} if database in (None, "", ":memory:") else {"pool_size": 8, "max_overflow": 32}),
+        **({"pool_size": 8, "max_overflow": 32} if poolclass is QueuePool else {}),
     )
 
     @event.listens_for(engine, "connect")
