@@ -26,11 +26,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def server_params(db: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+def server_params(
+    db: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> StdioServerParameters:
+    """A server in the database's folder, so that nothing (plan files) lands in the repo."""
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "workq.server", "--db", str(db), *args],
         env=env,
+        cwd=cwd or db.parent,
     )
 
 
@@ -41,17 +45,20 @@ async def stdio_server(
     mode: Any = "auto",
     env: dict[str, str] | None = None,
     errlog: Path | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[Client]:
     """A client of a real server subprocess; its stderr goes to ``errlog``."""
     log_path = errlog or db.with_suffix(".stderr")
     with log_path.open("a") as log:
-        transport = stdio_client(server_params(db, *args, env=env), errlog=log)
+        transport = stdio_client(server_params(db, *args, env=env, cwd=cwd), errlog=log)
         async with Client(transport, mode=mode, read_timeout_seconds=CALL_TIMEOUT) as client:
             yield client
 
 
 def make_server(db: Path, toolsets: str = "all", **settings: Any) -> WorkqServer:
-    return build_server(Settings(db_path=db, toolsets=toolsets, **settings))
+    return build_server(
+        Settings(db_path=db, toolsets=toolsets, plans_dir=db.parent / "plans", **settings)
+    )
 
 
 @pytest.fixture
@@ -60,11 +67,14 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(params=["auto", "legacy"])
-async def client(settings: Settings, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+async def client(
+    settings: Settings, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Client]:
     """An in-process client of a server with every toolset, lease 60 s, in both protocol
     eras (the default dispatches directly; legacy runs the JSON-RPC stream loop), on SQLite
     and, when WORKQ_TEST_PG_URL is set, on PostgreSQL (``settings`` of tests/conftest.py)."""
-    server = build_server(settings.model_copy(update={"toolsets": "all"}), migrate=True)
+    own = settings.model_copy(update={"toolsets": "all", "plans_dir": tmp_path / "plans"})
+    server = build_server(own, migrate=True)
     async with Client(server, mode=request.param) as connected:
         yield connected
 

@@ -59,6 +59,7 @@ def http_server(db: Path, *args: str) -> Iterator[str]:
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
+        cwd=db.parent,
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT

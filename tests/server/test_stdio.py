@@ -86,6 +86,7 @@ async def test_every_line_on_stdout_is_json_rpc(db: Path, tmp_path: Path, mode: 
             "--toolsets",
             "all",
         ],
+        cwd=tmp_path,
     )
     with (tmp_path / "stderr.log").open("w") as errlog, anyio.fail_after(60):
         async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
@@ -111,7 +112,7 @@ async def test_a_database_that_cannot_open_gives_clean_errors_and_the_server_sta
 ) -> None:
     missing = tmp_path / "no-such-folder" / "queue.db"
     with anyio.fail_after(60):
-        async with stdio_server(missing, errlog=tmp_path / "err.log") as client:
+        async with stdio_server(missing, errlog=tmp_path / "err.log", cwd=tmp_path) as client:
             for _ in range(2):
                 result = await call_error(client, "issue_ready")
                 assert text(result).startswith("STORAGE_ERROR: the folder of the database")
@@ -187,6 +188,7 @@ async def test_the_claim_loop_over_stdio_on_postgresql(tmp_path: Path) -> None:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "workq.server", "--database-url", url, "--migrate"],
+            cwd=tmp_path,
         )
         with (tmp_path / "err.log").open("w") as errlog, anyio.fail_after(60):
             async with Client(stdio_client(params, errlog=errlog)) as client:

@@ -89,9 +89,10 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
-    """Output schemas that say the same in fewer bytes: no titles, no defaults (an output
-    has no use for them), no root description, and the small shared definitions (enums,
-    nested models) written in place of their ``$ref``."""
+    """Output schemas that keep the contract (types, nullability, required fields) in
+    fewer bytes: no titles, defaults, descriptions or formats (annotations that validate
+    nothing and that the tool's text explains), no enums (the same tools' input schemas
+    list the values), and nested models written in place of their ``$ref``."""
     definitions: dict[str, Any] = schema.get("$defs", {})
 
     def inline(node: Any, depth: int = 0) -> Any:
@@ -108,12 +109,16 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
         for key, value in node.items():
             if key == "properties" and isinstance(value, dict):
                 result[key] = {name: inline(sub, depth) for name, sub in value.items()}
-            elif key in ("default", "$defs") or (key == "title" and isinstance(value, str)):
+            elif key in ("default", "$defs", "enum") or (
+                key in _OUTPUT_ANNOTATIONS and isinstance(value, str)
+            ):
                 continue
             else:
                 result[key] = inline(value, depth)
         return result
 
     compact: dict[str, Any] = inline(schema)
-    compact.pop("description", None)
     return compact
+
+
+_OUTPUT_ANNOTATIONS = frozenset({"title", "description", "format"})
