@@ -39,6 +39,9 @@ def create(plans_dir: Path, slug: str, text: str) -> tuple[Path, bool]:
     target = plan_path(plans_dir, slug)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(target, exc) from exc
+    try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
     except FileExistsError:
         _require_regular(target)
