@@ -216,10 +216,15 @@ def status(ctx: typer.Context, json_: JsonFlag = False) -> None:
 
 
 @sync_app.command()
-def retry(ctx: typer.Context) -> None:
+def retry(
+    ctx: typer.Context,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Also rows waiting after a failure or a rate limit.")
+    ] = False,
+) -> None:
     """Put rows parked as dead back in the queue, due now."""
-    count = outbox.revive(state(ctx).queue())
-    output.line(f"{count} rows queued again")
+    count = outbox.revive(state(ctx).queue(), waiting=all_)
+    output.line(f"{count} rows due now")
 
 
 @sync_app.command()

@@ -148,6 +148,7 @@ def start_background_sync(
     env: Mapping[str, str] | None = None,
     options: Options | None = None,
     with_import: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Callable[[], None]:
     """Run the mirror in a daemon thread with its own database connections; returns the
     function that stops it (waits for the current request, at most the client timeout).
@@ -166,7 +167,7 @@ def start_background_sync(
     stop = threading.Event()
     session: Session | None = None
     try:
-        session = connect(q, repo, env=env, options=options, stop=stop)
+        session = connect(q, repo, env=env, options=options, stop=stop, timeout=timeout)
     except (GitHubUnreachable, WorkerBusy) as exc:
         log.warning("GitHub sync: %s; will keep trying", exc.message)
     except BaseException:
@@ -179,7 +180,7 @@ def start_background_sync(
         while not stop.is_set():
             try:
                 if session is None:
-                    session = connect(q, repo, env=env, options=options, stop=stop)
+                    session = connect(q, repo, env=env, options=options, stop=stop, timeout=timeout)
                 watch(session, with_import=with_import)
             except (GitHubUnreachable, WorkerBusy, StorageError) as exc:
                 log.warning("GitHub sync: %s; retrying", exc.message)

@@ -410,15 +410,20 @@ def park(q: Queue, issue_id: str, error: str) -> None:
     _set(q, issue_id, {"state": DEAD, "last_error": error[:2000]})
 
 
-def revive(q: Queue) -> int:
-    """Put every dead row back in the queue, due now."""
+def revive(q: Queue, *, waiting: bool = False) -> int:
+    """Put every dead row back in the queue, due now; with ``waiting``, also make the rows
+    that wait for a retry due now (after an outage is over)."""
 
     def work(conn: Connection) -> int:
+        now = q.now()
+        chosen = github_outbox.c.state == DEAD
+        if waiting:
+            chosen = or_(chosen, github_outbox.c.next_attempt_at > now)
         return int(
             conn.execute(
                 update(github_outbox)
-                .where(github_outbox.c.state == DEAD)
-                .values(state=PENDING, attempts=0, next_attempt_at=q.now())
+                .where(chosen)
+                .values(state=PENDING, attempts=0, next_attempt_at=now)
             ).rowcount
             or 0
         )

@@ -1,0 +1,111 @@
+"""The queue never waits for GitHub: MCP tools stay fast while the mirror's GitHub is down
+or hangs, with the sync running in the server's process (``start_background_sync``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.github.mirror_helpers import REPO, env_for, markers
+from tests.github_fake.server import ControlAPI, FakeGitHub, FakeGitHubProcess
+from workq.config import Settings
+from workq.github.sync import start_background_sync
+from workq.github.worker import Options
+from workq.server.app import build_server
+from workq.services import outbox
+from workq.services.runtime import open_queue
+
+pytestmark = pytest.mark.anyio
+OPTIONS = Options(write_interval=0, backoff_base=0.5, backoff_max=2, poll_interval=0.05)
+# A tool call on a local SQLite file takes milliseconds; GitHub's waits take seconds.
+FAST_CALL = 1.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    settings = Settings(db_path=tmp_path / "queue.db", toolsets="all", plans_dir=tmp_path / "p")
+    open_queue(settings).db.dispose()  # create and migrate before the server and the sync
+    return settings
+
+
+def _wait_for(check: Callable[[], bool], seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+async def _timed(client: Client, tool: str, **arguments: Any) -> float:
+    started = time.monotonic()
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return time.monotonic() - started
+
+
+def _pending(settings: Settings) -> int:
+    q = open_queue(settings)
+    try:
+        return outbox.status(q).pending
+    finally:
+        q.db.dispose()
+
+
+@pytest.fixture
+def fake_process() -> Iterator[FakeGitHubProcess]:
+    with FakeGitHubProcess() as fake:
+        yield fake
+
+
+async def test_tools_stay_fast_while_github_is_down(
+    settings: Settings, fake_process: FakeGitHubProcess
+) -> None:
+    stop = start_background_sync(
+        settings, REPO, env=env_for(fake_process, fake_process.url), options=OPTIONS, timeout=2
+    )
+    try:
+        async with Client(build_server(settings)) as client:
+            await _timed(client, "issue_create", title="before the outage")
+            _wait_for(lambda: len(markers(fake_process)) == 1)
+            fake_process.kill()  # GitHub is gone: connections are refused
+            took = [await _timed(client, "issue_create", title=f"offline {n}") for n in range(5)]
+            took.append(await _timed(client, "issue_claim", number=2))
+            took.append(await _timed(client, "issue_complete", number=2))
+            took.append(await _timed(client, "issue_update", number=3, title="renamed offline"))
+            assert max(took) < FAST_CALL, took
+            _wait_for(lambda: _pending(settings) == 5)  # waiting for GitHub, none lost
+    finally:
+        stop()
+
+
+async def test_tools_stay_fast_while_github_hangs_and_the_mirror_catches_up(
+    settings: Settings, fake_github: FakeGitHub
+) -> None:
+    fake: ControlAPI = fake_github
+    stop = start_background_sync(
+        settings, REPO, env=env_for(fake, fake_github.url), options=OPTIONS, timeout=1.5
+    )
+    try:
+        # Every request hangs until the client gives up.
+        fake.inject_fault("*", "**", kind="timeout", delay=3, count=1000)
+        async with Client(build_server(settings)) as client:
+            took = [await _timed(client, "issue_create", title=f"n{n}") for n in range(6)]
+            time.sleep(0.5)  # the worker is inside a hanging request now
+            took += [await _timed(client, "issue_claim", number=n) for n in (1, 2)]
+            took.append(await _timed(client, "issue_complete", number=1))
+            assert max(took) < FAST_CALL, took
+            fake.clear_faults()
+            _wait_for(lambda: _pending(settings) == 0, seconds=30)
+        assert len(fake.issues()) == 6
+        assert len(set(markers(fake))) == 6
+    finally:
+        stop()
