@@ -21,7 +21,6 @@ from workq.services import claims, dependencies, issues
 from workq.services.runtime import open_queue
 
 EXAMPLES = 400
-TABLES = ("issues", "labels", "dependencies", "comments", "events", "counters")
 # A failure starts with a CODE, or with the seed's wording followed by one.
 CLEAN_FAILURE = re.compile(r"^([A-Z_]+: |Could not [^:]+: [A-Z_]+: )")
 
@@ -111,9 +110,24 @@ def invalid_arguments(draw: st.DrawFn, tool: Tool) -> dict[str, Json]:
     return arguments
 
 
-def snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+def snapshot(db: Path) -> dict[str, list[Any]]:
+    """Every row of every table, and every file the server wrote beside the database."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}"), key=repr) for t in TABLES}
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        state: dict[str, list[Any]] = {
+            t: sorted(conn.execute(f'SELECT * FROM "{t}"'), key=repr) for t in tables
+        }
+    state["files"] = sorted(
+        (str(f.relative_to(db.parent)), f.read_bytes())
+        for f in db.parent.rglob("*")
+        if f.is_file() and not f.name.startswith(db.name) and f.suffix != ".stderr"
+    )
+    return state
 
 
 def seed(db: Path) -> None:
