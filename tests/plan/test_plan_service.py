@@ -293,7 +293,7 @@ def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_d
     with pytest.raises(PlanModeActive, match="plan p, phase Explore") as refused:
         svc.refuse_while_planning(queue, {"run-b", "run-a"}, "completing")
     assert "completing is refused" in refused.value.message
-    assert refused.value.facts == {"run_id": "run-a", "slug": "p", "phase": "explore"}
+    assert refused.value.facts == {"run_id": "run-a", "slug": "p"}
     svc.refuse_while_planning(queue, {"run-b"}, "claiming")
 
 

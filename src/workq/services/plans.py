@@ -154,7 +154,6 @@ def refuse_while_planning(q: Queue, run_ids: Collection[str], action: str) -> No
         "listing and reading issues stay allowed",
         run_id=found.run_id,
         slug=found.slug,
-        phase=found.phase.value,
     )
 
 
@@ -214,7 +213,6 @@ def enter(q: Queue, run_id: str, slug: str, goal: str, plans_dir: Path) -> Enter
                 f"{PlanPhase(mine.phase).display} ({shown(mine.path)})",
                 hint="continue it (get_current_phase) or finish it with exit_plan_mode first",
                 slug=mine.slug,
-                phase=mine.phase,
             )
         other = conn.execute(select(plans.c.run_id).where(plans.c.active_slug == name)).first()
         if other is not None:
