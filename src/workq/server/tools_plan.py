@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from workq.domain.plan import MAX_GOAL_CHARS, MAX_TEAMMATES, PHASE_SECTIONS, SLUG_MAX, PlanPhase
 from workq.domain.plan import guidance as guidance_of
 from workq.errors import NoActivePlan
-from workq.plan_schemas import PlanIssue
+from workq.plan_schemas import Plan, PlanIssue
 from workq.server.params import Flag
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import clip, ok, worded
@@ -23,35 +23,27 @@ Slug = Annotated[
     Field(
         min_length=1,
         max_length=SLUG_MAX,
-        description="Plan name, e.g. auth-refactor: lowercase letters, digits, hyphens",
+        description="e.g. auth-refactor ([a-z0-9-])",
     ),
 ]
 Goal = Annotated[str, Field(min_length=1, max_length=MAX_GOAL_CHARS)]
 Teammates = Annotated[
     int,
-    Field(strict=True, ge=1, le=MAX_TEAMMATES, description="Agents to spread tasks over (3)"),
+    Field(strict=True, ge=1, le=MAX_TEAMMATES, description="default 3"),
 ]
 
 
 class PlanView(BaseModel):
-    """Where this run stands in plan mode."""
+    """Where this run stands in plan mode (the guidance is in the text)."""
 
     model_config = ConfigDict(frozen=True)
 
-    active: bool = Field(description="Whether this run is in plan mode")
+    active: bool
     run_id: str
     slug: str | None = None
-    goal: str | None = None
     phase: PlanPhase | None = None
-    previous_phase: PlanPhase | None = None
     plan_file: str | None = None
-    guidance: str | None = None
-    empty_sections: list[str] | None = Field(
-        default=None, description="Sections of the plan file still empty"
-    )
-    created_file: bool | None = Field(
-        default=None, description="enter_plan_mode: false when an existing file was kept"
-    )
+    empty_sections: list[str] | None = None
 
 
 class PlanExit(BaseModel):
@@ -61,6 +53,17 @@ class PlanExit(BaseModel):
     plan_file: str
     launched: list[PlanIssue] = Field(description="Issues made from the plan's tasks")
     teammate_count: int | None = None
+
+
+def _view(plan: Plan, empty: list[str] | None = None) -> PlanView:
+    return PlanView(
+        active=True,
+        run_id=plan.run_id,
+        slug=plan.slug,
+        phase=plan.phase,
+        plan_file=plan.shown_path,
+        empty_sections=empty,
+    )
 
 
 def refuse_while_planning(state: ServerState, run_id: str | None, action: str) -> None:
@@ -85,9 +88,8 @@ def register(reg: Registry) -> None:
 
     @reg.tool(writes(idempotent=True))
     def enter_plan_mode(slug: Slug, goal: Goal) -> Annotated[CallToolResult, PlanView]:
-        """Enter plan mode to explore and design before implementing: creates
-        plans/<slug>.md (sections per phase) at phase Explore. Claiming and completing
-        issues are refused until exit_plan_mode."""
+        """Enter plan mode: creates plans/<slug>.md at phase Explore. Claims and
+        completions are refused until exit_plan_mode."""
         from workq.services import plans
 
         with worded("Could not enter plan mode"):
@@ -99,21 +101,11 @@ def register(reg: Registry) -> None:
         elif not entered.created_file:
             text += "\nThe plan file already existed and was kept as it is"
         text += f"\n\nCurrent phase: {plan.phase.name}\n\n{guidance_of(plan.phase)}"
-        view = PlanView(
-            active=True,
-            run_id=plan.run_id,
-            slug=plan.slug,
-            goal=plan.goal,
-            phase=plan.phase,
-            plan_file=plan.shown_path,
-            guidance=guidance_of(plan.phase),
-            created_file=entered.created_file,
-        )
-        return ok(text, view)
+        return ok(text, _view(plan))
 
     @reg.tool(READ_ONLY)
     def get_current_phase() -> Annotated[CallToolResult, PlanView]:
-        """The current plan mode phase and its guidance: what to do now, what not to do."""
+        """The plan mode phase and its guidance."""
         from workq.services import plans
 
         with worded("Could not read the plan mode phase"):
@@ -130,24 +122,11 @@ def register(reg: Registry) -> None:
         text = f"Current phase: {plan.phase.name}\n\n{guidance_of(plan.phase)}"
         text += f"\n\nPlan: {plan.slug} ({plan.shown_path})"
         text += _still_empty(detail.empty_sections if detail.file_exists else None)
-        return ok(
-            text,
-            PlanView(
-                active=True,
-                run_id=plan.run_id,
-                slug=plan.slug,
-                goal=plan.goal,
-                phase=plan.phase,
-                plan_file=plan.shown_path,
-                guidance=guidance_of(plan.phase),
-                empty_sections=detail.empty_sections,
-            ),
-        )
+        return ok(text, _view(plan, detail.empty_sections))
 
     @reg.tool(writes(idempotent=False))
     def advance_plan_phase() -> Annotated[CallToolResult, PlanView]:
-        """Advance to the next plan mode phase (Explore -> Design -> Review -> Final ->
-        Exit), with that phase's guidance."""
+        """Next plan mode phase: Explore, Design, Review, Final, Exit."""
         from workq.services import plans
 
         with worded("Could not advance the plan phase"):
@@ -162,31 +141,15 @@ def register(reg: Registry) -> None:
                 f"\n\nNote: '## {section}' ({moved.previous.display}) is still empty in "
                 f"{plan.shown_path}; exit_plan_mode needs it written."
             )
-        return ok(
-            text,
-            PlanView(
-                active=True,
-                run_id=plan.run_id,
-                slug=plan.slug,
-                goal=plan.goal,
-                phase=plan.phase,
-                previous_phase=moved.previous,
-                plan_file=plan.shown_path,
-                guidance=guidance_of(plan.phase),
-                empty_sections=moved.empty_sections,
-            ),
-        )
+        return ok(text, _view(plan, moved.empty_sections))
 
     @reg.tool(writes(idempotent=False))
     def exit_plan_mode(
-        launchSwarm: Annotated[
-            Flag, Field(description="Turn the plan's open '- [ ]' tasks into issues")
-        ] = False,
+        launchSwarm: Flag = False,
         teammateCount: Teammates | None = None,
     ) -> Annotated[CallToolResult, PlanExit]:
-        """Exit plan mode once the plan file is written (every section, or PLAN_EMPTY says
-        which are not); lifts the restrictions. launchSwarm=true queues the plan's tasks as
-        issues, chained by their (after N) order and spread over teammateCount agents."""
+        """Exit plan mode once the plan file is written. launchSwarm=true queues its
+        '- [ ]' tasks as issues, in their (after N) order, over teammateCount agents."""
         from workq.services import plans
 
         with worded("Could not exit plan mode"):
