@@ -27,7 +27,7 @@ class WorkqError(Exception):
 
     def describe(self) -> str:
         """One line: code, message, facts and the next step."""
-        text = f"{self.code}: {self.message}"
+        text = f"{self.code}: {self.message.rstrip('.')}"
         if self.hint:
             text += f"; {self.hint}"
         return text

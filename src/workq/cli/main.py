@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +12,7 @@ import typer
 from workq import __version__
 from workq.cli import admin, claims, issues, output, plan, sync, workflow
 from workq.cli.state import State
-from workq.errors import WorkqError
+from workq.errors import InvalidInput, WorkqError
 
 app = typer.Typer(
     name="workq",
@@ -115,12 +116,30 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of stdout left (| head): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (OSError, UnicodeError) as exc:  # a file named on the command line; non-UTF-8 bytes
+        if verbose:
+            raise
+        output.errors.print(f"error: {_input_error(exc).describe()}", markup=False)
+        return 1
     except typer.TyperException as exc:  # usage errors: bad option values and the like
         show = getattr(exc, "show", None)
         if show is not None:
             show()
         return int(getattr(exc, "exit_code", 2))
     return code if isinstance(code, int) else 0
+
+
+def _input_error(exc: OSError | UnicodeError) -> InvalidInput:
+    if isinstance(exc, UnicodeError):
+        return InvalidInput(
+            "an argument holds bytes that are not valid UTF-8",
+            hint="pass text encoded as UTF-8",
+        )
+    where = f"{exc.filename}: " if exc.filename else ""
+    return InvalidInput(f"{where}{exc.strerror or exc}", hint="check the path and try again")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, Pool, QueuePool
 
 from workq.db import dialect
-from workq.db.failures import translate
+from workq.db.failures import explain_sqlite, translate
 from workq.errors import Busy, ConnectionLost, StorageError
 
 T = TypeVar("T")
@@ -279,6 +279,16 @@ def _sqlite_engine(
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
             cursor.close()
+
+    if not in_memory:
+        where = Path(str(database)).expanduser().resolve()
+
+        @event.listens_for(engine, "handle_error")
+        def _explain(context: ExceptionContext) -> None:
+            # The file system often says more than SQLite ("unable to open database file").
+            explained = explain_sqlite(where, context.original_exception)
+            if explained is not None:
+                raise explained from context.original_exception
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:

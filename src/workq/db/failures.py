@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from sqlalchemy import exc as sa_exc
 
 from workq.errors import (
@@ -41,6 +44,68 @@ _BY_MESSAGE: tuple[tuple[str, type[StorageError]], ...] = (
 )
 
 
+# What SQLite's words mean, said so that a person knows the cause: (message, hint or None
+# for the error class's own). The driver's text stays in the ``cause`` fact.
+_SQLITE_MEANS: dict[str, tuple[str, str | None]] = {
+    "database is locked": (
+        "another process held the database's write lock for longer than the busy timeout",
+        "retry in a moment (nothing was changed); if it persists, find the process holding "
+        "a long write transaction, or raise WORKQ_BUSY_TIMEOUT_MS",
+    ),
+    "readonly database": (
+        "the database cannot be written: the file, its folder or its filesystem is read-only",
+        None,
+    ),
+    "database or disk is full": ("the disk holding the database is full", None),
+    "disk i/o error": (
+        "the disk reported an I/O error while reading or writing the database",
+        "check the disk and the filesystem (dmesg), then run 'workq doctor'",
+    ),
+    "file is not a database": (
+        "the file is not a SQLite database",
+        "point --db / ISSUES_DB at a workq database, or move this file away",
+    ),
+    "database disk image is malformed": ("the database file is damaged (corrupt pages)", None),
+    "unable to open database file": (
+        "SQLite could not open the database file",
+        "check that the path names a file (not a folder) in a folder this user can write: "
+        "SQLite creates the -wal and -shm files beside it",
+    ),
+}
+
+
+def explain_sqlite(path: Path, exc: BaseException) -> WorkqError | None:
+    """Name the cause of a SQLite open or write failure from the state of the file and its
+    folder (read-only, a folder, missing); None if the file system shows nothing wrong."""
+    original = getattr(exc, "orig", None) or exc
+    text = str(original).strip()
+    if not any(w in text.lower() for w in ("unable to open", "readonly database", "i/o error")):
+        return None
+    folder = path.parent
+    if path.is_dir():
+        return StorageError(
+            f"{path} is a folder, not a database file",
+            hint="point --db / ISSUES_DB at a file",
+            cause=text,
+        )
+    companions = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+    for file in companions:
+        if not os.access(file, os.W_OK):
+            return ReadOnlyStorage(
+                f"the database file {file} cannot be written (read-only file or filesystem)",
+                hint=f"make {file.name} writable (chmod, chattr -i, or remount read-write)",
+                cause=text,
+            )
+    if not os.access(folder, os.W_OK):
+        return ReadOnlyStorage(
+            f"the folder {folder} cannot be written, and SQLite must create "
+            f"{path.name}-wal and {path.name}-shm in it",
+            hint="make the folder writable (chmod, chattr -i, or remount read-write)",
+            cause=text,
+        )
+    return None
+
+
 def translate(exc: BaseException) -> WorkqError:
     """Map a driver or SQLAlchemy error to a workq error that says what to do next."""
     if isinstance(exc, WorkqError):
@@ -68,7 +133,11 @@ def translate(exc: BaseException) -> WorkqError:
                     hint="run 'workq db upgrade' or point --db at a workq database",
                     cause=str(original).strip(),
                 )
-            return kind(cause=str(original).strip())
+            message, hint = _SQLITE_MEANS.get(needle, (None, None))
+            error = kind(message, cause=str(original).strip())
+            if hint is not None:
+                error.hint = hint
+            return error
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return ConnectionLost(cause=str(original).strip())
     if isinstance(exc, sa_exc.IntegrityError):

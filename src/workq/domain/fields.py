@@ -22,6 +22,9 @@ from workq.schemas import (
 
 # Control characters other than tab, newline and carriage return; NUL among them.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Lone surrogates: what Python makes of bytes that are not UTF-8 (in argv, say). No
+# database can store them.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$")
 
 PRIORITY_ALIASES = {
@@ -36,6 +39,11 @@ PRIORITY_ALIASES = {
 def text(value: str, field: str, *, limit: int, required: bool = False, multiline: bool) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string", field=field)
+    if _SURROGATE.search(value):
+        raise InvalidInput(
+            f"{field} is not valid Unicode (a lone surrogate, as bytes that are not UTF-8 give)",
+            field=field,
+        )
     if _CONTROL.search(value) or (not multiline and ("\n" in value or "\r" in value)):
         raise InvalidInput(f"{field} contains control characters", field=field)
     if required and not value.strip():
