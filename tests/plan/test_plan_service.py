@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from workq.errors import (
     NotFound,
     PlanEmpty,
     PlanModeActive,
+    WorkqError,
 )
 from workq.plan_schemas import PlanStatus
 from workq.services import claims, issues, notes
@@ -312,3 +315,43 @@ def test_show_needs_a_slug_or_a_run_and_finds_them(queue: Queue, plans_dir: Path
     (plans_dir / "p.md").unlink()
     detail = svc.show(queue, slug="p")
     assert not detail.file_exists and detail.empty_sections is None
+
+
+def _race(count: int, attempt: Callable[[int], object]) -> list[object]:
+    """Run ``attempt(i)`` in ``count`` threads released at once; their results or errors."""
+    barrier = threading.Barrier(count)
+    results: list[object] = [None] * count
+
+    def one(i: int) -> None:
+        barrier.wait(timeout=30)
+        try:
+            results[i] = attempt(i)
+        except WorkqError as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    return results
+
+
+def test_racing_entries_of_one_run_leave_one_plan_and_one_file(
+    queue: Queue, plans_dir: Path
+) -> None:
+    results = _race(8, lambda i: svc.enter(queue, "run-a", f"slug-{i}", "goal", plans_dir))
+    won = [r for r in results if isinstance(r, svc.Entered)]
+    assert len(won) == 1
+    assert all(isinstance(r, PlanModeActive) for r in results if r not in won)
+    assert [p.name for p in plans_dir.iterdir()] == [f"{won[0].plan.slug}.md"]
+    assert len(svc.list_plans(queue)) == 1
+
+
+def test_racing_runs_on_one_slug_leave_one_owner(queue: Queue, plans_dir: Path) -> None:
+    results = _race(8, lambda i: svc.enter(queue, f"run-{i}", "shared", "goal", plans_dir))
+    won = [r for r in results if isinstance(r, svc.Entered)]
+    assert len(won) == 1 and won[0].created_file
+    assert all(isinstance(r, Conflict) for r in results if r not in won)
+    assert [p.run_id for p in svc.list_plans(queue, active_only=True)] == [won[0].plan.run_id]

@@ -15,13 +15,12 @@ get their own ``created`` and ``dependency_added`` events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, bindparam, insert, select, text, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, plan_issues, plans
@@ -46,7 +45,6 @@ from workq.errors import (
     NotFound,
     PlanEmpty,
     PlanModeActive,
-    StorageError,
     WorkqError,
 )
 from workq.plan_schemas import (
@@ -81,8 +79,6 @@ __all__ = [
     "refuse_while_planning",
     "show",
 ]
-
-T = TypeVar("T")
 
 # Seed 002's example launches 3 teammates; that is the default when teammateCount is absent.
 DEFAULT_TEAMMATES = 3
@@ -174,15 +170,12 @@ def _sections(path: str) -> tuple[bool, list[str] | None]:
 # --- changes -------------------------------------------------------------------------------
 
 
-def _write(q: Queue, work: Callable[[Connection], T]) -> T:
-    """``q.db.write(work)``, once more if a racing writer took a unique slot (PostgreSQL):
-    the second run sees the winner's row and refuses with a clear error."""
-    try:
-        return q.db.write(work)
-    except StorageError as exc:
-        if not isinstance(exc.__cause__, IntegrityError):
-            raise
-        return q.db.write(work)
+def _one_entry_at_a_time(conn: Connection) -> None:
+    """Serialise entries into plan mode, so the checks below see every committed plan and
+    no losing racer creates a plan file. SQLite's write lock already does; on PostgreSQL
+    this lock conflicts only with other writers of ``plans``, not with readers."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE plans IN SHARE ROW EXCLUSIVE MODE"))
 
 
 def enter(q: Queue, run_id: str, slug: str, goal: str, plans_dir: Path) -> Entered:
@@ -204,6 +197,7 @@ def enter(q: Queue, run_id: str, slug: str, goal: str, plans_dir: Path) -> Enter
 
     def work(conn: Connection) -> Entered:
         nonlocal created
+        _one_entry_at_a_time(conn)
         mine = _active_row(conn, run_id)
         if mine is not None:
             if mine.slug == name:
@@ -264,7 +258,7 @@ def enter(q: Queue, run_id: str, slug: str, goal: str, plans_dir: Path) -> Enter
         )
         return Entered(plan=plan, created_file=created, resumed=False)
 
-    return _write(q, work)
+    return q.db.write(work)
 
 
 def advance(q: Queue, run_id: str) -> Advanced:
