@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.github.mirror_helpers import REPO, Mirror, labels_of, mirrored
-from tests.github_fake.server import FakeGitHub
+from tests.github_fake.server import FakeGitHub, LoggedRequest
 from workq.github.client import GitHubClient
 from workq.schemas import IssueType, Priority, Status
 from workq.services import claims, issues, outbox
@@ -22,8 +22,15 @@ def _edit(m: Mirror, gh_number: int, **fields: object) -> None:
         other.update_issue(REPO, gh_number, **fields)  # type: ignore[arg-type]
 
 
-def _list_requests(m: Mirror) -> list[object]:
-    return [r for r in m.fake.requests() if r.method == "GET" and r.path == f"/repos/{REPO}/issues"]
+def _list_requests(m: Mirror, *, probes: bool = False) -> list[LoggedRequest]:
+    """The issue-list requests; without ``probes``, only those of the since-list."""
+    return [
+        r
+        for r in m.fake.requests()
+        if r.method == "GET"
+        and r.path == f"/repos/{REPO}/issues"
+        and (probes or r.param("per_page") != "1")
+    ]
 
 
 def test_issues_become_local_issues_with_labels_mapped_back(
@@ -64,7 +71,7 @@ def test_import_follows_link_pages_past_the_first(tmp_path: Path, fake_github: F
         imported = Importer(report).run()
         assert (imported.pages, imported.created) == (3, 230)
         pages = _list_requests(m)
-        assert [p.param("after") is not None for p in pages] == [False, True, True]  # type: ignore[attr-defined]
+        assert [p.param("after") is not None for p in pages] == [False, True, True]
         assert (
             issues.list_issues(m.q, limit=200, cursor=issues.encode_cursor(200)).items[-1].title
             == "issue 229"
@@ -81,8 +88,17 @@ def test_a_second_import_without_change_is_a_304_and_changes_nothing(
         Importer(m.session.worker).run()
         again = Importer(m.session.worker).run()
         assert again.not_modified
-        assert _list_requests(m)[-1].status == 304  # type: ignore[attr-defined]
         assert len(issues.list_issues(m.q).items) == 1
+        probe = _list_requests(m, probes=True)[-1]
+        assert (probe.status, probe.param("direction"), probe.param("per_page")) == (
+            304,
+            "desc",
+            "1",
+        )
+        # Once something changes, the probe says so and the since-list is read.
+        fake_github.seed_issue("two")
+        third = Importer(m.session.worker).run()
+        assert (third.not_modified, third.created) == (False, 1)
 
 
 def test_the_since_cursor_reaches_back_by_the_overlap(
@@ -99,7 +115,7 @@ def test_the_since_cursor_reaches_back_by_the_overlap(
         # An issue updated in the same second as the cursor, after the import read the list.
         fake_github.seed_issue("same second", updated_at=stamp)
         report = Importer(m.session.worker).run()
-        since = _list_requests(m)[-1].param("since")  # type: ignore[attr-defined]
+        since = _list_requests(m)[-1].param("since")
         overlap = m.session.worker.options.import_overlap
         assert since == (stamp - timedelta(seconds=overlap)).strftime("%Y-%m-%dT%H:%M:%SZ")
         assert (report.created, report.unchanged) == (1, 1)  # the old one changed nothing

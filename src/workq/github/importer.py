@@ -1,9 +1,10 @@
 """Import: GitHub issues (not pull requests) become or update local issues.
 
-The list is read with ``since`` (GitHub's own ``updated_at`` of the newest issue seen, minus
-an overlap, so an issue updated in the same second as the cursor is not missed), sorted by
-update time, following ``Link`` next URLs as given, with the stored ETag (a 304 costs no
-quota). Issues seen again in the overlap change nothing.
+A probe of the most recently updated issue, sent with the ETag of the previous probe, says
+whether anything changed at all (a 304 costs no quota). If so, the list is read with
+``since`` (GitHub's own ``updated_at`` of the newest issue seen, minus an overlap, so an
+issue updated in the same second as the cursor is not missed), sorted by update time,
+following ``Link`` next URLs as given. Issues seen again in the overlap change nothing.
 
 The rule for edits made on both sides (docs/github.md): each field (title, description,
 priority, type, state) is compared three ways, with the snapshot of what GitHub held after
@@ -84,23 +85,26 @@ class Importer:
         overlap = timedelta(seconds=self.w.options.import_overlap)
         since = found.import_since - overlap if found.import_since else None
         client = self.w.client
-        page = client.list_issues(
+        # The probe: the most recently updated issue, with the ETag of the last import's
+        # probe. Any change on GitHub puts an issue at its top, so a 304 (free of quota)
+        # means nothing changed; an ETag of a page of the since-list could not say that
+        # for the pages after it.
+        probe = client.list_issues(
             self.repo,
             state="all",
-            since=since,
             sort="updated",
-            direction="asc",
-            per_page=100,
+            direction="desc",
+            per_page=1,
             etag=found.import_etag,
         )
-        report.pages = 1
-        if page.not_modified:
+        if probe.not_modified:
             report.not_modified = True
             outbox.note_mirror(self.q, self.repo, last_import_at=self.q.now())
             return report
-        # An ETag is only worth keeping when the whole answer fit in one page: a 304 for
-        # page 1 says nothing about the pages after it.
-        etag = page.etag if page.next_url is None else None
+        page = client.list_issues(
+            self.repo, state="all", since=since, sort="updated", direction="asc", per_page=100
+        )
+        report.pages = 1
         newest = found.import_since
         while True:
             for item in page.items:
@@ -129,7 +133,7 @@ class Importer:
             self.q,
             self.repo,
             import_since=newest,
-            import_etag=etag if not self.w.stop.is_set() else None,
+            import_etag=probe.etag if not self.w.stop.is_set() else None,
             last_import_at=self.q.now(),
         )
         return report

@@ -101,20 +101,43 @@ class _Gone(Exception):
 
 
 class Pacer:
-    """At least ``interval`` seconds between writes; waits end early when ``stop`` is set."""
+    """At least ``interval`` seconds between writes. A secondary rate limit doubles the
+    interval (to at least a second); a run of successful rows brings it back down.
 
-    def __init__(self, interval: float, stop: threading.Event) -> None:
-        self.interval = interval
-        self.stop = stop
+    ``sleep`` and ``clock`` are injectable so that a benchmark can simulate the waits.
+    """
+
+    CALM_ROWS = 20  # successful rows before the interval halves again
+
+    def __init__(
+        self,
+        interval: float,
+        sleep: Callable[[float], object],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base = self.interval = interval
+        self.sleep = sleep
+        self.clock = clock
         self._last = float("-inf")
+        self._calm = 0
         self.writes = 0
 
     def __call__(self) -> None:
-        wait = self._last + self.interval - time.monotonic()
+        wait = self._last + self.interval - self.clock()
         if wait > 0:
-            self.stop.wait(wait)
-        self._last = time.monotonic()
+            self.sleep(wait)
+        self._last = self.clock()
         self.writes += 1
+
+    def slow_down(self) -> None:
+        self.interval = min(60.0, max(1.0, self.interval * 2))
+        self._calm = 0
+
+    def calm(self) -> None:
+        self._calm += 1
+        if self._calm >= self.CALM_ROWS and self.interval > self.base:
+            self.interval = max(self.base, self.interval / 2)
+            self._calm = 0
 
 
 def holder_is_gone(worker: str) -> bool:
@@ -144,6 +167,8 @@ class Worker:
         options: Options | None = None,
         progress: Progress | None = None,
         stop: threading.Event | None = None,
+        sleep: Callable[[float], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.q = q
         self.client = client
@@ -152,7 +177,7 @@ class Worker:
         self.options = options or Options()
         self.progress = progress
         self.stop = stop or threading.Event()
-        self.pace = Pacer(self.options.write_interval, self.stop)
+        self.pace = Pacer(self.options.write_interval, sleep or self.stop.wait, clock)
         self.labels = RepoLabels(client, repo, self.pace)
         self.name = outbox.worker_name(os.getpid())
         self.held_until: datetime | None = None
@@ -274,6 +299,7 @@ class Worker:
             log.warning("issue #%s: %s; next attempt %s", item.number, exc.message, retry_at)
         else:
             self._secondary_streak = 0
+            self.pace.calm()
 
     def _backoff(self, attempts: int) -> datetime:
         delay = min(self.options.backoff_max, self.options.backoff_base * 2**attempts)
@@ -284,6 +310,7 @@ class Worker:
         if exc.secondary:
             # One secondary limit may be about one endpoint or a burst; two in a row mean
             # GitHub wants a pause, and requests made during it count against us.
+            self.pace.slow_down()
             self._secondary_streak += 1
             if self._secondary_streak >= 2:
                 self.held_until = exc.retry_at
