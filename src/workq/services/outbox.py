@@ -161,8 +161,8 @@ def _queue_unlinked(conn: Connection, now: datetime) -> int:
             "changed_at",
         ],
         unlinked,
-    )
-    return int(conn.execute(stmt).rowcount or 0)
+    ).returning(github_outbox.c.issue_id)
+    return len(conn.execute(stmt).all())
 
 
 def queue_all(q: Queue) -> int:
