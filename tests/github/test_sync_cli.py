@@ -1,0 +1,130 @@
+"""`workq sync ...` through real processes against the fake GitHub on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.github.mirror_helpers import REPO, markers
+from tests.github_fake.server import PROJECT_ROOT, FakeGitHub
+
+
+def _run(
+    db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "WORKQ_"))}
+    base["PYTHONPATH"] = str(PROJECT_ROOT / "src")
+    return subprocess.run(
+        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _gh_env(fake: FakeGitHub, **extra: str) -> dict[str, str]:
+    return {
+        "GITHUB_TOKEN": fake.token,
+        "GITHUB_API_URL": fake.url,
+        "WORKQ_GITHUB_PACE": "0",
+        **extra,
+    }
+
+
+def test_sync_once_then_status_and_show(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    db = tmp_path / "q.db"
+    assert _run(db, "create", "First", "-p", "high").returncode == 0
+    assert "No GitHub mirror" in _run(db, "sync", "status").stdout
+    done = _run(db, "sync", "github", "--repo", REPO, env=_gh_env(fake_github))
+    assert done.returncode == 0, done.stderr
+    assert "Mirroring to acme/widgets: 1 issues to push" in done.stdout
+    assert "1 created" in done.stdout
+    status = json.loads(_run(db, "sync", "status", "--json").stdout)
+    assert (status["repo"], status["pending"], status["linked"]) == (REPO, 0, 1)
+    assert status["last_push_at"] is not None
+    assert "linked issues  1" in _run(db, "sync", "status").stdout
+    assert len(markers(fake_github)) == 1
+
+
+def test_the_token_never_appears_in_output_or_logs(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    db = tmp_path / "q.db"
+    _run(db, "create", "x")
+    fake_github.inject_fault("POST", "/repos/*/*/issues", kind="error", status=502, when="after")
+    outputs = []
+    for args in (("sync", "github", "--repo", REPO), ("sync", "status"), ("-v", "sync", "status")):
+        done = _run(db, *args, env=_gh_env(fake_github))
+        outputs.append(done.stdout + done.stderr)
+    bad = _run(
+        db,
+        "sync",
+        "github",
+        "--repo",
+        REPO,
+        env=_gh_env(fake_github, GITHUB_TOKEN="ghp_secretvalue123"),
+    )
+    outputs.append(bad.stdout + bad.stderr)
+    assert bad.returncode == 1 and "refused the token" in bad.stderr
+    for text in outputs:
+        assert fake_github.token not in text and "ghp_secretvalue123" not in text
+
+
+def test_setup_errors_are_one_clear_line(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    db = tmp_path / "q.db"
+    no_token = _run(
+        db,
+        "sync",
+        "github",
+        "--repo",
+        REPO,
+        env={"GITHUB_API_URL": fake_github.url, "PATH": "/nonexistent"},
+    )
+    assert no_token.returncode == 1
+    assert no_token.stderr.strip().startswith(
+        "error: GITHUB_SETUP: no GitHub token; set GITHUB_TOKEN"
+    )
+    unknown = _run(db, "sync", "github", "--repo", "acme/missing", env=_gh_env(fake_github))
+    assert unknown.returncode == 1 and "unknown repository acme/missing" in unknown.stderr
+    both = _run(db, "sync", "github", "--repo", REPO, "--once", "--watch", env=_gh_env(fake_github))
+    assert both.returncode == 1 and "--once or --watch" in both.stderr
+
+
+def test_the_token_comes_from_gh_when_github_token_is_unset(
+    tmp_path: Path, fake_github: FakeGitHub
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    gh.write_text(f'#!/bin/sh\n[ "$1 $2" = "auth token" ] && echo {fake_github.token}\n')
+    gh.chmod(0o755)
+    db = tmp_path / "q.db"
+    _run(db, "create", "x")
+    env = {"GITHUB_API_URL": fake_github.url, "WORKQ_GITHUB_PACE": "0"}
+    env["PATH"] = f"{bin_dir}:{os.environ.get('PATH', '')}"
+    done = _run(db, "sync", "github", "--repo", REPO, env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(fake_github.issues()) == 1
+
+
+def test_retry_and_forget(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    db = tmp_path / "q.db"
+    _run(db, "create", "x")
+    fake_github.inject_fault(
+        "POST", "/repos/*/*/issues", kind="error", status=422, message="nope", count=1
+    )
+    fake_github.seed_label("priority:medium")
+    fake_github.seed_label("type:task")
+    fake_github.seed_label("status:backlog")
+    parked = _run(db, "sync", "github", "--repo", REPO, env=_gh_env(fake_github))
+    assert "1 parked as dead" in parked.stderr
+    status = _run(db, "sync", "status").stdout
+    assert "dead           1" in status and "nope" in status
+    assert "1 rows due now" in _run(db, "sync", "retry").stdout
+    again = _run(db, "sync", "github", "--repo", REPO, env=_gh_env(fake_github))
+    assert "1 created" in again.stdout
+    forgot = _run(db, "sync", "forget", "--repo", REPO)
+    assert "No longer mirroring acme/widgets (1 links dropped)" in forgot.stdout
+    assert "No GitHub mirror" in _run(db, "sync", "status").stdout
