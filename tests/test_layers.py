@@ -68,8 +68,9 @@ def test_imports_follow_the_layers(path: Path) -> None:
 def test_every_command_is_in_the_readme() -> None:
     from typer.main import get_command
 
-    from workq.cli.main import app
+    from workq.cli.main import load_commands
 
+    app = load_commands()
     readme = (SRC.parents[1] / "README.md").read_text()
     group = get_command(app)
     for name in group.commands:  # type: ignore[attr-defined]

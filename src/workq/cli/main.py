@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from workq import __version__
-from workq.cli import admin, claims, issues, output, plan, sync, workflow
+from workq.cli import output
 from workq.cli.state import State
 from workq.errors import InvalidInput, WorkqError
 
@@ -91,19 +91,43 @@ def serve(
     )
 
 
-issues.register(app)
-claims.register(app)
-admin.register(app)
-sync.register(app)
-plan.register(app)
-workflow.register(app)
+_GLOBAL_OPTIONS_WITH_VALUES = {"--db", "--database-url", "--as"}
+_loaded = False
+
+
+def load_commands() -> typer.Typer:
+    """Register every command. `workq serve` skips this: the server imports what it needs
+    itself, in the background, so an agent's client is not kept waiting at start."""
+    global _loaded
+    if not _loaded:
+        from workq.cli import admin, claims, issues, plan, sync, workflow
+
+        for module in (issues, claims, admin, sync, plan, workflow):
+            module.register(app)
+        _loaded = True
+    return app
+
+
+def _command_word(args: list[str]) -> str | None:
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _GLOBAL_OPTIONS_WITH_VALUES:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a workq error is one line on stderr with its code, and exit status 1."""
-    verbose = "--verbose" in sys.argv or "-v" in sys.argv
+    args = sys.argv[1:] if argv is None else argv
+    verbose = "--verbose" in args or "-v" in args
+    if _command_word(args) != "serve":
+        load_commands()
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=args, standalone_mode=False)
     except WorkqError as exc:
         if verbose:
             raise

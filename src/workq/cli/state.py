@@ -6,11 +6,14 @@ import getpass
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from workq.config import Settings, load_settings
-from workq.services.context import Queue
+
+if TYPE_CHECKING:
+    from workq.services.context import Queue
 
 
 @dataclass
