@@ -91,7 +91,7 @@ def doctor(
             ["check", "#", "finding", "repaired"],
             [(f.check, f.number, f.detail, "yes" if f.repaired else "no") for f in report.findings],
         )
-        if not repair:
+        if not repair and any(f.repairable for f in report.findings):
             output.line("Run 'workq doctor --repair' to fix these.")
     if not report.ok:
         raise typer.Exit(1)

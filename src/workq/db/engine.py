@@ -25,7 +25,7 @@ from sqlalchemy.pool import NullPool, Pool, QueuePool
 
 from workq.db import dialect
 from workq.db.failures import explain_sqlite, translate
-from workq.errors import Busy, ConnectionLost, StorageError
+from workq.errors import Busy, ConnectionLost, StorageError, WorkqError
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -80,6 +80,16 @@ class Database:
     @property
     def is_sqlite(self) -> bool:
         return self.dialect == "sqlite"
+
+    def _translate(self, exc: BaseException) -> WorkqError:
+        """A workq error for a driver error; for a SQLite file, named from the file system
+        when it says more (the hot path runs on the driver's cursor, past the engine)."""
+        database = make_url(self.url).database if self.is_sqlite else None
+        if database and database != ":memory:":
+            explained = explain_sqlite(Path(database).expanduser().resolve(), exc)
+            if explained is not None:
+                return explained
+        return translate(exc)
 
     def _reader(self) -> Connection | None:
         """This thread's kept read connection (SQLite), or None to use the pool."""
@@ -140,7 +150,7 @@ class Database:
                 with self.engine.connect() as conn, dialect.for_reading(conn).begin():
                     yield conn
         except DRIVER_ERRORS as exc:
-            error = translate(exc)
+            error = self._translate(exc)
             if isinstance(error, ConnectionLost):
                 error.hint = "nothing was changed; retry when the database server is back"
             raise error from exc
@@ -157,7 +167,7 @@ class Database:
                 transaction.commit()
                 return result
         except DRIVER_ERRORS as exc:
-            error = translate(exc)
+            error = self._translate(exc)
             if not (committing and isinstance(error, ConnectionLost)):
                 raise error from exc
             outcome = self._outcome(written)

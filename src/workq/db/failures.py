@@ -48,9 +48,9 @@ _BY_MESSAGE: tuple[tuple[str, type[StorageError]], ...] = (
 # for the error class's own). The driver's text stays in the ``cause`` fact.
 _SQLITE_MEANS: dict[str, tuple[str, str | None]] = {
     "database is locked": (
-        "another process held the database's write lock for longer than the busy timeout",
-        "retry in a moment (nothing was changed); if it persists, find the process holding "
-        "a long write transaction, or raise WORKQ_BUSY_TIMEOUT_MS",
+        "another process held a lock on the database for longer than the busy timeout",
+        "retry in a moment (nothing was changed); if it persists, look for a process holding "
+        "a long transaction on the database, or raise WORKQ_BUSY_TIMEOUT_MS",
     ),
     "readonly database": (
         "the database cannot be written: the file, its folder or its filesystem is read-only",

@@ -10,13 +10,23 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Table, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, Table, and_, delete, func, insert, or_, select, update
 
 from workq.db.migrate import HEAD
 from workq.db.models import UTCDateTime
-from workq.db.tables import comments, counters, dependencies, events, issues, labels
-from workq.errors import InvalidInput, StorageError
-from workq.schemas import Status
+from workq.db.tables import (
+    comments,
+    counters,
+    dependencies,
+    events,
+    github_comments,
+    issues,
+    labels,
+    plan_issues,
+    workflows,
+)
+from workq.errors import CorruptDatabase, InvalidInput, StorageError
+from workq.schemas import IssueType, Priority, Status
 from workq.services.context import Queue, record
 from workq.services.issues import COUNTER
 
@@ -29,6 +39,7 @@ class Finding(BaseModel):
     number: int | None = None
     detail: str
     repaired: bool = False
+    repairable: bool = True  # whether --repair fixes it (not damage, not a long cycle)
 
 
 class DoctorReport(BaseModel):
@@ -50,19 +61,17 @@ def blocked_oracle(conn: Connection) -> dict[str, int]:
 
 
 def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
-    """Check integrity, blocked counts, claims, orphans and the counter; fix with repair."""
-    findings: list[Finding] = []
-    if q.db.is_sqlite:
-        with q.db.read() as conn:
-            for (line,) in conn.exec_driver_sql("PRAGMA integrity_check"):
-                if line != "ok":
-                    findings.append(Finding(check="integrity", detail=str(line)))
-    if any(f.check == "integrity" for f in findings):
+    """Check integrity, stored values, dependency cycles, blocked counts, claims (expired,
+    half-made, without a lease), orphan rows and the number counter; fix with repair."""
+    findings = _integrity(q) if q.db.is_sqlite else []
+    if findings:
         return DoctorReport(ok=False, findings=findings, repaired=0)
 
     def work(conn: Connection) -> list[Finding]:
-        found: list[Finding] = []
         now = q.now()
+        # Values and cycles first: what they repair changes the counts checked next.
+        found = list(_values(q, conn, now, repair))
+        found.extend(_cycles(conn, repair))
         truth = blocked_oracle(conn)
         for issue_id, number, stored in conn.execute(
             select(issues.c.id, issues.c.number, issues.c.open_blockers)
@@ -107,6 +116,139 @@ def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
     )
 
 
+def _integrity(q: Queue) -> list[Finding]:
+    hint = "restore from a backup ('workq backup' makes one while agents work)"
+    try:
+        with q.db.read() as conn:
+            lines = [str(line) for (line,) in conn.exec_driver_sql("PRAGMA integrity_check")]
+    except CorruptDatabase as exc:  # too damaged for the check to finish
+        cause = exc.facts.get("cause")
+        detail = f"{exc.message} ({cause}); {hint}"
+        return [Finding(check="integrity", detail=detail, repairable=False)]
+    return [
+        Finding(check="integrity", detail=f"{line}; {hint}", repairable=False)
+        for line in lines
+        if line != "ok"
+    ]
+
+
+_STATUSES = tuple(s.value for s in Status)
+_TYPES = tuple(t.value for t in IssueType)
+_RANKS = tuple(p.rank for p in Priority)
+
+
+def _values(q: Queue, conn: Connection, now: datetime, repair: bool) -> Iterator[Finding]:
+    """Values no command writes (a hand edit): every read of the issue would fail."""
+    bad = select(issues).where(
+        or_(
+            issues.c.status.not_in(_STATUSES),
+            issues.c.priority.not_in(_RANKS),
+            issues.c.issue_type.not_in(_TYPES),
+        )
+    )
+    for row in conn.execute(bad).all():
+        changes: dict[str, Any] = {}
+        if row.status not in _STATUSES:
+            done = row.closed_at is not None
+            changes["status"] = Status.DONE.value if done else Status.OPEN.value
+            changes.update(claimed_by=None, claimed_at=None, lease_expires_at=None)
+        if row.priority not in _RANKS:
+            changes["priority"] = Priority.MEDIUM.rank
+        if row.issue_type not in _TYPES:
+            changes["issue_type"] = IssueType.TASK.value
+        shown = {**changes, "priority": Priority.MEDIUM.value}
+        said = [
+            f"{name} {getattr(row, name)!r} is not valid, "
+            f"{'set' if repair else 'would be set'} to {shown[name]!r}"
+            for name in ("status", "priority", "issue_type")
+            if name in changes
+        ]
+        yield Finding(check="values", number=row.number, detail="; ".join(said), repaired=repair)
+        if repair:
+            conn.execute(
+                update(issues).where(issues.c.id == row.id).values(**changes, updated_at=now)
+            )
+            record(
+                q,
+                conn,
+                kind="repaired",
+                issue_id=row.id,
+                number=row.number,
+                actor="workq doctor",
+                now=now,
+                before={k: getattr(row, k) for k in changes},
+                after={**changes, "check": "values"},
+            )
+
+
+def _cycles(conn: Connection, repair: bool) -> Iterator[Finding]:
+    """Issues that wait on each other (a hand edit; the commands refuse cycles): none of
+    them can ever be ready. An issue waiting on itself is repaired; longer cycles are
+    reported, for a person to choose which dependency goes."""
+    blocker, blocked = issues.alias("blocker"), issues.alias("blocked")
+    edges = conn.execute(
+        select(blocker.c.number, blocked.c.number)
+        .join(dependencies, dependencies.c.blocker_id == blocker.c.id)
+        .join(blocked, dependencies.c.blocked_id == blocked.c.id)
+        .where(blocker.c.status != Status.DONE.value, blocked.c.status != Status.DONE.value)
+    ).all()
+    waits_on: dict[int, list[int]] = {}
+    for first, second in edges:
+        if first == second:
+            yield Finding(
+                check="dependency_cycle",
+                number=first,
+                detail=f"#{first} waits on itself; "
+                + ("dependency removed" if repair else "remove it"),
+                repaired=repair,
+            )
+            if repair:
+                gone = select(issues.c.id).where(issues.c.number == first).scalar_subquery()
+                conn.execute(
+                    delete(dependencies).where(
+                        dependencies.c.blocker_id == gone, dependencies.c.blocked_id == gone
+                    )
+                )
+            continue
+        waits_on.setdefault(second, []).append(first)
+    for cycle in _find_cycles(waits_on):
+        path = " -> ".join(f"#{n}" for n in [*cycle, cycle[0]])
+        yield Finding(
+            check="dependency_cycle",
+            number=cycle[0],
+            detail=f"{path} wait on each other and can never be ready; "
+            f"remove one with 'workq undepend'",
+            repairable=False,
+        )
+
+
+def _find_cycles(waits_on: dict[int, list[int]]) -> list[list[int]]:
+    """One cycle per strongly connected group of the graph (iterative DFS)."""
+    state: dict[int, int] = {}  # 1 on the current path, 2 finished
+    cycles: list[list[int]] = []
+    for start in sorted(waits_on):
+        if start in state:
+            continue
+        path: list[int] = []
+        stack: list[tuple[int, Iterator[int]]] = [(start, iter(waits_on.get(start, ())))]
+        state[start] = 1
+        path.append(start)
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+            elif state.get(child) == 1:
+                cycles.append(path[path.index(child) :])
+            elif child not in state:
+                state[child] = 1
+                path.append(child)
+                stack.append((child, iter(waits_on.get(child, ()))))
+    return cycles
+
+
 def _read_only(q: Queue, work: Any) -> list[Finding]:
     with q.db.read() as conn:
         result: list[Finding] = work(conn)
@@ -125,6 +267,15 @@ def _claims(q: Queue, conn: Connection, now: datetime, repair: bool) -> Iterator
             "claim_state",
             and_(in_progress, issues.c.claimed_by.is_(None)),
             "in progress without a holder; returned to the queue",
+        ),
+        (
+            "claim_state",
+            and_(
+                in_progress,
+                issues.c.claimed_by.is_not(None),
+                issues.c.lease_expires_at.is_(None),
+            ),
+            "claimed by {holder} without a lease, so it would never expire; returned to the queue",
         ),
         (
             "claim_state",
@@ -167,20 +318,26 @@ def _claims(q: Queue, conn: Connection, now: datetime, repair: bool) -> Iterator
 
 
 def _orphans(conn: Connection, repair: bool) -> Iterator[Finding]:
-    known = select(issues.c.id)
-    for table, column in (
-        (labels, labels.c.issue_id),
-        (comments, comments.c.issue_id),
-        (dependencies, dependencies.c.blocker_id),
-        (dependencies, dependencies.c.blocked_id),
+    """Rows whose issue (or comment) is gone: a delete made by hand with foreign keys off
+    (the sqlite3 shell's default)."""
+    for table, column, parent in (
+        (labels, labels.c.issue_id, issues.c.id),
+        (comments, comments.c.issue_id, issues.c.id),
+        (dependencies, dependencies.c.blocker_id, issues.c.id),
+        (dependencies, dependencies.c.blocked_id, issues.c.id),
+        (workflows, workflows.c.issue_id, issues.c.id),
+        (plan_issues, plan_issues.c.issue_id, issues.c.id),
+        (github_comments, github_comments.c.comment_id, comments.c.id),
     ):
+        known = select(parent)
         count = conn.execute(
             select(func.count()).select_from(table).where(column.not_in(known))
         ).scalar_one()
         if count:
+            what = "comment" if parent.table is comments else "issue"
             yield Finding(
                 check="orphans",
-                detail=f"{count} row(s) of {table.name} point at a missing issue",
+                detail=f"{count} row(s) of {table.name} point at a missing {what}",
                 repaired=repair,
             )
             if repair:
