@@ -239,14 +239,14 @@ class QueueMachine(RuleBasedStateMachine):
 
 def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock) -> None:
     queue.lease_seconds = LEASE
-    QueueMachine.queue = queue
-    QueueMachine.clock = clock
+    # A fresh subclass per engine: hypothesis settings may be applied to a class only once.
+    machine = type("Machine", (QueueMachine,), {"queue": queue, "clock": clock})
     run = settings(
         max_examples=40,
         stateful_step_count=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )(QueueMachine).TestCase
+    )(machine).TestCase
     run().runTest()
 
 
