@@ -6,9 +6,10 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, exists, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, exists, insert, select, update
 
 from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
 from workq.db.tables import counters, issues
 from workq.db.tables import dependencies as deps
 from workq.db.tables import labels as labels_t
@@ -129,23 +130,34 @@ def _labels_of(conn: Connection, issue_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+_blocker = issues.alias("blocker")
+_blocked_by = Prepared(
+    select(_blocker.c.number)
+    .join(deps, deps.c.blocker_id == _blocker.c.id)
+    .where(deps.c.blocked_id == bindparam("issue_id"))
+    .order_by(_blocker.c.number)
+)
+_blocks = Prepared(
+    select(issues.c.number)
+    .join(deps, deps.c.blocked_id == issues.c.id)
+    .where(deps.c.blocker_id == bindparam("issue_id"))
+    .order_by(issues.c.number)
+)
+_labels = Prepared(
+    select(labels_t.c.name)
+    .where(labels_t.c.issue_id == bindparam("issue_id"))
+    .order_by(labels_t.c.name)
+)
+
+
 def _detail(conn: Connection, number: int) -> Issue:
     row = load(conn, number)
-    blocker = issues.alias("blocker")
-    blocked_by = conn.execute(
-        select(blocker.c.number)
-        .join(deps, deps.c.blocker_id == blocker.c.id)
-        .where(deps.c.blocked_id == row.id)
-        .order_by(blocker.c.number)
-    ).scalars()
-    blocks = conn.execute(
-        select(issues.c.number)
-        .join(deps, deps.c.blocked_id == issues.c.id)
-        .where(deps.c.blocker_id == row.id)
-        .order_by(issues.c.number)
-    ).scalars()
+    ids = {"issue_id": row.id}
     return to_issue(
-        row, labels=_labels_of(conn, row.id), blocked_by=list(blocked_by), blocks=list(blocks)
+        row,
+        labels=[r.name for r in _labels.rows(conn, ids)],
+        blocked_by=[r.number for r in _blocked_by.rows(conn, ids)],
+        blocks=[r.number for r in _blocks.rows(conn, ids)],
     )
 
 
