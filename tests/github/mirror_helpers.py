@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.github_fake.server import ControlAPI, FakeGitHub
+from tests.github_fake.server import ControlAPI, FakeGitHub, RemoteFakeGitHub
 from workq.config import Settings
 from workq.github.sync import PassResult, Session, connect, run_pass
 from workq.github.worker import Options
@@ -21,7 +21,7 @@ FAST = Options(write_interval=0.0, backoff_base=1.0, lease_seconds=30.0, poll_in
 MARKER = re.compile(r"<!-- workq:id=([0-9a-f]{32}) -->")
 
 
-def env_for(fake: ControlAPI, url: str) -> dict[str, str]:
+def env_for(fake: FakeGitHub | RemoteFakeGitHub, url: str) -> dict[str, str]:
     return {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": url}
 
 

@@ -92,7 +92,7 @@ async def test_tools_stay_fast_while_github_hangs_and_the_mirror_catches_up(
 ) -> None:
     fake: ControlAPI = fake_github
     stop = start_background_sync(
-        settings, REPO, env=env_for(fake, fake_github.url), options=OPTIONS, timeout=1.5
+        settings, REPO, env=env_for(fake_github, fake_github.url), options=OPTIONS, timeout=1.5
     )
     try:
         # Every request hangs until the client gives up.
