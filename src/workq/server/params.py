@@ -28,7 +28,7 @@ RunId = Annotated[
     Field(
         min_length=1,
         max_length=RUN_ID_MAX,
-        description="Who acts; default: this server's run id",
+        description="Default: this server's run id",
     ),
 ]
 Title = Annotated[str, Field(min_length=1, max_length=TITLE_MAX)]

@@ -44,7 +44,7 @@ def register(reg: Registry) -> None:
         agent: Agent | None = None,
         labels: Labels | None = None,
         context: Annotated[
-            Notes | None, Field(description="Background (seed 000 template)")
+            Notes | None, Field(description="Background")
         ] = None,
         acceptance_criteria: Criteria | None = None,
         technical_notes: Notes | None = None,
