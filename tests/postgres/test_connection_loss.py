@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, text
 from tests.postgres.servers import FaultProxy
 from workq.config import Settings
 from workq.errors import ConnectionLost
-from workq.services import issues
+from workq.services import claims, issues, notes
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -163,3 +163,24 @@ def test_connections_killed_in_the_pool_are_replaced_unnoticed(
     assert killed and killed >= 1
     assert issues.get(direct, 1).title == "issue 0"
     assert issues.create(direct, title="after").number == 4
+
+
+def test_lost_in_a_hot_path_statement_is_retried_and_claims_once(
+    direct: Queue, proxied: Queue, proxy: FaultProxy
+) -> None:
+    issues.create(direct, title="claim me")
+    proxy.arm(b"SKIP LOCKED", deliver=False)  # the prepared ready query, on psycopg's cursor
+    got = claims.claim_next(proxied, "run-a")
+    assert proxy.fired == 1
+    assert got is not None and got.number == 1 and got.claimed_by == "run-a"
+    assert [e.kind for e in notes.history(direct, 1)] == ["created", "claimed"]
+    proxy.arm(b"SKIP LOCKED", deliver=False, times=2)
+    issues.create(direct, title="stays open")
+    fresh = open_queue(Settings(database_url=proxied.db.url))  # prepares its statements anew
+    try:
+        with pytest.raises(ConnectionLost) as lost:
+            claims.claim_next(fresh, "run-b")
+        assert lost.value.facts["applied"] is False
+    finally:
+        fresh.db.dispose()
+    assert issues.get(direct, 2).claimed_by is None

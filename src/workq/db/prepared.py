@@ -4,7 +4,8 @@ SQLAlchemy's per-execution work (parameter processing, result metadata, events) 
 as much as SQLite's own work for a claim, and it runs while the write lock is held. A
 ``Prepared`` statement is compiled once to SQLite SQL with named parameters; its datetime
 parameters and result columns are converted here the way ``UTCDateTime`` stores them.
-On other engines it simply runs through SQLAlchemy.
+On PostgreSQL it is compiled once more, for psycopg, and runs on psycopg's cursor as a
+server-side prepared statement; driver errors are wrapped as SQLAlchemy would wrap them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.selectable import Select
 
@@ -53,6 +55,27 @@ class Prepared:
         names = [c.key for c in columns]
         self.row_type = namedtuple("Row", names) if names else None
         self.times = [i for i, c in enumerate(columns) if isinstance(c.type, UTCDateTime)]
+        self._pg: tuple[str, dict[str, Any]] | None = None
+
+    def _postgres(self, conn: Connection, params: Mapping[str, Any]) -> Any:
+        if self._pg is None:
+            compiled = self.stmt.compile(dialect=conn.dialect)
+            self._pg = (str(compiled), dict(compiled.params))
+        sql, defaults = self._pg
+        bound = {**defaults, **params}
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        cursor = driver.cursor()
+        try:
+            cursor.execute(sql, bound, prepare=True)
+        except driver.Error as err:
+            lost = bool(driver.broken or driver.closed)
+            if lost:
+                conn.invalidate(err)
+            raise DBAPIError.instance(
+                sql, bound, err, type(driver).Error, connection_invalidated=lost
+            ) from err
+        return cursor
 
     def _raw(self, conn: Connection, params: Mapping[str, Any]) -> Any:
         bound = dict(self.defaults)
@@ -63,19 +86,22 @@ class Prepared:
         return driver.execute(self.sql, bound)
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
-        if conn.dialect.name != "sqlite":
-            return list(conn.execute(self.stmt, dict(params)))
         assert self.row_type is not None
+        postgres = conn.dialect.name == "postgresql"
+        cursor = self._postgres(conn, params) if postgres else self._raw(conn, params)
         found = []
-        for raw in self._raw(conn, params).fetchall():
+        for raw in cursor.fetchall():
             values = list(raw)
             for i in self.times:
-                values[i] = from_sqlite(values[i])
+                if postgres:
+                    values[i] = values[i] and values[i].astimezone(UTC)
+                else:
+                    values[i] = from_sqlite(values[i])
             found.append(self.row_type(*values))
         return found
 
     def count(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run a statement without results; the number of rows it changed."""
-        if conn.dialect.name != "sqlite":
-            return int(conn.execute(self.stmt, dict(params)).rowcount)
+        if conn.dialect.name == "postgresql":
+            return int(self._postgres(conn, params).rowcount)
         return int(self._raw(conn, params).rowcount)
