@@ -204,3 +204,26 @@ def test_an_exhausted_pool_is_busy_with_the_setting_to_raise(pg_url: str, pg_que
         assert issues.get(small, 1).title == "one"
     finally:
         small.db.dispose()
+
+
+def test_a_repair_waits_for_writers_in_flight(pg_queue: Queue, pg_url: str) -> None:
+    for title in ("blocker", "blocked"):
+        issues.create(pg_queue, title=title)
+    dependencies.depend(pg_queue, blocker=1, blocked=2)
+    claims.claim(pg_queue, 1, "run-a")
+    reports: list[maintenance.DoctorReport] = []
+    with _table_locked(pg_url, "events") as release:
+        completing, complete_errors = _in_thread(lambda: claims.complete(pg_queue, 1, {"run-a"}))
+        _waiting(pg_url, 1)
+        # The repair must not compare the graph and the counts while the complete is half
+        # done; it waits for it (and any other writer) before reading anything.
+        repairing, repair_errors = _in_thread(
+            lambda: reports.append(maintenance.doctor(pg_queue, repair=True))
+        )
+        _waiting(pg_url, 2)
+        release()
+        completing.join(30)
+        repairing.join(30)
+    assert not complete_errors and not repair_errors, complete_errors + repair_errors
+    assert reports[0].findings == []
+    assert issues.get(pg_queue, 2).open_blockers == 0

@@ -122,6 +122,15 @@ class Transaction:
     server_started: datetime
 
 
+def hold_writers(conn: Connection) -> None:
+    """Keep every other writer out until this transaction ends (readers go on): a repair
+    compares counts read by several statements, which READ COMMITTED would not keep still.
+    SQLite's write lock already does."""
+    if conn.dialect.name == "postgresql":
+        for table in ("issues", "dependencies"):
+            conn.execute(text(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))
+
+
 def transaction(conn: Connection) -> Transaction | None:
     """The open transaction if it has written anything, to ask about its commit later;
     None on SQLite, or when nothing was written."""

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Table, and_, delete, func, insert, or_, select, update
 
+from workq.db import dialect
 from workq.db.migrate import HEAD
 from workq.db.models import UTCDateTime
 from workq.db.tables import (
@@ -68,6 +69,8 @@ def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
         return DoctorReport(ok=False, findings=findings, repaired=0)
 
     def work(conn: Connection) -> list[Finding]:
+        if repair:
+            dialect.hold_writers(conn)  # the counts are compared across several statements
         now = q.now()
         # Values and cycles first: what they repair changes the counts checked next.
         found = list(_values(q, conn, now, repair))
