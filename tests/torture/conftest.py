@@ -55,3 +55,26 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50, p90, p99 and max of latencies in seconds, as milliseconds."""
+    if not samples:
+        return {}
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+
+    return {"n": len(ordered), "p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "max": at(1.0)}
+
+
+def latency_lines(label: str, by_op: dict[str, list[float]]) -> list[str]:
+    lines = []
+    for op, samples in sorted(by_op.items()):
+        p = percentiles(samples)
+        lines.append(
+            f"{label} {op}: n={p['n']} p50 {p['p50']} ms, p90 {p['p90']} ms, "
+            f"p99 {p['p99']} ms, max {p['max']} ms"
+        )
+    return lines

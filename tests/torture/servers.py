@@ -138,12 +138,18 @@ class RawServer:
         try:
             return self.process.wait(timeout=START_TIMEOUT)
         finally:
-            self.log.close()
+            self._release()
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=START_TIMEOUT)
+        self._release()
+
+    def _release(self) -> None:
+        self.reader.join(timeout=START_TIMEOUT)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
         self.log.close()
 
 
