@@ -6,13 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, insert, select, text
 
 from workq.config import Settings
-from workq.db import migrate
+from workq.db import migrate, models
 from workq.errors import InvalidInput, SchemaMismatch
 from workq.services import claims, dependencies, issues, maintenance, notes, transfer
 from workq.services.context import Queue
@@ -38,6 +39,68 @@ def _fill(queue: Queue) -> None:
     issues.update_issue(queue, 2, add_labels=["docs"], priority="high")
 
 
+def _fill_the_rest(queue: Queue) -> None:
+    """Rows in the tables the export leaves out: the GitHub mirror's, plans, workflows."""
+    now = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
+    issue_id = issues.get(queue, 2).id
+    comment_id = notes.comments(queue, 4)[0].id
+    rows = {
+        models.GitHubMirrorRow: {"repo": "acme/app", "created_at": now, "import_etag": 'W/"x"'},
+        models.GitHubLinkRow: {
+            "issue_id": issue_id,
+            "number": 2,
+            "repo": "acme/app",
+            "gh_number": 17,
+            "url": "https://github.com/acme/app/issues/17",
+            "snapshot": "{}",
+            "linked_at": now,
+        },
+        models.GitHubCommentRow: {
+            "comment_id": comment_id,
+            "gh_comment_id": 2**40,
+            "started_at": now,
+        },
+        models.PlanRow: {
+            "id": "p1",
+            "run_id": "run-a",
+            "slug": "big-plan",
+            "goal": "ship",
+            "phase": "design",
+            "status": "active",
+            "path": "/plans/big-plan.md",
+            "active_run": "run-a",
+            "active_slug": "big-plan",
+            "created_at": now,
+            "updated_at": now,
+        },
+        models.PlanIssueRow: {"plan_id": "p1", "task": 1, "issue_id": issue_id},
+        models.WorkflowRow: {
+            "issue_id": issue_id,
+            "phase": "testing",
+            "tests_passed": False,
+            "started_by": "run-b",
+            "started_at": now,
+            "updated_at": now,
+        },
+    }
+    with queue.db.engine.begin() as conn:
+        for model, values in rows.items():
+            conn.execute(insert(model.__table__), values)
+    issues.update_issue(queue, 2, description="mirrored")  # queues an outbox row
+
+
+def _every_row(url: str) -> dict[str, list[tuple[object, ...]]]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {
+                table.name: sorted((tuple(row) for row in conn.execute(select(table))), key=repr)
+                for table in models.Base.metadata.sorted_tables
+            }
+    finally:
+        engine.dispose()
+
+
 def _export(queue: Queue) -> list[str]:
     return list(maintenance.export_lines(queue))
 
@@ -46,15 +109,19 @@ def test_round_trip_sqlite_postgresql_sqlite_is_identical(tmp_path: Path, pg_url
     first = tmp_path / "first.db"
     source = open_queue(Settings(db_path=first))
     _fill(source)
+    _fill_the_rest(source)
     original = _export(source)
     source.db.dispose()
 
     there = transfer.copy_queue(Settings(), str(first), pg_url)
-    assert there.counts["issue"] == 4 and there.counts["comment"] == 2
+    assert there.counts["issues"] == 4 and there.counts["comments"] == 2
+    assert all(there.counts[t.name] for t in models.Base.metadata.sorted_tables)
     assert "workq:***@" in there.target  # no password in what is printed
     back = transfer.copy_queue(Settings(), pg_url, str(tmp_path / "back.db"))
     assert back.digest == there.digest
 
+    rows = _every_row(f"sqlite:///{first}")
+    assert _every_row(f"sqlite:///{tmp_path / 'back.db'}") == rows
     pg = open_queue(Settings(database_url=pg_url))
     again = open_queue(Settings(db_path=tmp_path / "back.db"))
     try:
@@ -146,9 +213,28 @@ def test_db_copy_command(tmp_path: Path, pg_url: str) -> None:
     done = workq("db", "copy", "--from", str(first), "--to", pg_url, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["counts"]["issue"] == 4 and "***" in report["target"]
+    assert report["counts"]["issues"] == 4 and "***" in report["target"]
     again = workq("db", "copy", "--from", str(first), "--to", pg_url)
     assert again.returncode == 1
     assert "INVALID_INPUT" in again.stderr and "already holds a queue" in again.stderr
     shown = workq("--database-url", pg_url, "show", "2")
     assert shown.returncode == 0 and "Docs" in shown.stdout
+
+
+def test_the_check_after_the_copy_sees_a_single_changed_value(tmp_path: Path, pg_url: str) -> None:
+    first = tmp_path / "first.db"
+    source = open_queue(Settings(db_path=first))
+    _fill(source)
+    transfer.copy_queue(Settings(), str(first), pg_url)
+    target = open_queue(Settings(database_url=pg_url))
+    try:
+        assert transfer._digests(source.db) == transfer._digests(target.db)
+        with target.db.engine.begin() as conn:
+            conn.execute(text("UPDATE comments SET body = 'why!' WHERE body = 'why?'"))
+        differ = transfer._digests(target.db)
+        assert {n for n, d in transfer._digests(source.db).items() if differ[n] != d} == {
+            "comments"
+        }
+    finally:
+        source.db.dispose()
+        target.db.dispose()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, exc, text
+from sqlalchemy import Connection, Engine, Integer, Table, create_engine, exc, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
@@ -187,14 +187,19 @@ def search_rows(
 
 
 def reset_sequences(conn: Connection, tables: Iterable[Table]) -> None:
-    """After rows were inserted with explicit ids, start each id sequence above them."""
+    """After rows were inserted with explicit ids, start each table's id sequence above
+    them (tables without one are passed over)."""
     if conn.dialect.name != "postgresql":
         return
     for table in tables:
+        keys = list(table.primary_key.columns)
+        if len(keys) != 1 or not isinstance(keys[0].type, Integer) or keys[0].foreign_keys:
+            continue
+        key = keys[0].name
         conn.execute(
             text(
-                f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
-                f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+                f"SELECT setval(pg_get_serial_sequence('{table.name}', '{key}'), "
+                f"COALESCE((SELECT MAX({key}) FROM {table.name}), 0) + 1, false)"
             )
         )
 
