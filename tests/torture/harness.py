@@ -19,6 +19,7 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from multiprocessing.process import BaseProcess
@@ -125,6 +126,7 @@ class Torture:
         self.rng = random.Random(seed)
         self.pool = pool or {"service": 3, "mcp": 1, "cli": 1}
         self.pause = pause
+        self.pace = 0.0  # extra seconds between kills, on average (the soak's rate)
         self.workers: dict[str, Worker] = {}
         self.generation: Counter[str] = Counter()
         self.kind_of: dict[str, str] = {}
@@ -249,8 +251,15 @@ class Torture:
             self.deaths[name] = time.time()
             self.spawn(worker.slot, worker.spec.kind)
 
-    def run(self, budget: dict[str, int], *, time_limit: float) -> Report:
-        """Spend the kill budget (checking after every kill), then stop and drain."""
+    def run(
+        self,
+        budget: dict[str, int],
+        *,
+        time_limit: float,
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Spend the kill budget (checking after every kill), then stop and drain.
+        ``progress`` is called after every check."""
         started = time.monotonic()
         left = {k: n for k, n in budget.items() if n > 0}
         self.start()
@@ -263,7 +272,7 @@ class Torture:
                     time.sleep(0.05)
                     continue
                 target = self.rng.choice(targets)
-                time.sleep(self.rng.uniform(0.0, 0.3))  # a random moment of its work
+                time.sleep(self.rng.uniform(0.0, 0.3) + self.pace * self.rng.random() * 2)
                 if not self.kill(kind, target):
                     continue
                 self.report.kills[kind] += 1
@@ -271,6 +280,10 @@ class Torture:
                 if not left[kind]:
                     del left[kind]
                 self.checker.check()
+                if progress is not None:
+                    self.report.elapsed = time.monotonic() - started
+                    self.report.tally = self.checker.tally
+                    progress(self.report)
         finally:
             self.stop()
         self.checker.check()
@@ -283,12 +296,20 @@ class Torture:
             self.report.events = conn.execute(text("SELECT count(*) FROM events")).scalar_one()
         return self.report
 
-    def run_for(self, seconds: float, *, kills_per_minute: float) -> Report:
-        """The soak: kill at a steady rate for a while (budgets grow as time passes)."""
+    def run_for(
+        self,
+        seconds: float,
+        *,
+        kills_per_minute: float,
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """The soak: for ``seconds``, kill at about ``kills_per_minute`` (paced: a pause
+        between kills), checking every invariant after each; then stop and drain."""
         total = max(1, int(seconds / 60 * kills_per_minute))
         share = {"service": 0.6, "serve": 0.15, "client": 0.1, "cli": 0.15}
         budget = {k: max(1, round(total * f)) for k, f in share.items()}
-        return self.run(budget, time_limit=seconds)
+        self.pace = 60.0 / kills_per_minute if kills_per_minute > 0 else 0.0
+        return self.run(budget, time_limit=seconds, progress=progress)
 
     def stop(self) -> None:
         """Ask every worker to stop, wait for them and their servers, record them dead."""

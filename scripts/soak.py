@@ -1,0 +1,79 @@
+"""Soak: the crash torture, continuously, for as long as you like.
+
+    .venv/bin/python scripts/soak.py --duration 3600 [--kills-per-minute 60] [--keep DIR]
+
+A pool of workers (services in process, MCP clients driving real ``workq serve``
+processes, CLI commands) runs a mixed workload on one SQLite file. At random moments one
+of them, or a server, or a command, is killed with SIGKILL and replaced; after every
+kill the checks of tests/torture run: integrity, doctor, no issue with two holders, every
+acknowledged write present. At the end every claim a dead worker left is taken again and
+the queue is drained. A line of figures is printed after every kill; the summary at the
+end. Exit status 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness lives in tests/torture
+
+from tests.torture.harness import Report, Torture  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, required=True, help="seconds to run")
+    parser.add_argument("--kills-per-minute", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="workq-soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"soak: {args.duration:.0f} s, about {args.kills_per_minute:g} kills a minute, "
+        f"seed {seed}, in {work}",
+        flush=True,
+    )
+
+    def progress(report: Report) -> None:
+        t = report.tally
+        print(
+            f"{report.elapsed:7.0f} s  kills {report.crashes_survived:5d}  "
+            f"checks {t.checks:5d}  acked {sum(t.acked.values()):7d}  "
+            f"lost {t.lost_writes}  double claims {t.double_claims}  "
+            f"violations {len(t.violations)}",
+            flush=True,
+        )
+
+    torture = Torture(work, seed=seed)
+    try:
+        report = torture.run_for(
+            args.duration, kills_per_minute=args.kills_per_minute, progress=progress
+        )
+    finally:
+        torture.checker.close()
+    for line in report.lines():
+        print(line)
+    for problem in report.tally.violations[:50] + report.tally.crashes[:5]:
+        print(f"FAILED: {problem}")
+    if args.json:
+        args.json.write_text(json.dumps({"seed": seed, **report.figures()}, indent=2) + "\n")
+    failed = bool(report.tally.violations or report.tally.crashes)
+    if not args.keep and not failed:
+        shutil.rmtree(work, ignore_errors=True)
+    elif failed:
+        print(f"kept for inspection: {work}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
