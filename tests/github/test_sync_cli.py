@@ -48,6 +48,9 @@ def test_sync_once_then_status_and_show(tmp_path: Path, fake_github: FakeGitHub)
     assert status["last_push_at"] is not None
     assert "linked issues  1" in _run(db, "sync", "status").stdout
     assert len(markers(fake_github)) == 1
+    shown = json.loads(_run(db, "show", "1", "--json").stdout)
+    assert shown["github"]["repo"] == REPO and shown["github"]["gh_number"] >= 1
+    assert f"{REPO}#{shown['github']['gh_number']}" in _run(db, "show", "1").stdout
 
 
 def test_the_token_never_appears_in_output_or_logs(tmp_path: Path, fake_github: FakeGitHub) -> None:
@@ -128,3 +131,40 @@ def test_retry_and_forget(tmp_path: Path, fake_github: FakeGitHub) -> None:
     forgot = _run(db, "sync", "forget", "--repo", REPO)
     assert "No longer mirroring acme/widgets (1 links dropped)" in forgot.stdout
     assert "No GitHub mirror" in _run(db, "sync", "status").stdout
+
+
+def test_serve_mirrors_in_the_background(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    db = tmp_path / "q.db"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "WORKQ_"))}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workq.cli.main", "--db", str(db), "serve", "--sync-github", REPO],
+        env={**base, "PYTHONPATH": str(PROJECT_ROOT / "src"), **_gh_env(fake_github)},
+        cwd=str(tmp_path),
+    )
+
+    async def session() -> None:
+        async with Client(params) as client:
+            made = await client.call_tool("issue_create", {"title": "Mirrored while serving"})
+            assert not made.is_error
+            with anyio.fail_after(60):
+                while not markers(fake_github):
+                    await anyio.sleep(0.1)
+
+    anyio.run(session)
+    assert [i["title"] for i in fake_github.issues()] == ["Mirrored while serving"]
+
+
+def test_serve_with_a_bad_token_refuses_to_start(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    done = _run(
+        tmp_path / "q.db",
+        "serve",
+        "--sync-github",
+        REPO,
+        env=_gh_env(fake_github, GITHUB_TOKEN="wrong"),
+    )
+    assert done.returncode == 1 and done.stderr.startswith("error: ")
+    assert done.stdout == ""

@@ -9,13 +9,13 @@ import typer
 from workq.cli import output
 from workq.cli.state import state
 from workq.schemas import PAGE_DEFAULT, CommentKind, Issue, IssueType, Priority, Status
-from workq.services import dependencies, issues, notes
+from workq.services import dependencies, issues, mirror, notes
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
 
 
-def _show(issue: Issue) -> None:
+def _show(issue: Issue, github: str | None = None) -> None:
     output.fields(
         [
             ("number", f"#{issue.number}"),
@@ -33,6 +33,7 @@ def _show(issue: Issue) -> None:
             ("created", issue.created_at),
             ("updated", issue.updated_at),
             ("closed", issue.closed_at),
+            *([("github", github)] if github else []),
         ]
     )
     if issue.description:
@@ -129,11 +130,15 @@ def list_(
 
 def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
     """Show one issue in full, with its links and the GitHub mirror if any."""
-    issue = issues.get(state(ctx).queue(), number)
+    q = state(ctx).queue()
+    issue = issues.get(q, number)
+    link = mirror.github_link(q, number)
     if json_:
-        output.emit_json(issue)
-    else:
-        _show(issue)
+        data = issue.model_dump(mode="json")
+        data["github"] = link.model_dump(mode="json") if link else None
+        output.emit_json(data)
+        return
+    _show(issue, f"{link.repo}#{link.gh_number} {link.url}" if link else None)
 
 
 def update(

@@ -75,6 +75,14 @@ def serve(
     migrate: Annotated[
         bool, typer.Option("--migrate", help="Migrate a server database before serving.")
     ] = False,
+    sync_github: Annotated[
+        str | None,
+        typer.Option(
+            "--sync-github",
+            metavar="OWNER/NAME",
+            help="Also mirror the queue to this GitHub repository, in the background.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the queue over MCP (stdio by default)."""
     from workq.server.main import serve as run_server  # only this command needs the server
@@ -82,13 +90,24 @@ def serve(
     s = ctx.find_root().obj
     assert isinstance(s, State)
     settings = s.settings(token=token, toolsets=toolsets, run_id=run_id)
-    run_server(
-        settings,
-        transport="streamable-http" if http else "stdio",
-        host=host,
-        port=port,
-        migrate=True if migrate else None,
-    )
+    stop_sync = None
+    if sync_github:
+        from workq.github.sync import start_background_sync
+
+        # Before the server starts: it checks token and access first (fail fast), and it
+        # may migrate the file, which must not overlap the server's own first open.
+        stop_sync = start_background_sync(settings, sync_github)
+    try:
+        run_server(
+            settings,
+            transport="streamable-http" if http else "stdio",
+            host=host,
+            port=port,
+            migrate=True if migrate else None,
+        )
+    finally:
+        if stop_sync is not None:
+            stop_sync()
 
 
 _GLOBAL_OPTIONS_WITH_VALUES = {"--db", "--database-url", "--as"}
