@@ -460,6 +460,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body go out in two writes; without this, Nagle's algorithm holds the
+        # second for the client's delayed ACK (about 40 ms per response).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.fake._track(self.connection, add=True)
 
     def finish(self) -> None:
