@@ -108,8 +108,12 @@ def test_export_import_round_trip_is_lossless(tmp_path: Path) -> None:
     ok(tmp_path, "depend", "2", "--on", "1")
     ok(tmp_path, "comment", "1", "progress note", "--kind", "progress")
     ok(tmp_path, "claim", "1", "--run-id", "r")
+    ok(tmp_path, "workflow", "advance", "1", "research", "--run-id", "r")
+    ok(tmp_path, "plan", "enter", "roadmap", "Plan the next release", "--run-id", "p")
     ok(tmp_path, "delete", "2", "--yes")
     exported = ok(tmp_path, "export")
+    kinds = {json.loads(line)["type"] for line in exported.splitlines()}
+    assert {"issues", "labels", "comments", "events", "counters", "plans", "workflows"} <= kinds
     (tmp_path / "queue.jsonl").write_text(exported)
     ok(tmp_path, "--db", "copy.db", "import", "queue.jsonl")
     assert ok(tmp_path, "--db", "copy.db", "export") == exported

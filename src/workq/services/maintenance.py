@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Table, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Boolean, Connection, Table, and_, delete, func, insert, or_, select, update
 
 from workq.db import dialect
 from workq.db.migrate import HEAD
-from workq.db.models import UTCDateTime
+from workq.db.models import Base, UTCDateTime
 from workq.db.tables import (
     comments,
     counters,
@@ -348,32 +348,31 @@ def _orphans(conn: Connection, repair: bool) -> Iterator[Finding]:
 
 
 # Export and import: one JSON object per line, every table, ids and timestamps kept.
-
-_TABLES: tuple[tuple[str, Table], ...] = (
-    ("issue", issues),
-    ("label", labels),
-    ("dependency", dependencies),
-    ("comment", comments),
-    ("event", events),
-    ("counter", counters),
-)
+# A line's "type" is its table; tables come parents first, so an import inserts in order.
 
 
-def _encode(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+def _tables() -> dict[str, Table]:
+    return {table.name: table for table in Base.metadata.sorted_tables}
+
+
+def _encode(column: Any, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(column.type, Boolean) and value is not None:
+        return bool(value)
+    return value
 
 
 def export_lines(q: Queue) -> Iterator[str]:
-    """The whole queue as JSONL, in a stable order, from one snapshot."""
+    """The whole queue as JSONL (every table: issues, history, plans, the GitHub mirror's
+    state), in a stable order, from one snapshot."""
     with q.db.read() as conn:
         yield json.dumps({"type": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema": HEAD})
-        for kind, table in _TABLES:
+        for name, table in _tables().items():
             order = list(table.primary_key.columns)
             for row in conn.execute(select(table).order_by(*order)):
-                data = {k: _encode(v) for k, v in row._mapping.items()}
-                if "is_blocked" in data:
-                    data["is_blocked"] = bool(data["is_blocked"])
-                yield json.dumps({"type": kind, **data}, sort_keys=True)
+                data = {c.name: _encode(c, row._mapping[c.name]) for c in table.columns}
+                yield json.dumps({"type": name, **data}, sort_keys=True)
 
 
 def _decode(table: Table, data: dict[str, Any]) -> dict[str, Any]:
@@ -391,9 +390,9 @@ def _decode(table: Table, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
-    """Load an export into an empty queue, in one transaction. Counts rows per kind."""
-    by_kind = dict(_TABLES)
-    batches: dict[str, list[dict[str, Any]]] = {kind: [] for kind, _ in _TABLES}
+    """Load an export into an empty queue, in one transaction. Counts rows per table."""
+    tables = _tables()
+    batches: dict[str, list[dict[str, Any]]] = {name: [] for name in tables}
     header_seen = False
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -408,10 +407,10 @@ def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
                 raise InvalidInput(f"export version {data.get('version')} is not supported")
             header_seen = True
             continue
-        if kind not in by_kind:
+        if kind not in tables:
             raise InvalidInput(f"line {n} has an unknown type {kind!r}", line=n)
         try:
-            batches[kind].append(_decode(by_kind[kind], data))
+            batches[kind].append(_decode(tables[kind], data))
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"line {n}: {exc}", line=n) from None
     if not header_seen:
@@ -425,27 +424,15 @@ def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
                 "the target queue is not empty",
                 hint="import into a new database file (--db NEW.db)",
             )
-        conn.execute(delete(counters))
-        for kind, table in _TABLES:
-            if batches[kind]:
-                conn.execute(insert(table), batches[kind])
-        return {kind: len(rows) for kind, rows in batches.items()}
+        for table in reversed(tables.values()):
+            conn.execute(delete(table))  # what the migrations seeded (the counter row)
+        for name, table in tables.items():
+            if batches[name]:
+                conn.execute(insert(table), batches[name])
+        dialect.reset_sequences(conn, list(tables.values()))
+        return {name: len(rows) for name, rows in batches.items() if rows}
 
-    counts = q.db.write(work)
-    if not q.db.is_sqlite:
-        _reset_sequences(q)
-    return counts
-
-
-def _reset_sequences(q: Queue) -> None:
-    def work(conn: Connection) -> None:
-        for table in (comments, events):
-            conn.exec_driver_sql(
-                f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
-                f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
-            )
-
-    q.db.write(work)
+    return q.db.write(work)
 
 
 def backup(q: Queue, target: Path) -> int:
