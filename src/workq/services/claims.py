@@ -254,6 +254,24 @@ def claim(q: Queue, number: int, run_id: str) -> Claim:
     return q.db.write(work)
 
 
+def clear_claim(
+    conn: Connection, issue_id: str, *, now: datetime, status: str = OPEN, **changes: Any
+) -> None:
+    """Drop an issue's claim (and lease), putting it in ``status``, with ``changes`` too."""
+    conn.execute(
+        update(issues)
+        .where(issues.c.id == issue_id)
+        .values(
+            status=status,
+            claimed_by=None,
+            claimed_at=None,
+            lease_expires_at=None,
+            updated_at=now,
+            **changes,
+        )
+    )
+
+
 def _check_claimable(row: Any, number: int) -> None:
     if row.status == DONE:
         raise NotClaimable(f"Issue #{number} is done", number=number, status=row.status)
@@ -444,16 +462,7 @@ def block(
         live = row.claimed_by and row.lease_expires_at and row.lease_expires_at > now
         if holders is not None and live and row.claimed_by not in holders:
             _held(row, holders, number, "block")
-        changes = {
-            "is_blocked": True,
-            "blocked_reason": why,
-            "status": OPEN,
-            "claimed_by": None,
-            "claimed_at": None,
-            "lease_expires_at": None,
-            "updated_at": now,
-        }
-        conn.execute(update(issues).where(issues.c.id == row.id).values(**changes))
+        clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
         record(
             q,
             conn,
@@ -513,17 +522,7 @@ def release(
         row = load(conn, number, for_update=True)
         holder = _held(row, holders, number, "release")
         now = q.now()
-        conn.execute(
-            update(issues)
-            .where(issues.c.id == row.id)
-            .values(
-                status=OPEN,
-                claimed_by=None,
-                claimed_at=None,
-                lease_expires_at=None,
-                updated_at=now,
-            )
-        )
+        clear_claim(conn, row.id, now=now)
         record(
             q,
             conn,

@@ -28,6 +28,7 @@ from workq.db.tables import (
 )
 from workq.errors import CorruptDatabase, InvalidInput, StorageError
 from workq.schemas import IssueType, Priority, Status
+from workq.services.claims import clear_claim
 from workq.services.context import Queue, record
 from workq.services.issues import COUNTER
 
@@ -296,17 +297,7 @@ def _claims(q: Queue, conn: Connection, now: datetime, repair: bool) -> Iterator
             )
             if repair:
                 status = Status.OPEN.value if row.status == Status.IN_PROGRESS.value else row.status
-                conn.execute(
-                    update(issues)
-                    .where(issues.c.id == row.id)
-                    .values(
-                        status=status,
-                        claimed_by=None,
-                        claimed_at=None,
-                        lease_expires_at=None,
-                        updated_at=now,
-                    )
-                )
+                clear_claim(conn, row.id, now=now, status=status)
                 record(
                     q,
                     conn,
