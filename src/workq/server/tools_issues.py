@@ -43,9 +43,7 @@ def register(reg: Registry) -> None:
         issue_type: TypeName = "task",
         agent: Agent | None = None,
         labels: Labels | None = None,
-        context: Annotated[
-            Notes | None, Field(description="Background")
-        ] = None,
+        context: Annotated[Notes | None, Field(description="Background")] = None,
         acceptance_criteria: Criteria | None = None,
         technical_notes: Notes | None = None,
     ) -> Annotated[CallToolResult, IssueSummary]:
