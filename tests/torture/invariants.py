@@ -295,7 +295,7 @@ class Checker:
 def _ack_key(worker: str, op: str, line: dict[str, Any]) -> Key | None:
     result = line.get("result")
     if op == "create":
-        return ("created", int(result), None)
+        return ("created", int(str(result)), None)
     if op == "claim":
         return None if result is None else ("claim", int(result), worker)
     if op == "complete":

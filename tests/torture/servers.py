@@ -96,7 +96,7 @@ class RawServer:
         self.send(message)
         return self.next_id
 
-    def until(self, wanted: int, timeout: float = CALL_TIMEOUT) -> tuple[dict[str, Any], list]:
+    def until(self, wanted: int, timeout: float = CALL_TIMEOUT) -> tuple[dict[str, Any], list[Any]]:
         """Read until the reply to request ``wanted``; also returns what came before it."""
         deadline = time.monotonic() + timeout
         before: list[Any] = []
