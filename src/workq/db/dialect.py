@@ -16,10 +16,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Integer, Table, create_engine, exc, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Integer,
+    Table,
+    Text,
+    cast,
+    create_engine,
+    exc,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
+from workq.db.prepared import Prepared
 from workq.errors import InvalidInput
 
 WRITE_ISOLATION = "READ COMMITTED"
@@ -131,15 +144,21 @@ def hold_writers(conn: Connection) -> None:
             conn.execute(text(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))
 
 
+_WRITTEN = Prepared(
+    select(
+        cast(func.pg_current_xact_id_if_assigned(), Text).label("xid"),
+        func.pg_postmaster_start_time().label("started"),
+    )
+)
+
+
 def transaction(conn: Connection) -> Transaction | None:
     """The open transaction if it has written anything, to ask about its commit later;
     None on SQLite, or when nothing was written."""
     if conn.dialect.name != "postgresql":
         return None
-    row = conn.execute(
-        text("SELECT pg_current_xact_id_if_assigned()::text, pg_postmaster_start_time()")
-    ).one()
-    return None if row[0] is None else Transaction(str(row[0]), row[1])
+    row = _WRITTEN.rows(conn, {})[0]  # on every write: the driver's cursor, prepared
+    return None if row.xid is None else Transaction(str(row.xid), row.started)
 
 
 def commit_outcome(engine: Engine, written: Transaction) -> str | None:
