@@ -110,6 +110,9 @@ def test_db_upgrade_by_url_and_by_environment(pg_url: str) -> None:
     assert check.returncode == 1 and "behind" in check.stderr
     again = _workq("db", "upgrade", env={"WORKQ_DATABASE_URL": pg_url})
     assert again.returncode == 0, again.stderr
+    wrong = _workq("--database-url", pg_url, "db", "downgrade", "no_such_revision")
+    assert wrong.returncode == 1 and "INVALID_INPUT" in wrong.stderr
+    assert "Traceback" not in wrong.stderr and "0001_initial" in wrong.stderr
 
 
 @pytest.mark.slow

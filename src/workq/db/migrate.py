@@ -11,7 +11,7 @@ from sqlalchemy import inspect, text
 from workq.db import dialect
 from workq.db.engine import DRIVER_ERRORS, Database
 from workq.db.failures import translate
-from workq.errors import SchemaMismatch, WorkqError
+from workq.errors import InvalidInput, SchemaMismatch, WorkqError
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -84,6 +84,7 @@ def alembic_config(db: Database) -> Config:
 
 def upgrade(db: Database, revision: str = "head") -> None:
     from alembic import command
+    from alembic.util import CommandError
 
     config = alembic_config(db)
     try:
@@ -95,10 +96,13 @@ def upgrade(db: Database, revision: str = "head") -> None:
             command.upgrade(config, revision)
     except DRIVER_ERRORS as exc:
         raise translate(exc) from exc
+    except CommandError as exc:
+        raise _refused(revision, exc) from exc
 
 
 def downgrade(db: Database, revision: str) -> None:
     from alembic import command
+    from alembic.util import CommandError
 
     config = alembic_config(db)
     try:
@@ -108,6 +112,18 @@ def downgrade(db: Database, revision: str) -> None:
             command.downgrade(config, revision)
     except DRIVER_ERRORS as exc:
         raise translate(exc) from exc
+    except CommandError as exc:
+        raise _refused(revision, exc) from exc
+
+
+def _refused(revision: str, exc: Exception) -> InvalidInput:
+    """Alembic's refusal of a target revision (unknown, or on the wrong side of the current
+    one) as a workq error, not a traceback."""
+    return InvalidInput(
+        f"cannot migrate to {revision!r}: {exc}",
+        hint=f"run 'workq db current'; revisions, oldest first: {', '.join(REVISIONS)}",
+        field="revision",
+    )
 
 
 def ensure_schema(db: Database, *, migrate: bool) -> SchemaStatus:
