@@ -62,7 +62,7 @@ free_port() {
 }
 
 if [[ ! -f "$data/PG_VERSION" ]]; then
-    as_owner "$bin/initdb" -D "$data" -U postgres --auth-local=trust \
+    as_owner "$bin/initdb" -D "$data" -U postgres --no-sync --auth-local=trust \
         --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >/dev/null
     port="${WORKQ_PG_PORT:-$(free_port)}"
     cat >>"$data/postgresql.conf" <<EOF
