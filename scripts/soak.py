@@ -1,6 +1,7 @@
 """Soak: the crash torture, continuously, for as long as you like.
 
     .venv/bin/python scripts/soak.py --duration 3600 [--kills-per-minute 60] [--keep DIR]
+        [--database-url postgresql+psycopg://...]   # an empty database; default a SQLite file
 
 A pool of workers (services in process, MCP clients driving real ``workq serve``
 processes, CLI commands) runs a mixed workload on one SQLite file. At random moments one
@@ -32,6 +33,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, required=True, help="seconds to run")
     parser.add_argument("--kills-per-minute", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--database-url", help="an empty PostgreSQL database (default: a SQLite file)"
+    )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -54,7 +58,7 @@ def main() -> int:
             flush=True,
         )
 
-    torture = Torture(work, seed=seed)
+    torture = Torture(work, seed=seed, url=args.database_url)
     try:
         report = torture.run_for(
             args.duration, kills_per_minute=args.kills_per_minute, progress=progress

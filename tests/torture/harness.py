@@ -35,6 +35,7 @@ from tests.torture.workload import (
     MCP_LEASE,
     SERVICE_LEASE,
     Spec,
+    db_args,
     journal_path,
     log_path,
     run,
@@ -117,12 +118,15 @@ class Torture:
         workdir: Path,
         *,
         seed: int,
+        url: str | None = None,
         pool: dict[str, int] | None = None,
         seed_issues: int = 40,
         pause: float = 0.01,
     ) -> None:
+        """On ``url`` (an empty database), by default a SQLite file in ``workdir``."""
         self.workdir = workdir
-        self.db = workdir / "queue.db"
+        self.url = url or f"sqlite:///{workdir / 'queue.db'}"
+        self.marker = b"\0".join(arg.encode() for arg in db_args(self.url))
         self.rng = random.Random(seed)
         self.pool = pool or {"service": 3, "mcp": 1, "cli": 1}
         self.pause = pause
@@ -136,14 +140,14 @@ class Torture:
         (workdir / "logs").mkdir(parents=True, exist_ok=True)
         stop_path(str(workdir)).unlink(missing_ok=True)
         titles = [f"seed {n}" for n in range(seed_issues)]
-        queue = open_queue(Settings(db_path=self.db))
+        queue = open_queue(Settings(database_url=self.url), migrate=True)
         try:
             for title in titles:
                 issues.create(queue, title=title, actor="seed")
         finally:
             queue.db.dispose()
         self.checker = Checker(
-            self.db,
+            self.url,
             workdir / "journals",
             renews=lambda name: self.kind_of.get(name) == "mcp",
             died_at=self.deaths.get,
@@ -160,7 +164,7 @@ class Torture:
         spec = Spec(
             kind=door,
             name=name,
-            db=str(self.db),
+            url=self.url,
             workdir=str(self.workdir),
             seed=self.rng.randrange(2**32),
             pause=self.pause,
@@ -183,7 +187,7 @@ class Torture:
 
     def commands(self) -> list[int]:
         """The ``workq`` commands the CLI workers are running right now."""
-        marker = b"workq.cli.main\0--db\0" + str(self.db).encode()
+        marker = b"workq.cli.main\0" + self.marker
         return procs.pids_with(marker, excluding=b"\0serve\0")
 
     def _busy(self, worker: Worker) -> bool:
@@ -320,7 +324,8 @@ class Torture:
                 self.checker.fail(f"{worker.spec.name} did not stop within {EXIT_TIMEOUT} s")
                 worker.process.kill()
                 worker.process.join(EXIT_TIMEOUT)
-        left = procs.wait_gone(procs.pids_with(b"--db\0" + str(self.db).encode()), EXIT_TIMEOUT)
+        mine = procs.pids_with(b"workq.cli.main\0" + self.marker + b"\0")  # serve, commands
+        left = procs.wait_gone(mine, EXIT_TIMEOUT)
         if left:
             self.checker.fail(f"processes still running after every worker stopped: {left}")
             for pid in left:
@@ -333,7 +338,7 @@ class Torture:
         """Once the leases have run out, every claim left by a dead worker is taken again,
         and the whole queue can be drained: only blocked issues (and what waits on them)
         stay behind."""
-        queue = open_queue(Settings(db_path=self.db, lease_seconds=60), migrate=False)
+        queue = open_queue(Settings(database_url=self.url, lease_seconds=60), migrate=False)
         later = datetime.now(UTC) + timedelta(seconds=max(MCP_LEASE, SERVICE_LEASE) + 5)
         queue.clock = lambda: later
         try:

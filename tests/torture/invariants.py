@@ -34,6 +34,7 @@ from workq.services.runtime import open_queue
 # lease has run out, waiting for the next claimer to take it over.
 TOLERATED_FINDINGS = frozenset({"stale_claim"})
 CLAIM_KINDS = frozenset({"claimed", "claim_takeover"})
+SETTLE = 60.0  # seconds: longer than any write transaction (3 busy timeouts and backoff)
 ENDS_A_CLAIM = frozenset({"completed", "released", "blocked", "deleted", "repaired"})
 
 Key = tuple[str, int, Any]
@@ -80,7 +81,7 @@ class Checker:
 
     def __init__(
         self,
-        db: Path,
+        url: str,
         journals: Path,
         *,
         renews: Callable[[str], bool],
@@ -88,12 +89,13 @@ class Checker:
         allowed_refusals: Iterable[str],
         seeded_titles: Iterable[str] = (),
     ) -> None:
-        self.queue: Queue = open_queue(Settings(db_path=db), migrate=False)
+        self.queue: Queue = open_queue(Settings(database_url=url), migrate=False)
         self.journals = journals
         self.renews = renews
         self.died_at = died_at
         self.allowed = frozenset(allowed_refusals)
         self.tally = Tally()
+        self._failed: set[str] = set()
         self._offsets: dict[Path, int] = {}
         self._acks: Counter[Key] = Counter()
         self._acked_titles: dict[int, str] = {}
@@ -101,7 +103,14 @@ class Checker:
         self._pending: list[tuple[float, Key, str | None]] = []
         self.acks_by_worker: Counter[str] = Counter()
         self._intended_titles: set[str] = set(seeded_titles)
+        # Events are read from an id on. SQLite commits one writer at a time, so ids come in
+        # commit order and each check reads past the last id seen. On PostgreSQL a smaller
+        # id can commit after a bigger one: read again from the last id seen SETTLE seconds
+        # ago (no transaction lasts that long) and skip the ids already replayed. An
+        # issue's own events still come in order: each takes the issue's row lock first.
         self._last_event = 0
+        self._seen: set[int] = set()
+        self._marks: list[tuple[float, int]] = []  # (when, last id seen then)
         self._present: Counter[Key] = Counter()
         self._titles: dict[int, str] = {}
         self._holding: dict[int, Holding] = {}
@@ -111,7 +120,9 @@ class Checker:
         self.queue.db.dispose()
 
     def fail(self, message: str) -> None:
-        self.tally.violations.append(message)
+        if message not in self._failed:  # a check repeats what it found before
+            self._failed.add(message)
+            self.tally.violations.append(message)
 
     # -- journals -------------------------------------------------------------------
 
@@ -159,25 +170,29 @@ class Checker:
         # every write in it has its intent read too.
         snapshot_at = time.time()
         with self.queue.db.read() as conn:
-            integrity = [row[0] for row in conn.execute(text("PRAGMA integrity_check"))]
-            if integrity != ["ok"]:
-                self.fail(f"integrity_check: {integrity[:5]}")
-            broken = conn.execute(text("PRAGMA foreign_key_check")).all()
-            if broken:
-                self.fail(f"foreign_key_check: {broken[:5]}")
+            if self.queue.db.is_sqlite:  # PostgreSQL checks its pages and keys itself
+                integrity = [row[0] for row in conn.execute(text("PRAGMA integrity_check"))]
+                if integrity != ["ok"]:
+                    self.fail(f"integrity_check: {integrity[:5]}")
+                broken = conn.execute(text("PRAGMA foreign_key_check")).all()
+                if broken:
+                    self.fail(f"foreign_key_check: {broken[:5]}")
             events = conn.execute(
                 text(
                     "SELECT id, number, kind, actor, before, after, created_at FROM events "
                     "WHERE id > :last ORDER BY id"
                 ),
-                {"last": self._last_event},
+                {"last": self._floor(snapshot_at)},
             ).all()
             rows = conn.execute(text("SELECT number, claimed_by, status FROM issues")).all()
         self.read_journals()
         for event in events:
-            self._replay(event)
+            if event.id not in self._seen:
+                self._seen.add(event.id)
+                self._replay(event)
         if events:
-            self._last_event = events[-1].id
+            self._last_event = max(self._last_event, events[-1].id)
+        self._marks.append((snapshot_at, self._last_event))
         for number, claimed_by, status in rows:
             holding = self._holding.get(number)
             expected = holding.holder if holding else None
@@ -192,6 +207,12 @@ class Checker:
         self._compare_acks(snapshot_at)
         self.tally.checks += 1
         return self.tally
+
+    def _floor(self, now: float) -> int:
+        if self.queue.db.is_sqlite:
+            return self._last_event
+        settled = [last for when, last in self._marks if when <= now - SETTLE]
+        return settled[-1] if settled else 0
 
     def _replay(self, event: Any) -> None:
         number, kind, actor = event.number, event.kind, event.actor

@@ -52,10 +52,17 @@ BUSY_TIMEOUT_MS = 5000
 class Spec:
     kind: str  # service | mcp | cli
     name: str  # the incarnation: its run id and actor, never reused
-    db: str
+    url: str  # the database: sqlite:///path, or postgresql+psycopg://...
     workdir: str
     seed: int
     pause: float = 0.0  # seconds between steps, to leave the CPU to others
+
+
+def db_args(url: str) -> list[str]:
+    """How a user names the database on the command line: --db for a SQLite file."""
+    if url.startswith("sqlite:///"):
+        return ["--db", url.removeprefix("sqlite:///")]
+    return ["--database-url", url]
 
 
 class Refused(Exception):
@@ -141,7 +148,7 @@ class ServiceDoor(Door):
         self.name = spec.name
         self.queue = open_queue(
             Settings(
-                db_path=Path(spec.db),
+                database_url=spec.url,
                 lease_seconds=SERVICE_LEASE,
                 busy_timeout_ms=BUSY_TIMEOUT_MS,
             )
@@ -235,7 +242,7 @@ class McpDoor(Door):
 
     @staticmethod
     def server_command(spec: Spec) -> tuple[list[str], dict[str, str]]:
-        args = ["-m", "workq.cli.main", "--db", spec.db, "serve", "--run-id", spec.name]
+        args = ["-m", "workq.cli.main", *db_args(spec.url), "serve", "--run-id", spec.name]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", spec.workdir),
@@ -300,7 +307,7 @@ class CliDoor(Door):
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
-        self.base = [sys.executable, "-m", "workq.cli.main", "--db", spec.db, "--as", spec.name]
+        self.base = [sys.executable, "-m", "workq.cli.main", *db_args(spec.url), "--as", spec.name]
         self.env = {
             **os.environ,
             "WORKQ_LEASE_SECONDS": str(SERVICE_LEASE),
