@@ -149,19 +149,23 @@ def _queue_unlinked(conn: Connection, now: datetime) -> int:
             .exists()
         )
     )
-    stmt = insert(github_outbox).from_select(
-        [
-            "issue_id",
-            "number",
-            "kind",
-            "version",
-            "state",
-            "attempts",
-            "next_attempt_at",
-            "changed_at",
-        ],
-        unlinked,
-    ).returning(github_outbox.c.issue_id)
+    stmt = (
+        insert(github_outbox)
+        .from_select(
+            [
+                "issue_id",
+                "number",
+                "kind",
+                "version",
+                "state",
+                "attempts",
+                "next_attempt_at",
+                "changed_at",
+            ],
+            unlinked,
+        )
+        .returning(github_outbox.c.issue_id)
+    )
     return len(conn.execute(stmt).all())
 
 
