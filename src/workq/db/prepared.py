@@ -24,11 +24,13 @@ from sqlalchemy.sql.selectable import Select
 from workq.db.models import UTCDateTime
 
 _SQLITE = sqlite.dialect(paramstyle="named")
-_STORED = "%Y-%m-%d %H:%M:%S.%f"  # what SQLAlchemy's SQLite DateTime writes
 
 
 def to_sqlite(value: datetime) -> str:
-    return value.astimezone(UTC).strftime(_STORED)
+    """As SQLAlchemy's SQLite DateTime stores it: "YYYY-MM-DD HH:MM:SS.ffffff", in UTC."""
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def from_sqlite(value: str | None) -> datetime | None:
