@@ -319,15 +319,6 @@ async def test_a_server_on_a_file_that_is_not_a_database_answers_clearly_and_sta
     assert db.read_bytes() == NOT_DATABASES["text"]
 
 
-# A server opens its database once; if that fails, it keeps the failure for good.
-SERVER_KEEPS_ITS_FIRST_FAILURE = pytest.mark.xfail(
-    strict=True,
-    reason="workq serve does not retry opening the queue after a failed open "
-    "(server/state.py keeps the first exception): reported to the lead, server/ is not ours",
-)
-
-
-@SERVER_KEEPS_ITS_FIRST_FAILURE
 @pytest.mark.anyio
 @pytest.mark.parametrize("fault", ["read-only folder", "not a database"])
 async def test_a_server_started_during_a_fault_serves_once_it_is_gone(

@@ -73,12 +73,18 @@ class ServerState:
             self._users += 1
             if self._future is not None:
                 return
-            future = self._future = Future()
             self._stop.clear()
-            self._opener = threading.Thread(
-                target=self._open, args=(future,), name="workq-open", daemon=True
-            )
-            self._opener.start()
+            self._launch()
+
+    def _launch(self) -> Future[Queue]:
+        """Start opening the queue on a thread (the caller holds ``_lock``)."""
+        future: Future[Queue] = Future()
+        self._future = future
+        self._opener = threading.Thread(
+            target=self._open, args=(future,), name="workq-open", daemon=True
+        )
+        self._opener.start()
+        return future
 
     def stop(self) -> None:
         with self._lock:
@@ -101,8 +107,12 @@ class ServerState:
         """The open queue; waits while it is being opened, raises why it could not be."""
         with self._lock:
             future = self._future
-        if future is None:
-            raise StorageError("the server is not running", hint="start it with 'workq serve'")
+            if future is None:
+                raise StorageError("the server is not running", hint="start it with 'workq serve'")
+            if future.done() and future.exception() is not None:
+                # The last open failed (a locked, damaged or missing file): try again, so a
+                # server outlives a fault that has since been fixed.
+                future = self._launch()
         try:
             return future.result(timeout=OPEN_TIMEOUT_SECONDS)
         except TimeoutError:
