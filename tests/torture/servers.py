@@ -35,14 +35,15 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio(db: Path, *args: str, **env: str) -> AsyncIterator[Client]:
-    """The SDK's client of a ``workq serve`` process, run in the database's folder."""
+async def stdio(db: Path, *args: str, log: Path | None = None, **env: str) -> AsyncIterator[Client]:
+    """The SDK's client of a ``workq serve`` process, run in the database's folder; its
+    stderr goes to ``log`` (default: beside the database)."""
     cmd = command(db, *args)
     params = StdioServerParameters(
         command=cmd[0], args=cmd[1:], env=environment(**env), cwd=db.parent
     )
-    with db.with_suffix(".server.log").open("a") as log:
-        transport = stdio_client(params, errlog=log)
+    with (log or db.with_suffix(".server.log")).open("a") as errlog:
+        transport = stdio_client(params, errlog=errlog)
         async with Client(transport, read_timeout_seconds=CALL_TIMEOUT) as client:
             yield client
 

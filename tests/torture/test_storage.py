@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
 import anyio
@@ -333,13 +333,16 @@ async def test_a_server_started_during_a_fault_serves_once_it_is_gone(
         db.write_bytes(NOT_DATABASES["text"])
     else:
         shutil.copyfile(good, db)
-    with anyio.fail_after(120):
-        async with stdio(db) as client:
-            if fault == "read-only folder":
-                with read_only(folder):
-                    assert code_of(await client.call_tool("issue_ready", {})) == "READ_ONLY"
-            else:
-                assert code_of(await client.call_tool("issue_ready", {})) == "CORRUPT_DATABASE"
+    FAULTS[f"server started during a fault: {fault}"] += 1
+    with ExitStack() as fault_on, anyio.fail_after(120):
+        if fault == "read-only folder":
+            fault_on.enter_context(read_only(folder))  # before the server opens anything
+        async with stdio(db, log=tmp_path / "server.log") as client:
+            expected = "READ_ONLY" if fault == "read-only folder" else "CORRUPT_DATABASE"
+            for _ in range(2):
+                assert code_of(await client.call_tool("issue_ready", {})) == expected
+            fault_on.close()  # the cause goes away
+            if fault == "not a database":
                 shutil.copyfile(good, db)
             result = await client.call_tool("issue_create", {"title": "after the fault"})
             assert not result.is_error, text_of(result)
