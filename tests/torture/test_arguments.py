@@ -6,6 +6,7 @@ nothing is written outside the server's folder."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -22,6 +23,10 @@ from mcp import Client
 
 from tests.torture.conftest import record
 from tests.torture.servers import code_of, stdio, text_of
+from workq.config import Settings
+from workq.errors import InvalidInput
+from workq.services import issues, maintenance, notes
+from workq.services.runtime import open_queue
 
 TEN_MB = "x" * (10 << 20)
 TRIED: Counter[str] = Counter()
@@ -265,3 +270,43 @@ def _figures() -> Iterator[None]:
     total = sum(TRIED.values())
     lines = [f"hostile arguments tried: {total}; outcomes {dict(OUTCOMES)}"]
     record("arguments", lines, {"inputs_tried": total, **OUTCOMES})
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("issues", "title", "nul\x00byte"),
+        ("issues", "title", "two\nlines"),
+        ("issues", "description", TEN_MB),
+        ("issues", "status", "weird"),
+        ("issues", "priority", 9),
+        ("issues", "number", -3),
+        ("comments", "body", "escape \x1b[2J"),
+        ("labels", "name", "../../etc"),
+    ],
+)
+def test_an_edited_export_with_hostile_rows_is_refused_whole(
+    tmp_path: Path, table: str, column: str, value: Any
+) -> None:
+    source = open_queue(Settings(db_path=tmp_path / "source.db"))
+    try:
+        issues.create(source, title="first", labels=["ok"])
+        notes.comment(source, 1, "a note")
+        lines = list(maintenance.export_lines(source))
+    finally:
+        source.db.dispose()
+    edited = []
+    for line in lines:
+        data = json.loads(line)
+        if data.get("type") == table:
+            data[column] = value
+        edited.append(json.dumps(data))
+    target = open_queue(Settings(db_path=tmp_path / "target.db"))
+    try:
+        with pytest.raises(InvalidInput) as refusal:
+            maintenance.import_lines(target, edited)
+        TRIED[f"import: {table}.{column}"] += 1
+        assert refusal.value.message.startswith("line "), refusal.value.message
+        assert issues.list_issues(target).items == []  # nothing of it was stored
+    finally:
+        target.db.dispose()

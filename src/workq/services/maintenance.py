@@ -26,6 +26,7 @@ from workq.db.tables import (
     plan_issues,
     workflows,
 )
+from workq.domain import fields
 from workq.errors import CorruptDatabase, InvalidInput, StorageError
 from workq.schemas import IssueType, Priority, Status
 from workq.services.claims import clear_claim
@@ -380,6 +381,25 @@ def _decode(table: Table, data: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _valid(kind: str, row: dict[str, Any]) -> None:
+    """What the commands would refuse, an import refuses too: an edited or foreign file
+    must not bring in text or values no command could have stored."""
+    if kind == "issues":
+        fields.number(row.get("number"))  # type: ignore[arg-type]
+        fields.title(row.get("title"))  # type: ignore[arg-type]
+        fields.description(row.get("description"))
+        if row.get("status") not in _STATUSES:
+            raise InvalidInput(f"status {row.get('status')!r} is not valid")
+        if row.get("priority") not in _RANKS:
+            raise InvalidInput(f"priority {row.get('priority')!r} is not valid")
+        if row.get("issue_type") not in _TYPES:
+            raise InvalidInput(f"issue_type {row.get('issue_type')!r} is not valid")
+    elif kind == "comments":
+        fields.comment(row.get("body"))  # type: ignore[arg-type]
+    elif kind == "labels":
+        fields.labels([row.get("name")])  # type: ignore[list-item]
+
+
 def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
     """Load an export into an empty queue, in one transaction. Counts rows per table."""
     tables = _tables()
@@ -401,9 +421,13 @@ def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
         if kind not in tables:
             raise InvalidInput(f"line {n} has an unknown type {kind!r}", line=n)
         try:
-            batches[kind].append(_decode(tables[kind], data))
+            row = _decode(tables[kind], data)
+            _valid(kind, row)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"line {n}: {exc}", line=n) from None
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {n}: {exc.message}", line=n) from None
+        batches[kind].append(row)
     if not header_seen:
         raise InvalidInput("not a workq export: the header line is missing")
 
