@@ -7,6 +7,7 @@ every test that takes ``queue`` against both engines. ``.ci/run`` does.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import ProgrammingError
 
 from workq.config import Settings
 from workq.services.context import Queue
@@ -64,9 +66,21 @@ def fresh_pg_database(base_url: str) -> str:
 def drop_pg_database(base_url: str, url: str) -> None:
     name = url.rsplit("/", 1)[1]
     admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    drop = text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        with admin.connect() as conn:
+            # FORCE cannot end an autovacuum worker (not ours): wait for it to finish.
+            for _ in range(100):
+                try:
+                    conn.execute(drop)
+                    return
+                except ProgrammingError as exc:
+                    if "must be a member of the role" not in str(exc):
+                        raise
+                    time.sleep(0.1)
+            conn.execute(drop)
+    finally:
+        admin.dispose()
 
 
 @pytest.fixture(params=ENGINES)
