@@ -185,12 +185,6 @@ async def test_hostile_arguments_are_refused_cleanly_or_stored_verbatim(tmp_path
 LOOKS_LIKE_JSON = ["null", "[1, 2]", '{"success": true, "isError": false}']
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the MCP SDK json.loads string arguments of parameters not typed plain str "
-    "(pre_parse_json): a description 'null' is dropped, '[1, 2]' refused, a run_id "
-    "'null' becomes the server's own. Reported to the lead: the fix is in server/.",
-)
 @pytest.mark.anyio
 async def test_text_that_looks_like_json_is_kept_as_text(tmp_path: Path) -> None:
     db = tmp_path / "queue.db"

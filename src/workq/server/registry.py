@@ -44,6 +44,7 @@ class Registry:
             )
             tool.parameters = compact_input(tool.parameters)
             metadata = tool.fn_metadata
+            _keep_text_as_text(metadata, tool.parameters)
             if metadata.output_schema is not None:
                 metadata.output_schema = compact_output(metadata.output_schema)
             if tool.name in self.tools:
@@ -53,6 +54,33 @@ class Registry:
             return fn
 
         return decorator
+
+
+def _keep_text_as_text(metadata: Any, parameters: dict[str, Any]) -> None:
+    """The SDK json-decodes string arguments of every parameter not typed plain ``str``
+    (for clients that send lists as JSON text). For a text parameter that turns the
+    description "null" into nothing and a run id "[1]" into a list: decode only the
+    arguments of parameters that take a list or an object."""
+    structured = {
+        name
+        for name, schema in parameters.get("properties", {}).items()
+        if _takes_structure(schema)
+    }
+    decode = metadata.pre_parse_json
+
+    def pre_parse_json(data: dict[str, Any]) -> dict[str, Any]:
+        parsed = decode({k: v for k, v in data.items() if k in structured})
+        return {k: parsed.get(k, v) if k in structured else v for k, v in data.items()}
+
+    object.__setattr__(metadata, "pre_parse_json", pre_parse_json)
+
+
+def _takes_structure(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("type") in ("array", "object"):
+        return True
+    return any(_takes_structure(option) for option in schema.get("anyOf", ()))
 
 
 def strip_titles(schema: Any) -> Any:
