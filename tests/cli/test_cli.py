@@ -159,6 +159,10 @@ def test_db_commands(tmp_path: Path) -> None:
     assert behind.returncode == 1 and "workq db upgrade" in behind.stderr
     ok(tmp_path, "db", "upgrade")
     assert "head" in ok(tmp_path, "db", "check")
+    # --db also after the db command, as people type it
+    ok(tmp_path, "db", "upgrade", "--db", "other.db")
+    assert data(tmp_path, "db", "current", "--db", "other.db")["state"] == "current"
+    assert (tmp_path / "other.db").exists()
 
 
 @pytest.mark.parametrize("command", ["create", "list", "ready", "claim-next", "doctor", "db"])

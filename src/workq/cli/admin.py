@@ -11,12 +11,25 @@ import typer
 from workq.cli import copy, output
 from workq.cli.state import state
 from workq.db import migrate
+from workq.db.engine import Database
 from workq.errors import SchemaMismatch
 from workq.services import maintenance
 from workq.services.runtime import open_database
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+# The global --db / --database-url, also accepted after the db command (as people type them).
+DbFile = Annotated[Path | None, typer.Option("--db", help="The SQLite file.")]
+DbUrl = Annotated[str | None, typer.Option("--database-url", help="A database URL.")]
+
+
+def _database(ctx: typer.Context, db_file: Path | None, database_url: str | None) -> Database:
+    s = state(ctx)
+    if db_file is not None:
+        s.db, s.database_url = db_file, None
+    if database_url is not None:
+        s.database_url = database_url
+    return open_database(s.settings())
 
 
 def init(ctx: typer.Context) -> None:
@@ -27,9 +40,14 @@ def init(ctx: typer.Context) -> None:
 
 
 @db_app.command()
-def upgrade(ctx: typer.Context, revision: Annotated[str, typer.Argument()] = "head") -> None:
+def upgrade(
+    ctx: typer.Context,
+    revision: Annotated[str, typer.Argument()] = "head",
+    db_file: DbFile = None,
+    database_url: DbUrl = None,
+) -> None:
     """Migrate the schema up (to head by default)."""
-    db = open_database(state(ctx).settings())
+    db = _database(ctx, db_file, database_url)
     try:
         migrate.upgrade(db, revision)
         output.line(f"Schema {migrate.status(db).describe()}")
@@ -38,9 +56,14 @@ def upgrade(ctx: typer.Context, revision: Annotated[str, typer.Argument()] = "he
 
 
 @db_app.command()
-def downgrade(ctx: typer.Context, revision: Annotated[str, typer.Argument()]) -> None:
+def downgrade(
+    ctx: typer.Context,
+    revision: Annotated[str, typer.Argument()],
+    db_file: DbFile = None,
+    database_url: DbUrl = None,
+) -> None:
     """Migrate the schema down to REVISION ('base' removes every table)."""
-    db = open_database(state(ctx).settings())
+    db = _database(ctx, db_file, database_url)
     try:
         migrate.downgrade(db, revision)
         output.line(f"Schema {migrate.status(db).describe()}")
@@ -49,9 +72,11 @@ def downgrade(ctx: typer.Context, revision: Annotated[str, typer.Argument()]) ->
 
 
 @db_app.command()
-def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
+def current(
+    ctx: typer.Context, json_: JsonFlag = False, db_file: DbFile = None, database_url: DbUrl = None
+) -> None:
     """Print the schema revision of the database."""
-    db = open_database(state(ctx).settings())
+    db = _database(ctx, db_file, database_url)
     try:
         found = migrate.status(db)
     finally:
@@ -63,9 +88,9 @@ def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
 
 
 @db_app.command()
-def check(ctx: typer.Context) -> None:
+def check(ctx: typer.Context, db_file: DbFile = None, database_url: DbUrl = None) -> None:
     """Exit 0 if the schema is at head, else say what to run (exit 1)."""
-    db = open_database(state(ctx).settings())
+    db = _database(ctx, db_file, database_url)
     try:
         found = migrate.status(db)
     finally:

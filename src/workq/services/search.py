@@ -1,7 +1,7 @@
 """Full-text search over issue titles and descriptions.
 
-SQLite uses the FTS5 index of migration 0002_search, ranked by bm25. PostgreSQL, for now,
-matches every word with ILIKE and orders by number.
+SQLite uses the FTS5 index of migration 0002_search, ranked by bm25; PostgreSQL its own
+text search over the GIN index of 0003_pg_search (db/dialect.py).
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, text
+from sqlalchemy import Connection, text
 
 from workq.db import dialect
 from workq.db.engine import retry_lost_read
-from workq.db.tables import issues
 from workq.domain import fields
 from workq.errors import InvalidInput
 from workq.schemas import (
@@ -66,46 +65,6 @@ def _sqlite_rows(
         "offset": offset,
     }
     return list(conn.execute(_FTS_QUERY, params))
-
-
-def _like_rows(
-    conn: Connection, terms: list[str], status: str | None, limit: int, offset: int
-) -> list[Any]:
-    matches = []
-    for term in terms:
-        pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        matches.append(
-            or_(
-                issues.c.title.ilike(pattern, escape="\\"),
-                issues.c.description.ilike(pattern, escape="\\"),
-            )
-        )
-    stmt = (
-        select(
-            issues.c.number,
-            issues.c.title,
-            issues.c.status,
-            issues.c.priority,
-            issues.c.issue_type,
-            func.substr(issues.c.description, 1, 400).label("snippet"),
-        )
-        .where(and_(*matches))
-        .order_by(issues.c.number)
-        .limit(limit)
-        .offset(offset)
-    )
-    if status is not None:
-        stmt = stmt.where(issues.c.status == status)
-    rows = list(conn.execute(stmt))
-    return [r._replace(snippet=_excerpt(r.snippet or r.title, terms)) for r in rows]
-
-
-def _excerpt(body: str, terms: list[str]) -> str:
-    lowered = body.lower()
-    at = min((i for i in (lowered.find(t) for t in terms) if i >= 0), default=0)
-    start = max(at - 40, 0)
-    piece = " ".join(body[start : start + 120].split())
-    return ("…" if start else "") + piece
 
 
 def encode_cursor(offset: int) -> str:
