@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             migrate=True if args.migrate else None,
         )
     except WorkqError as exc:
-        print(f"error: {exc.describe()}", file=sys.stderr)
+        sys.stderr.write(f"error: {exc.describe()}\n")
         return 2
     except KeyboardInterrupt:
         return 130

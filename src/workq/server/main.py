@@ -53,11 +53,11 @@ def serve(
         http.check_bind(host, settings.token)
     server = build_server(settings, migrate=migrate)
     endpoint = "stdio" if kind == "stdio" else f"http://{host}:{port}/mcp"
-    print(
-        f"workq: serving {endpoint} as run id {server.state.run_id} (database {where(settings)})",
-        file=sys.stderr,
-        flush=True,
+    # stderr: in the server process stdout carries the protocol and nothing else.
+    sys.stderr.write(
+        f"workq: serving {endpoint} as run id {server.state.run_id} (database {where(settings)})\n"
     )
+    sys.stderr.flush()
     if kind == "stdio":
         server.run()
     else:
