@@ -24,8 +24,9 @@ from pydantic import ValidationError
 import workq
 from workq.config import Settings
 from workq.errors import InvalidInput, WorkqError
-from workq.server import prompts, resources, toolsets
-from workq.server.registry import Registry
+from workq.server import handshake, prompts, resources, stdio, toolsets
+from workq.server.opening import Opening
+from workq.server.registry import Catalog, Registry
 from workq.server.results import Refusal, failure, invalid_arguments, unknown_arguments
 from workq.server.state import ServerState
 
@@ -69,9 +70,15 @@ class WorkqServer(MCPServer[ServerState]):
             tools=list(tools.values()),
             lifespan=lifespan,
             log_level="WARNING",
+            middleware=[handshake.explain],
         )
         self.state = state
         self.workq_tools = tools
+        self.opening = Opening(state.wait_open, state.is_open)
+        self._homes: dict[str, str] | None = None
+
+    async def run_stdio_async(self) -> None:
+        await stdio.serve(self)
 
     async def call_tool(
         self,
@@ -81,17 +88,33 @@ class WorkqServer(MCPServer[ServerState]):
     ) -> CallToolResult | InputRequiredResult:
         tool = self.workq_tools.get(name)
         if tool is None:
-            return failure(_unknown_tool(name))
+            return failure(self._unknown_tool(name))
         accepted = list(tool.parameters.get("properties", {}))
         unknown = sorted(set(arguments) - set(accepted))
         if unknown:
             return failure(unknown_arguments(unknown, accepted))
         try:
-            return await super().call_tool(name, arguments, context)
+            async with self.opening.turn():
+                return await super().call_tool(name, arguments, context)
         except MCPError:
             raise
         except ToolError as exc:
             return _tool_failure(name, exc)
+
+    def _unknown_tool(self, name: str) -> UnknownTool:
+        # Say which toolset has it, so the agent (or its human) knows what to enable.
+        if self._homes is None:
+            catalog = Catalog(self.state)
+            toolsets.register(catalog, list(toolsets.TOOLSETS))
+            self._homes = catalog.toolset_of
+        home = self._homes.get(name)
+        if home is None:
+            return UnknownTool(f"Unknown tool: {name[:100]}")
+        return UnknownTool(
+            f"Unknown tool: {name}; it is in the {home!r} toolset, which this server does not "
+            "enable",
+            hint=f"start the server with --toolsets default,{home} (or WORKQ_TOOLSETS)",
+        )
 
 
 def _tool_failure(name: str, exc: ToolError) -> CallToolResult:
@@ -108,19 +131,6 @@ def _tool_failure(name: str, exc: ToolError) -> CallToolResult:
         log.error("workq: tool %s crashed", name, exc_info=exc.__cause__)
         return failure(InternalError(f"{name} failed unexpectedly"))
     return failure(WorkqError(str(exc)))
-
-
-def _unknown_tool(name: str) -> UnknownTool:
-    # Find which toolset has it, so the agent (or its human) knows what to enable.
-    everything = Registry(ServerState(Settings()))
-    toolsets.register(everything, list(toolsets.TOOLSETS))
-    home = everything.toolset_of.get(name)
-    if home is None:
-        return UnknownTool(f"Unknown tool: {name[:100]}")
-    return UnknownTool(
-        f"Unknown tool: {name}; it is in the {home!r} toolset, which this server does not enable",
-        hint=f"start the server with --toolsets default,{home} (or WORKQ_TOOLSETS)",
-    )
 
 
 def build_server(

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
+from typing_extensions import override
 
 from workq.server.state import ServerState
 
@@ -39,40 +41,58 @@ class Registry:
         """Register ``fn`` under its own name; its docstring is the description."""
 
         def decorator(fn: F) -> F:
-            tool = Tool.from_function(
-                fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
-            )
-            tool.parameters = compact_input(tool.parameters)
-            metadata = tool.fn_metadata
-            _keep_text_as_text(metadata, tool.parameters)
-            if metadata.output_schema is not None:
-                metadata.output_schema = compact_output(metadata.output_schema)
-            if tool.name in self.tools:
-                raise ValueError(f"tool {tool.name} is registered twice")
-            self.tools[tool.name] = tool
-            self.toolset_of[tool.name] = self.toolset
+            self._add(fn, annotations)
             return fn
 
         return decorator
 
+    def _add(self, fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
+        name = fn.__name__
+        if name in self.toolset_of:
+            raise ValueError(f"tool {name} is registered twice")
+        self.toolset_of[name] = self.toolset
+        tool = Tool.from_function(
+            fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
+        )
+        tool.parameters = compact_input(tool.parameters)
+        tool.fn_metadata = TextStaysText.of(tool.fn_metadata, tool.parameters)
+        self.tools[name] = tool
 
-def _keep_text_as_text(metadata: Any, parameters: dict[str, Any]) -> None:
+
+class Catalog(Registry):
+    """Only which toolset holds each tool name: no schemas are built, so it costs little."""
+
+    def _add(self, fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
+        self.toolset_of.setdefault(fn.__name__, self.toolset)
+
+
+class TextStaysText(FuncMetadata):
     """The SDK json-decodes string arguments of every parameter not typed plain ``str``
     (for clients that send lists as JSON text). For a text parameter that turns the
-    description "null" into nothing and a run id "[1]" into a list: decode only the
-    arguments of parameters that take a list or an object."""
-    structured = {
-        name
-        for name, schema in parameters.get("properties", {}).items()
-        if _takes_structure(schema)
-    }
-    decode = metadata.pre_parse_json
+    description "null" into nothing and a run id "[1]" into a list: here only the
+    arguments of parameters that take a list or an object are decoded."""
 
-    def pre_parse_json(data: dict[str, Any]) -> dict[str, Any]:
-        parsed = decode({k: v for k, v in data.items() if k in structured})
-        return {k: parsed.get(k, v) if k in structured else v for k, v in data.items()}
+    structured: frozenset[str] = frozenset()
 
-    object.__setattr__(metadata, "pre_parse_json", pre_parse_json)
+    @classmethod
+    def of(cls, metadata: FuncMetadata, parameters: dict[str, Any]) -> TextStaysText:
+        output_schema = metadata.output_schema
+        return cls(
+            arg_model=metadata.arg_model,
+            output_schema=compact_output(output_schema) if output_schema is not None else None,
+            output_model=metadata.output_model,
+            wrap_output=metadata.wrap_output,
+            structured=frozenset(
+                name
+                for name, schema in parameters.get("properties", {}).items()
+                if _takes_structure(schema)
+            ),
+        )
+
+    @override
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        parsed = super().pre_parse_json({k: v for k, v in data.items() if k in self.structured})
+        return {k: parsed.get(k, v) if k in self.structured else v for k, v in data.items()}
 
 
 def _takes_structure(schema: Any) -> bool:
@@ -120,7 +140,10 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
     """Output schemas that keep the contract (types, nullability, required fields) in
     fewer bytes: no titles, defaults, descriptions or formats (annotations that validate
     nothing and that the tool's text explains), no enums (the same tools' input schemas
-    list the values), and nested models written in place of their ``$ref``."""
+    list the values), and nested models written in place of their ``$ref``. A nullable
+    field stays ``anyOf`` with one type per branch: a ``type`` array is shorter but
+    clients that map schemas onto a single-type dialect reject it (the Inspector's
+    ``--strict`` flags it)."""
     definitions: dict[str, Any] = schema.get("$defs", {})
 
     def inline(node: Any, depth: int = 0) -> Any:
@@ -133,9 +156,6 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
             target = definitions[ref.removeprefix("#/$defs/")]
             rest = {k: v for k, v in node.items() if k != "$ref"}
             return {**inline(target, depth + 1), **inline(rest, depth)}
-        nullable = _nullable_type(node)
-        if nullable is not None:
-            return {"type": [nullable, "null"]}
         result: dict[str, Any] = {}
         for key, value in node.items():
             if key == "properties" and isinstance(value, dict):
@@ -153,16 +173,3 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 _OUTPUT_ANNOTATIONS = frozenset({"title", "description", "format"})
-
-
-def _nullable_type(node: dict[str, Any]) -> str | None:
-    """X for ``{"anyOf": [{"type": X}, {"type": "null"}]}`` (pydantic's ``X | None``), which
-    JSON Schema also says as ``{"type": [X, "null"]}`` in a third of the bytes."""
-    options = node.get("anyOf")
-    if not isinstance(options, list) or len(options) != 2:
-        return None
-    kinds = [o.get("type") if isinstance(o, dict) and len(o) == 1 else None for o in options]
-    if "null" not in kinds:
-        return None
-    other = kinds[1 - kinds.index("null")]
-    return other if isinstance(other, str) and other != "null" else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
 from workq.config import Settings
@@ -120,6 +120,18 @@ class ServerState:
                 f"the database did not open within {OPEN_TIMEOUT_SECONDS:.0f} s",
                 hint="check that no other process holds a long write lock, then retry",
             ) from None
+
+    def wait_open(self) -> None:
+        """Block until the queue opened or failed to (a failure is for the calls to report)."""
+        with self._lock:
+            future = self._future
+        if future is not None:
+            wait([future], timeout=OPEN_TIMEOUT_SECONDS)
+
+    def is_open(self) -> bool:
+        with self._lock:
+            future = self._future
+        return future is not None and future.done() and future.exception() is None
 
     def _open(self, future: Future[Queue]) -> None:
         try:

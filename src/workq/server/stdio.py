@@ -1,0 +1,165 @@
+"""The stdio connection, with what a piped client needs beyond the SDK's loop.
+
+- Every ``initialize`` read gets its missing required fields filled (``handshake.py``).
+- End of input ends the connection only once every request already read has been
+  answered. The SDK's loop cancels the calls still running when stdin closes, so
+  ``printf '...' | workq serve`` used to lose the answers of writes that were applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+from workq.server.handshake import complete_initialize
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+
+log = logging.getLogger("workq.server")
+
+# How long end of input waits for the calls still running (a call may itself wait up to
+# two minutes for the database to open).
+DRAIN_TIMEOUT_SECONDS = 300.0
+
+
+class Unanswered:
+    """The requests read and not yet answered, by id."""
+
+    def __init__(self) -> None:
+        self._ids: dict[Any, int] = {}
+        self._none_left = anyio.Event()
+        self._none_left.set()
+
+    def add(self, request_id: Any) -> None:
+        self._ids[request_id] = self._ids.get(request_id, 0) + 1
+        if self._none_left.is_set():
+            self._none_left = anyio.Event()
+
+    def discard(self, request_id: Any) -> None:
+        count = self._ids.pop(request_id, 0)
+        if count > 1:
+            self._ids[request_id] = count - 1
+        if not self._ids:
+            self._none_left.set()
+
+    async def wait_until_none(self) -> None:
+        with anyio.move_on_after(DRAIN_TIMEOUT_SECONDS):
+            await self._none_left.wait()
+        if self._ids:
+            log.warning("workq: input ended; %d call(s) left unanswered", len(self._ids))
+
+
+class _Reader:
+    """The read side: notes each request, completes ``initialize``, delays end of input."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], pending: Unanswered):
+        self._inner = inner
+        self._pending = pending
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK reads the sender's context off a context-aware stream (duck-typed).
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except anyio.EndOfStream:
+            await self._pending.wait_until_none()
+            raise
+        return self._note(item)
+
+    def _note(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        if not isinstance(item, SessionMessage):
+            return item
+        message = item.message
+        if isinstance(message, JSONRPCRequest):
+            self._pending.add(message.id)
+            if message.method == "initialize":
+                params = complete_initialize(message.params)
+                if params is not None:
+                    completed = message.model_copy(update={"params": params})
+                    return SessionMessage(completed, item.metadata)
+        elif isinstance(message, JSONRPCNotification) and message.method == (
+            "notifications/cancelled"
+        ):
+            # A cancelled request is never answered (the spec forbids it).
+            self._pending.discard((message.params or {}).get("requestId"))
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class _Writer:
+    """The write side: an answer written settles its request."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], pending: Unanswered):
+        self._inner = inner
+        self._pending = pending
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+            self._pending.discard(item.message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+def wrap(
+    read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]
+) -> tuple[_Reader, _Writer]:
+    pending = Unanswered()
+    return _Reader(read, pending), _Writer(write, pending)
+
+
+async def serve(server: MCPServer[Any]) -> None:
+    """Serve ``server`` (an ``MCPServer``) over this process's stdin and stdout."""
+    async with stdio_server() as (read, write):
+        reader, writer = wrap(read, write)
+        # The SDK's own stdio runner, with the streams wrapped (MCPServer.run_stdio_async
+        # offers no way to pass streams).
+        lowlevel = server._lowlevel_server
+        await lowlevel.run(reader, writer, lowlevel.create_initialization_options())
