@@ -1,4 +1,4 @@
-"""Fixtures for the MCP server: in-process clients and real ``python -m workq.server``
+"""Fixtures for the MCP server: in-process clients and real ``workq serve``
 subprocesses, each on its own SQLite file."""
 
 from __future__ import annotations
@@ -26,13 +26,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def serve_argv(*args: str, db: Path | None = None, url: str | None = None) -> list[str]:
+    """``python -m workq.cli.main [--db DB | --database-url URL] serve ARGS`` (``workq serve``
+    command), without the interpreter."""
+    where = ["--db", str(db)] if db is not None else []
+    where += ["--database-url", url] if url is not None else []
+    return ["-m", "workq.cli.main", *where, "serve", *args]
+
+
 def server_params(
     db: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> StdioServerParameters:
     """A server in the database's folder, so that nothing (plan files) lands in the repo."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "workq.server", "--db", str(db), *args],
+        args=serve_argv(*args, db=db),
         env=env,
         cwd=cwd or db.parent,
     )

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.server.conftest import CALL_TIMEOUT, call_error, call_ok, text
+from tests.server.conftest import CALL_TIMEOUT, call_error, call_ok, serve_argv, text
 
 START_TIMEOUT = 30.0
 INITIALIZE = {
@@ -41,21 +41,11 @@ def free_port() -> int:
 
 @contextmanager
 def http_server(db: Path, *args: str) -> Iterator[str]:
-    """A ``python -m workq.server --http`` process; yields its URL once it accepts."""
+    """A ``workq serve --http`` process; yields its URL once it accepts."""
     port = free_port()
     log = db.with_suffix(".http.log").open("w")
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workq.server",
-            "--db",
-            str(db),
-            "--http",
-            "--port",
-            str(port),
-            *args,
-        ],
+        [sys.executable, *serve_argv("--http", "--port", str(port), *args, db=db)],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -116,15 +106,7 @@ def test_a_non_loopback_bind_without_a_token_refuses_to_start(db: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "workq.server",
-            "--db",
-            str(db),
-            "--http",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(free_port()),
+            *serve_argv("--http", "--host", "0.0.0.0", "--port", str(free_port()), db=db),
         ],
         capture_output=True,
         text=True,
@@ -132,7 +114,7 @@ def test_a_non_loopback_bind_without_a_token_refuses_to_start(db: Path) -> None:
         stdin=subprocess.DEVNULL,
         env={"PATH": "/usr/bin:/bin"},
     )
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert "refusing to serve on 0.0.0.0 without a bearer token" in done.stderr
     assert done.stdout == ""
     assert not db.exists()

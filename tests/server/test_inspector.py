@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import make_server
+from tests.server.conftest import make_server, serve_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
@@ -41,14 +41,7 @@ class Inspector:
                 str(INSPECTOR),
                 "--cli",
                 sys.executable,
-                "-m",
-                "workq.server",
-                "--db",
-                str(self.db),
-                "--toolsets",
-                "all",
-                "--run-id",
-                "inspector",
+                *serve_argv("--toolsets", "all", "--run-id", "inspector", db=self.db),
                 "--protocol-era",
                 self.era,
                 "--format",

@@ -1,4 +1,4 @@
-"""Through a real ``python -m workq.server`` subprocess with the SDK's stdio client, in
+"""Through a real ``workq serve`` subprocess with the SDK's stdio client, in
 both protocol eras."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tests.server.conftest import (
     call_error,
     call_ok,
     error_of,
+    serve_argv,
     stdio_server,
     text,
 )
@@ -79,12 +80,7 @@ async def test_every_line_on_stdout_is_json_rpc(db: Path, tmp_path: Path, mode: 
             str(TEE),
             str(copy),
             sys.executable,
-            "-m",
-            "workq.server",
-            "--db",
-            str(db),
-            "--toolsets",
-            "all",
+            *serve_argv("--toolsets", "all", db=db),
         ],
         cwd=tmp_path,
     )
@@ -142,13 +138,13 @@ def _lease(db: Path) -> str:
 
 def test_refuses_unknown_toolsets_before_serving(db: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "workq.server", "--db", str(db), "--toolsets", "core,bogus"],
+        [sys.executable, *serve_argv("--toolsets", "core,bogus", db=db)],
         capture_output=True,
         text=True,
         timeout=CALL_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert done.stdout == ""
     assert "unknown toolset 'bogus'" in done.stderr
 
@@ -171,7 +167,7 @@ async def test_issues_db_and_the_default_file_are_honoured(tmp_path: Path) -> No
     chosen = tmp_path / "chosen.db"
     for env, expected in (({"ISSUES_DB": str(chosen)}, chosen), ({}, tmp_path / "autopilot.db")):
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "workq.server"], env=env, cwd=tmp_path
+            command=sys.executable, args=serve_argv(), env=env, cwd=tmp_path
         )
         with (tmp_path / "err.log").open("a") as errlog, anyio.fail_after(60):
             async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -187,7 +183,7 @@ async def test_the_claim_loop_over_stdio_on_postgresql(tmp_path: Path) -> None:
     try:
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "workq.server", "--database-url", url, "--migrate"],
+            args=serve_argv("--migrate", url=url),
             cwd=tmp_path,
         )
         with (tmp_path / "err.log").open("w") as errlog, anyio.fail_after(60):

@@ -61,8 +61,12 @@ def _root(
 def serve(
     ctx: typer.Context,
     http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
-    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.", min=1, max=65535)] = 8765,
+    host: Annotated[
+        str | None, typer.Option(help="HTTP bind address, with --http (default 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="HTTP port, with --http (default 8765).", min=1, max=65535)
+    ] = None,
     token: Annotated[
         str | None, typer.Option(help="Bearer token required over HTTP (env WORKQ_TOKEN).")
     ] = None,

@@ -25,6 +25,7 @@ from sqlalchemy.pool import NullPool, Pool, QueuePool
 
 from workq.db import dialect
 from workq.db.failures import explain_sqlite, translate
+from workq.db.files import check_sqlite_path
 from workq.errors import Busy, ConnectionLost, StorageError, WorkqError
 
 T = TypeVar("T")
@@ -260,12 +261,7 @@ def _sqlite_engine(
         )
     database = make_url(url).database
     if database and database != ":memory:":
-        folder = Path(database).expanduser().resolve().parent
-        if not folder.is_dir():
-            raise StorageError(
-                f"the folder of the database does not exist: {folder}",
-                hint="create it, or point ISSUES_DB / --db at an existing folder",
-            )
+        check_sqlite_path(Path(database))
     in_memory = database in (None, "", ":memory:")
     if poolclass is None:
         poolclass = NullPool if in_memory else QueuePool

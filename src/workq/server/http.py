@@ -35,27 +35,38 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 class BearerToken:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``
+    (the scheme in any case, RFC 7235).
+
+    A request without the token is refused with 403 and a JSON body that says what to
+    send, and no ``WWW-Authenticate``: MCP clients read any 401 as the start of OAuth (the
+    Inspector 2.12 then probes ``/.well-known/oauth-*`` and tries dynamic client
+    registration, failing with a message about OAuth), and workq offers no OAuth.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self._authorized(scope):
             await self.app(scope, receive, send)
             return
         body = json.dumps(
-            {"error": "unauthorized", "hint": "send Authorization: Bearer <token>"}
+            {
+                "error": "forbidden",
+                "message": "this workq server requires its bearer token",
+                "hint": "send the header 'Authorization: Bearer <token>' with the server's "
+                "--token / WORKQ_TOKEN",
+            }
         ).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 401,
+                "status": 403,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="workq"'),
                 ],
             }
         )
@@ -64,7 +75,10 @@ class BearerToken:
     def _authorized(self, scope: Scope) -> bool:
         headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
         given = next((v for k, v in headers if k.lower() == b"authorization"), b"")
-        return hmac.compare_digest(given, self.expected)
+        scheme, _, credentials = given.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(
+            credentials.strip(), self.expected
+        )
 
 
 def run(server: Any, *, host: str, port: int, token: str | None) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-import re
 import sys
 
 from workq.config import Settings
 from workq.errors import InvalidInput
+from workq.services.preflight import check_storage, describe_database
 
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
 
 
 def log_to_stderr() -> None:
@@ -23,39 +25,46 @@ def log_to_stderr() -> None:
     logging.getLogger("workq").setLevel(logging.INFO)
 
 
-def where(settings: Settings) -> str:
-    """The database, with any password hidden."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", settings.url)
-
-
 def serve(
     settings: Settings,
     *,
     transport: str = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8765,
+    host: str | None = None,
+    port: int | None = None,
     migrate: bool | None = None,
 ) -> None:
     """Serve the queue over stdio (default) or Streamable HTTP until the client leaves.
 
     Raises:
-        InvalidInput: an unknown transport or toolset, or a non-loopback bind without a
-            token. Nothing has been served then.
+        InvalidInput: an unknown transport or toolset, a host or port without HTTP, or a
+            non-loopback bind without a token.
+        StorageError: a database that can never open (see ``check_storage``).
+        Nothing has been served when one is raised.
     """
     log_to_stderr()
     kind = TRANSPORTS.get(transport)
     if kind is None:
         raise InvalidInput(f"unknown transport {transport!r}", hint="use stdio or http")
+    if kind == "stdio" and (host is not None or port is not None):
+        raise InvalidInput(
+            "--host and --port set where HTTP listens, but this server would speak stdio",
+            hint="add --http to serve over HTTP, or drop --host and --port",
+            field="host" if host is not None else "port",
+        )
+    host = DEFAULT_HOST if host is None else host
+    port = DEFAULT_PORT if port is None else port
     from workq.server import http
     from workq.server.app import build_server
 
     if kind == "http":
         http.check_bind(host, settings.token)
+    check_storage(settings)
     server = build_server(settings, migrate=migrate)
     endpoint = "stdio" if kind == "stdio" else f"http://{host}:{port}/mcp"
     # stderr: in the server process stdout carries the protocol and nothing else.
+    database = describe_database(settings)
     sys.stderr.write(
-        f"workq: serving {endpoint} as run id {server.state.run_id} (database {where(settings)})\n"
+        f"workq: serving {endpoint} as run id {server.state.run_id} (database {database})\n"
     )
     sys.stderr.flush()
     if kind == "stdio":

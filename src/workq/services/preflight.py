@@ -1,0 +1,42 @@
+"""Checks a server makes before it serves: cheap, without opening the database (no driver
+or SQLAlchemy import), so a hopeless database is refused at once rather than on every call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workq.config import Settings
+from workq.db.files import check_sqlite_path
+
+
+def sqlite_path(settings: Settings) -> Path | None:
+    """The SQLite file the settings name, or None (a server database, or memory)."""
+    scheme, _, rest = settings.url.partition("://")
+    if not scheme.startswith("sqlite") or not rest.startswith("/"):
+        return None
+    path = rest[1:].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def check_storage(settings: Settings) -> None:
+    """Refuse a database that can never open: a SQLite file whose folder is missing, a
+    folder, or a file that is not a SQLite database. Faults that may pass (a held lock, a
+    full disk, an unreachable PostgreSQL) are left to the open, which retries.
+
+    Raises:
+        StorageError: see ``check_sqlite_path``.
+    """
+    path = sqlite_path(settings)
+    if path is not None:
+        check_sqlite_path(path)
+
+
+def describe_database(settings: Settings) -> str:
+    """The database as a start line shows it: a SQLite file by its absolute path, a
+    server's URL with its password hidden."""
+    path = sqlite_path(settings)
+    if path is not None:
+        return f"sqlite:///{path.expanduser().resolve()}"
+    from workq.db.dialect import describe_url  # imports SQLAlchemy: only for a server URL
+
+    return describe_url(settings.url)
