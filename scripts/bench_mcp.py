@@ -5,14 +5,20 @@
 In one run, over stdio with the SDK's client:
 - round trip of ``issue_claim_next`` (a real claim on a file with enough issues) against a
   no-op tool on a bare MCPServer with one tool: p50, p99 and their ratios (target p50 <= 1.5x);
-- spawn to initialized of ``python -m workq.server`` against the bare server (target 1.3x);
+- spawn to initialized of ``workq serve`` against the bare server (target 1.3x);
+- a call to an unknown tool name (one no toolset has, and one of a toolset the server does
+  not enable) against a real call (``issue_get``): it must cost about the same;
 - the size of tools/list for the default toolset (target under 16 KB).
+
+Servers run with this process's environment, so ``PYTHONPATH=other/src`` measures another
+checkout with the same interpreter.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -52,8 +58,11 @@ def bare_params(folder: Path) -> StdioServerParameters:
 
 
 def workq_params(db: Path, *extra: str) -> StdioServerParameters:
+    """``workq serve`` (the CLI's entry point, run by this interpreter)."""
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "workq.server", "--db", str(db), *extra]
+        command=sys.executable,
+        args=["-m", "workq.cli.main", "--db", str(db), "serve", *extra],
+        env=dict(os.environ),
     )
 
 
@@ -83,6 +92,28 @@ async def round_trips(
                 assert not result.is_error, result.content
                 if i >= warmup:
                     kept.append(elapsed)
+    return samples
+
+
+async def unknown_tools(
+    workq: StdioServerParameters, log: Any, calls: int
+) -> dict[str, list[float]]:
+    """Round trips of a real call and of two unknown names, interleaved, on one server."""
+    kinds: dict[str, tuple[str, dict[str, Any], bool]] = {
+        "issue_get (real)": ("issue_get", {"number": 1}, False),
+        "no_such_tool": ("no_such_tool", {}, True),
+        "issue_comment (off)": ("issue_comment", {"number": 1, "body": "x"}, True),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in kinds}
+    async with Client(stdio_client(workq, errlog=log), mode="legacy") as client:
+        for i in range(calls + 5):
+            for name, (tool, arguments, refused) in kinds.items():
+                started = time.perf_counter()
+                result = await client.call_tool(tool, arguments)
+                elapsed = time.perf_counter() - started
+                assert result.is_error == refused, result.content
+                if i >= 5:
+                    samples[name].append(elapsed)
     return samples
 
 
@@ -150,21 +181,23 @@ async def main(calls: int, spawns: int) -> None:
             lambda: spawn_to_initialized(bare, log),
             lambda: spawn_to_initialized(workq, log),
         )
-        for name, samples in (("bare MCPServer", bare_sp), ("-m workq.server", workq_sp)):
+        for name, samples in (("bare MCPServer", bare_sp), ("workq serve", workq_sp)):
             print(
                 f"  {name:17} median {statistics.median(samples) * 1000:6.0f} ms"
                 f"   min {min(samples) * 1000:6.0f} ms"
             )
         ratio = statistics.median(workq_sp) / statistics.median(bare_sp)
         print(f"  ratio             median {ratio:.2f}x   (target: within 1.3x)")
-        cli = Path(sys.executable).with_name("workq")
-        if cli.exists():
-            through_cli = StdioServerParameters(command=str(cli), args=["--db", str(db), "serve"])
-            cli_sp = [await spawn_to_initialized(through_cli, log) for _ in range(spawns)]
+
+        unknown_calls = max(20, calls // 10)
+        print(f"unknown tool names against a real call, {unknown_calls} calls each, interleaved")
+        by_kind = await unknown_tools(workq, log, unknown_calls)
+        real = percentile(by_kind["issue_get (real)"], 0.5)
+        for name, samples in by_kind.items():
             print(
-                f"  {'workq serve (CLI)':17} median {statistics.median(cli_sp) * 1000:6.0f} ms"
-                f"   ratio {statistics.median(cli_sp) / statistics.median(bare_sp):.2f}x"
-                " (the CLI imports its own modules first)"
+                f"  {name:19} p50 {percentile(samples, 0.5) * 1000:7.2f} ms"
+                f"   p99 {percentile(samples, 0.99) * 1000:7.2f} ms"
+                f"   p50 ratio {percentile(samples, 0.5) / real:5.2f}x"
             )
 
         count, size = await tools_list_bytes(workq, log)

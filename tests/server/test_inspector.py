@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.server.conftest import make_server, serve_argv
+from tests.server.test_http import http_server
 
 ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
@@ -25,35 +26,40 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def inspect(home: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The Inspector CLI, with its configuration and secrets kept in ``home``."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "MCP_CATALOG_PATH": str(home / "mcp.json"),
+        "MCP_CLIENT_CONFIG_PATH": str(home / "client.json"),
+        "MCP_INSPECTOR_SECRET_STORE": "memory",
+    }
+    return subprocess.run(
+        [str(INSPECTOR), "--cli", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        cwd=home,
+    )
+
+
 class Inspector:
     def __init__(self, db: Path, home: Path, era: str) -> None:
         self.db, self.home, self.era = db, home, era
 
     def run(self, *arguments: str) -> tuple[int, Any, str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.home),
-            "MCP_CATALOG_PATH": str(self.home / "mcp.json"),
-            "MCP_CLIENT_CONFIG_PATH": str(self.home / "client.json"),
-        }
-        done = subprocess.run(
-            [
-                str(INSPECTOR),
-                "--cli",
-                sys.executable,
-                *serve_argv("--toolsets", "all", "--run-id", "inspector", db=self.db),
-                "--protocol-era",
-                self.era,
-                "--format",
-                "json",
-                *arguments,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            cwd=self.home,
+        done = inspect(
+            self.home,
+            sys.executable,
+            *serve_argv("--toolsets", "all", "--run-id", "inspector", db=self.db),
+            "--protocol-era",
+            self.era,
+            "--format",
+            "json",
+            *arguments,
         )
         payload = json.loads(done.stdout) if done.stdout.strip() else None
         return done.returncode, payload, done.stderr
@@ -76,6 +82,8 @@ def inspector(tmp_path: Path, request: pytest.FixtureRequest) -> Inspector:
 def test_the_inspector_lists_every_tool_with_strict_schemas(inspector: Inspector) -> None:
     code, payload, stderr = inspector.run("--method", "tools/list", "--strict")
     assert code == 0, stderr
+    # --strict reports every portability problem, errors and warnings alike, on stderr.
+    assert "Warning" not in stderr and "Issue:" not in stderr, stderr
     names = {tool["name"] for tool in payload["result"]["tools"]}
     expected = {
         tool.name for tool in make_server(inspector.db, toolsets="all").workq_tools.values()
@@ -99,3 +107,31 @@ def test_the_inspector_drives_create_ready_claim_complete(inspector: Inspector) 
     assert code == 5  # the Inspector's exit status for a tool error
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("Could not claim issue #1 (already claimed")
+
+
+def test_the_inspector_over_http_with_a_bearer_token_in_any_case(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    db = tmp_path / "queue.db"
+    with http_server(db, "--token", "s3cret") as url:
+        done = inspect(
+            home,
+            url,
+            "--header",
+            "Authorization: bearer s3cret",
+            "--method",
+            "tools/list",
+            "--format",
+            "json",
+        )
+        assert done.returncode == 0, done.stderr
+        assert "issue_claim" in {
+            tool["name"] for tool in json.loads(done.stdout)["result"]["tools"]
+        }
+
+        # Without the token the Inspector reports the server's hint; it does not start an
+        # OAuth flow that workq does not offer.
+        refused = inspect(home, url, "--method", "tools/list", "--format", "json")
+        assert refused.returncode == 3, refused.stderr  # the Inspector's "auth" status
+        assert "Authorization: Bearer <token>" in refused.stderr, refused.stderr
+        assert "OAuth" not in refused.stderr and "Registration" not in refused.stderr
