@@ -103,19 +103,6 @@ async def test_every_line_on_stdout_is_json_rpc(db: Path, tmp_path: Path, mode: 
         assert {"result", "error", "method"} & set(message), line
 
 
-async def test_a_database_that_cannot_open_gives_clean_errors_and_the_server_stays_up(
-    tmp_path: Path,
-) -> None:
-    missing = tmp_path / "no-such-folder" / "queue.db"
-    with anyio.fail_after(60):
-        async with stdio_server(missing, errlog=tmp_path / "err.log", cwd=tmp_path) as client:
-            for _ in range(2):
-                result = await call_error(client, "issue_ready")
-                assert text(result).startswith("STORAGE_ERROR: the folder of the database")
-            assert {t.name for t in (await client.list_tools()).tools}
-    assert "cannot open the queue" in (tmp_path / "err.log").read_text()
-
-
 async def test_leases_of_claims_made_here_are_renewed_while_the_server_runs(db: Path) -> None:
     env = {"WORKQ_LEASE_SECONDS": "5"}
     with anyio.fail_after(60):
