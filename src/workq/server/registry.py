@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
-from typing_extensions import override
 
 from workq.server.state import ServerState
 
@@ -66,6 +65,11 @@ class Catalog(Registry):
         self.toolset_of.setdefault(fn.__name__, self.toolset)
 
 
+if not callable(getattr(FuncMetadata, "pre_parse_json", None)):  # pragma: no cover
+    # The override below would be dead code, and text arguments decoded as JSON again.
+    raise ImportError("mcp's FuncMetadata has no pre_parse_json: review TextStaysText")
+
+
 class TextStaysText(FuncMetadata):
     """The SDK json-decodes string arguments of every parameter not typed plain ``str``
     (for clients that send lists as JSON text). For a text parameter that turns the
@@ -89,7 +93,6 @@ class TextStaysText(FuncMetadata):
             ),
         )
 
-    @override
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
         parsed = super().pre_parse_json({k: v for k, v in data.items() if k in self.structured})
         return {k: parsed.get(k, v) if k in self.structured else v for k, v in data.items()}
