@@ -82,6 +82,13 @@ class NotHolder(Conflict):
     hint = "claim the issue first, or ask its holder to release it"
 
 
+class OpenBlockers(Conflict):
+    """The issue waits on issues that are not done."""
+
+    code = "OPEN_BLOCKERS"
+    hint = "finish those first (the claim stays yours), or give it up with issue_release"
+
+
 class InvalidTransition(Conflict):
     """That state change is not allowed."""
 

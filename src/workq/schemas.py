@@ -146,6 +146,11 @@ class Claim(_Model):
         default=None, description="Set when an expired or forced claim was taken over"
     )
     already_held: bool = Field(default=False, description="The caller already held it")
+    waits_on: list[int] = Field(
+        default_factory=list,
+        description="Unfinished issues it waits on (a dependency added, or a blocker "
+        "reopened, since it was claimed): it cannot be completed until they are done",
+    )
 
 
 class ReadyIssue(_Model):

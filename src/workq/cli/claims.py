@@ -8,6 +8,7 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import State, state
+from workq.errors import NotHolder, OpenBlockers
 from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, IssueType, ReadyFilter
 from workq.services import claims, reports
 
@@ -75,6 +76,15 @@ def ready(
         )
 
 
+def _waiting(claim: Claim) -> None:
+    if claim.waits_on:
+        shown = ", ".join(f"#{n}" for n in claim.waits_on)
+        output.line(
+            f"Issue #{claim.number} now waits on {shown}, not done yet: the claim stays "
+            "yours, and complete is refused until then"
+        )
+
+
 def _claimed(claim: Claim, json_: bool) -> None:
     if json_:
         output.emit_json(claim)
@@ -84,6 +94,7 @@ def _claimed(claim: Claim, json_: bool) -> None:
         f"Claimed issue #{claim.number}: {claim.title} for {claim.claimed_by}, "
         f"lease until {output.when(claim.lease_expires_at)}{took}"
     )
+    _waiting(claim)
 
 
 def claim(
@@ -120,6 +131,7 @@ def heartbeat(ctx: typer.Context, number: Number, run_id: RunId = None) -> None:
     s = state(ctx)
     got = claims.heartbeat(s.queue(), number, {_run_id(s, run_id)})
     output.line(f"Lease of issue #{number} extended until {output.when(got.lease_expires_at)}")
+    _waiting(got)
 
 
 def complete(
@@ -129,9 +141,14 @@ def complete(
     force: Annotated[bool, typer.Option(help="Complete whoever holds it (admin).")] = False,
     json_: JsonFlag = False,
 ) -> None:
-    """Mark an issue done; the issues waiting only on it become ready."""
+    """Mark an issue done; the issues waiting only on it become ready. An issue that waits
+    on unfinished issues is refused unless --force."""
     s = state(ctx)
-    done = claims.complete(s.queue(), number, {_run_id(s, run_id)}, force=force, actor=s.actor)
+    try:
+        done = claims.complete(s.queue(), number, {_run_id(s, run_id)}, force=force, actor=s.actor)
+    except OpenBlockers as exc:
+        exc.hint = "finish those first (the claim stays yours), or complete it anyway with --force"
+        raise
     if json_:
         output.emit_json(done)
         return
@@ -144,10 +161,20 @@ def block(
     ctx: typer.Context,
     number: Number,
     reason: Annotated[str, typer.Argument(help="Why it cannot go on.")],
+    run_id: RunId = None,
+    force: Annotated[
+        bool, typer.Option(help="Block it even if someone else holds it (admin).")
+    ] = False,
 ) -> None:
-    """Block an issue with a reason: its claim is released and it leaves the queue."""
+    """Block an issue with a reason: its claim is released and it leaves the queue. Another
+    run's live claim is only overridden with --force (recorded in the history)."""
     s = state(ctx)
-    claims.block(s.queue(), number, reason, actor=s.actor)
+    holders = None if force else {_run_id(s, run_id)}
+    try:
+        claims.block(s.queue(), number, reason, holders=holders, actor=s.actor)
+    except NotHolder as exc:
+        exc.hint = "ask its holder, or block it anyway with --force (recorded in its history)"
+        raise
     output.line(f"Blocked issue #{number}: {reason}")
 
 

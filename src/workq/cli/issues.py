@@ -200,8 +200,13 @@ def depend(
 ) -> None:
     """Make BLOCKED wait until the issue given with --on is done."""
     s = state(ctx)
-    dependencies.depend(s.queue(), blocker=blocker, blocked=blocked, actor=s.actor)
+    issue = dependencies.depend(s.queue(), blocker=blocker, blocked=blocked, actor=s.actor)
     output.line(f"Issue #{blocked} now waits on #{blocker}")
+    if issue.claimed_by and issue.open_blockers:
+        output.line(
+            f"{issue.claimed_by} keeps its claim on #{blocked} but cannot complete it until "
+            "then (its next claim or heartbeat says so)"
+        )
 
 
 def undepend(

@@ -20,12 +20,22 @@ from workq.schemas import (
     Priority,
 )
 
-# Control characters other than tab, newline and carriage return; NUL among them.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# What no stored text may hold: the C0 controls other than tab, newline and carriage
+# return (NUL among them), DEL, and the C1 controls U+0080-U+009F (NEL U+0085 and CSI
+# U+009B among them: terminals act on them, so `workq list` could be made to rewrite one).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Line breaks, which only text that may span lines may hold.
+_LINE_BREAK = re.compile(r"[\n\r\u2028\u2029]")
 # Lone surrogates: what Python makes of bytes that are not UTF-8 (in argv, say). No
 # database can store them.
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]*")
+_BREAK_NAMES = {
+    "\n": "a newline",
+    "\r": "a carriage return",
+    "\u2028": "U+2028, a line separator",
+    "\u2029": "U+2029, a paragraph separator",
+}
 
 PRIORITY_ALIASES = {
     "critical": Priority.URGENT,
@@ -36,25 +46,56 @@ PRIORITY_ALIASES = {
 }
 
 
-def text(value: str, field: str, *, limit: int, required: bool = False, multiline: bool) -> str:
+def characters(value: object, field: str, *, multiline: bool, label: str | None = None) -> str:
+    """``value`` itself if it is text whose every character may be stored: no control
+    characters but tab (and newline and CR where ``multiline``), no line or paragraph
+    separators in one-line text. ``label`` names the value in the message (default:
+    ``field``)."""
+    label = label or field
     if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string", field=field)
+        raise InvalidInput(f"{label} must be a string", field=field)
     if _SURROGATE.search(value):
         raise InvalidInput(
-            f"{field} is not valid Unicode (a lone surrogate, as bytes that are not UTF-8 give)",
+            f"{label} is not valid Unicode (a lone surrogate, as bytes that are not UTF-8 give)",
             field=field,
         )
-    if _CONTROL.search(value) or (not multiline and ("\n" in value or "\r" in value)):
-        raise InvalidInput(f"{field} contains control characters", field=field)
+    if found := _CONTROL.search(value):
+        raise InvalidInput(
+            f"{label} contains the control character U+{ord(found.group()):04X}",
+            field=field,
+        )
+    if not multiline and (found := _LINE_BREAK.search(value)):
+        raise InvalidInput(
+            f"{label} must be one line; it holds {_BREAK_NAMES[found.group()]}", field=field
+        )
+    return value
+
+
+def text(
+    value: object,
+    field: str,
+    *,
+    limit: int,
+    required: bool = False,
+    multiline: bool,
+    label: str | None = None,
+) -> str:
+    """The one check of every text field: its characters, then its normal form (one-line
+    text loses surrounding white space; multi-line text is kept as given), then the limit,
+    counted in characters of that normal form."""
+    label = label or field
+    value = characters(value, field, multiline=multiline, label=label)
+    if not multiline:
+        value = value.strip()
     if required and not value.strip():
-        raise InvalidInput(f"{field} must not be empty", field=field)
+        raise InvalidInput(f"{label} must not be empty", field=field)
     if len(value) > limit:
         raise InvalidInput(
-            f"{field} is {len(value)} characters long; the limit is {limit}",
+            f"{label} is {len(value)} characters long; the limit is {limit}",
             field=field,
             limit=limit,
         )
-    return value.strip() if not multiline else value
+    return value
 
 
 def title(value: str) -> str:
@@ -76,7 +117,7 @@ def comment(value: str) -> str:
 
 
 def name(value: str, field: str, *, limit: int) -> str:
-    if not isinstance(value, str) or not _NAME.match(value) or len(value) > limit:
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or len(value) > limit:
         raise InvalidInput(
             f"{field} must be 1-{limit} characters of letters, digits and ._:@/+- "
             f"starting with a letter or digit",

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from workq.domain import fields
 from workq.errors import InvalidInput, InvalidTransition, PlanEmpty
 
 __all__ = [
@@ -259,8 +260,6 @@ def plan_path(plans_dir: Path, slug: str) -> Path:
 
 # --- the template -----------------------------------------------------------------------------
 
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
 
 def validate_goal(goal: object) -> str:
     """``goal`` stripped, with line endings made ``\\n``.
@@ -274,14 +273,7 @@ def validate_goal(goal: object) -> str:
     text = goal.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise InvalidInput("the goal is empty; say what the plan is for", field="goal")
-    if len(text) > MAX_GOAL_CHARS:
-        raise InvalidInput(
-            f"the goal is {len(text)} characters; the limit is {MAX_GOAL_CHARS}",
-            field="goal",
-        )
-    if _CONTROL_RE.search(text):
-        raise InvalidInput("the goal holds control characters", field="goal")
-    return text
+    return fields.text(text, "goal", limit=MAX_GOAL_CHARS, multiline=True, label="the goal")
 
 
 _PLACEHOLDERS: dict[str, str] = {
@@ -498,16 +490,15 @@ def parse_tasks(text: str) -> list[PlanTask]:
         if (marker := _AFTER_RE.search(title)) is not None:
             after = [int(n) for n in re.findall(r"\d+", marker.group(1))]
             title = title[: marker.start()]
+        # Checked as written (a title becomes an issue title: one line, no controls),
+        # then with its runs of white space made one space, then measured.
+        fields.characters(title, "tasks", multiline=False, label=f"the title of {where}")
         title = " ".join(title.split())
         if not title:
             raise InvalidInput(f"{where} has no title", field="tasks")
-        if len(title) > TASK_TITLE_MAX:
-            raise InvalidInput(
-                f"{where} has a title of {len(title)} characters; the limit is {TASK_TITLE_MAX}",
-                field="tasks",
-            )
-        if _CONTROL_RE.search(title):
-            raise InvalidInput(f"{where} holds control characters", field="tasks")
+        title = fields.text(
+            title, "tasks", limit=TASK_TITLE_MAX, multiline=False, label=f"the title of {where}"
+        )
         for dep in after:
             if not 1 <= dep < index:
                 earlier = f"tasks 1..{index - 1}" if index > 1 else "none: it is the first"

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, NoReturn
 
+from workq.domain import fields
 from workq.errors import InvalidInput, InvalidTransition
 
 __all__ = [
@@ -118,12 +119,9 @@ def validate_justification(text: object) -> str | None:
             f"skipJustification must be text, not {type(text).__name__}",
             field="skipJustification",
         )
-    cleaned = text.strip()
-    if len(cleaned) > JUSTIFICATION_MAX:
-        raise InvalidInput(
-            f"skipJustification is {len(cleaned)} characters; the limit is {JUSTIFICATION_MAX}",
-            field="skipJustification",
-        )
+    cleaned = fields.text(
+        text.strip(), "skipJustification", limit=JUSTIFICATION_MAX, multiline=True
+    )
     return cleaned or None
 
 

@@ -50,9 +50,18 @@ class IssueList(_Out):
     next_cursor: str | None = None
 
 
+class Waiting(_Out):
+    number: int
+    waits_on: list[int]
+
+
 class Renewed(_Out):
     renewed: int = Field(description="How many claims had their lease extended")
     lease_expires_at: datetime
+    waiting: list[Waiting] = Field(
+        default_factory=list,
+        description="Renewed claims that now wait on unfinished issues (not completable yet)",
+    )
 
 
 class History(_Out):

@@ -31,7 +31,9 @@ RunId = Annotated[
         description="Default: this server's run id",
     ),
 ]
-Title = Annotated[str, Field(min_length=1, max_length=TITLE_MAX)]
+# The title's limit is checked once it is trimmed (workq.domain.fields), so the schema
+# cannot state it as a maxLength of the raw string.
+Title = Annotated[str, Field(min_length=1, description=f"One line, <= {TITLE_MAX} chars trimmed")]
 Description = Annotated[str, Field(max_length=DESCRIPTION_MAX, description="Markdown")]
 Reason = Annotated[str, Field(min_length=1, max_length=REASON_MAX)]
 Agent = Annotated[str, Field(min_length=1, max_length=AGENT_MAX, description="e.g. claude, codex")]

@@ -10,7 +10,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, Completed, IssueSummary, ReadyFilter
-from workq.server.outputs import ClaimedIssue, ClaimedNext, Ready, Renewed
+from workq.server.outputs import ClaimedIssue, ClaimedNext, Ready, Renewed, Waiting
 from workq.server.params import Agent, Labels, Number, Reason, RunId, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
@@ -18,6 +18,18 @@ from workq.server.results import ok, when, worded
 from workq.server.tools_plan import refuse_while_planning
 
 NOTHING_READY = "No ready issues available"
+
+
+def _waiting(number: int, waits_on: Sequence[int]) -> str:
+    """What a holder's claim has come to wait on since it was claimed, if anything."""
+    if not waits_on:
+        return ""
+    return (
+        f"\nIssue #{number} now waits on {numbers(waits_on)}, not done yet: the claim stays "
+        "yours; issue_complete is refused until then"
+    )
+
+
 CLAIM_REFUSED = "Could not claim issue #{} (already claimed or blocked)"
 
 
@@ -70,7 +82,7 @@ def register_core(reg: Registry) -> None:
             refuse_while_planning(state, run_id, "claiming")
             claim = claims.claim(state.queue(), number, holder)
         state.claimed_with(holder)
-        return ok(f"Claimed issue #{number}", claim)
+        return ok(f"Claimed issue #{number}" + _waiting(number, claim.waits_on), claim)
 
     @reg.tool(writes(idempotent=False))
     def issue_claim_next(
@@ -176,13 +188,19 @@ def register_core(reg: Registry) -> None:
             with worded(f"Could not renew the claim on issue #{number}"):
                 claim = claims.heartbeat(q, number, state.acting_as(run_id))
             text = f"Renewed claim on issue #{number} until {when(claim.lease_expires_at)}"
-            return ok(text, Renewed(renewed=1, lease_expires_at=claim.lease_expires_at))
-        count = claims.renew_leases(q, state.acting_as(run_id))
+            text += _waiting(number, claim.waits_on)
+            waiting = [Waiting(number=number, waits_on=claim.waits_on)] if claim.waits_on else []
+            return ok(
+                text,
+                Renewed(renewed=1, lease_expires_at=claim.lease_expires_at, waiting=waiting),
+            )
+        holders = state.acting_as(run_id)
+        count = claims.renew_leases(q, holders)
         until = q.lease_until(q.now())
-        return ok(
-            f"Renewed {count} claim(s) until {when(until)}",
-            Renewed(renewed=count, lease_expires_at=until),
-        )
+        waiting = [Waiting(number=n, waits_on=w) for n, w in claims.waiting(q, holders).items()]
+        text = f"Renewed {count} claim(s) until {when(until)}"
+        text += "".join(_waiting(w.number, w.waits_on) for w in waiting)
+        return ok(text, Renewed(renewed=count, lease_expires_at=until, waiting=waiting))
 
 
 def register_recovery(reg: Registry) -> None:

@@ -32,6 +32,11 @@ def register(reg: Registry) -> None:
                 state.queue(), blocker=blocker, blocked=blocked, actor=state.run_id
             )
         text = f"Issue #{blocked} now waits for #{blocker} ({issue.open_blockers} not done)"
+        if issue.claimed_by and issue.open_blockers:
+            text += (
+                f"; {issue.claimed_by} keeps its claim but cannot complete it until then "
+                "(its next claim or heartbeat says so)"
+            )
         return ok(text, issue)
 
     @reg.tool(writes(idempotent=True))

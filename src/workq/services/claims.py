@@ -34,6 +34,7 @@ from workq.errors import (
     InvalidInput,
     NotClaimable,
     NotHolder,
+    OpenBlockers,
 )
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
@@ -64,6 +65,8 @@ _READY_COLUMNS = (
     issues.c.created_at,
     issues.c.status,
     issues.c.claimed_by,
+    issues.c.claimed_at,
+    issues.c.open_blockers,
 )
 _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
 _unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
@@ -226,18 +229,10 @@ def claim(q: Queue, number: int, run_id: str) -> Claim:
     def work(conn: Connection) -> Claim:
         row = load(conn, number, for_update=True)
         now = q.now()
-        _check_claimable(row, number)
         if row.claimed_by == run_id and row.status == IN_PROGRESS:
-            until = q.lease_until(now)
-            _renew.count(conn, {"issue_id": row.id, "holder": run_id, "until": until})
-            return Claim(
-                number=number,
-                title=row.title,
-                claimed_by=run_id,
-                claimed_at=row.claimed_at,
-                lease_expires_at=until,
-                already_held=True,
-            )
+            # The holder's own claim stays its own, whatever it has come to wait on.
+            return _renewal(q, conn, row, run_id, now)
+        _check_claimable(row, number)
         if row.claimed_by is not None and row.lease_expires_at and row.lease_expires_at > now:
             raise AlreadyClaimed(
                 f"Issue #{number} is held by {row.claimed_by} until "
@@ -252,6 +247,39 @@ def claim(q: Queue, number: int, run_id: str) -> Claim:
         return taken
 
     return q.db.write(work)
+
+
+_blocker = issues.alias("blocker")
+_waits_on = Prepared(
+    select(_blocker.c.number)
+    .join(deps, deps.c.blocker_id == _blocker.c.id)
+    .where(deps.c.blocked_id == bindparam("issue_id"), _blocker.c.status != DONE)
+    .order_by(_blocker.c.number)
+)
+
+
+def waits_on(conn: Connection, row: Any) -> list[int]:
+    """The numbers of the unfinished issues ``row`` waits on (none to look up when its
+    count says so)."""
+    if not row.open_blockers:
+        return []
+    return [r.number for r in _waits_on.rows(conn, {"issue_id": row.id})]
+
+
+def _renewal(q: Queue, conn: Connection, row: Any, holder: str, now: datetime) -> Claim:
+    """Renew ``holder``'s own claim on ``row``: a new lease, the same claim (no event, and
+    ``claimed_at`` kept), with what it now waits on."""
+    until = q.lease_until(now)
+    _renew.count(conn, {"issue_id": row.id, "holder": holder, "until": until})
+    return Claim(
+        number=row.number,
+        title=row.title,
+        claimed_by=holder,
+        claimed_at=row.claimed_at,
+        lease_expires_at=until,
+        already_held=True,
+        waits_on=waits_on(conn, row),
+    )
 
 
 def clear_claim(
@@ -302,6 +330,9 @@ def claim_next(q: Queue, run_id: str, f: ReadyFilter | None = None) -> NextClaim
             rows = _ready_rows(conn, f, 1, now, lock=True)
             if not rows:
                 return None
+            if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
+                renewed = _renewal(q, conn, rows[0], run_id, now)
+                return NextClaim(**renewed.model_dump(), issue=_ready_issue(rows[0]))
             taken = _take_claim(q, conn, rows[0], run_id, now)
             if taken is not None:
                 return NextClaim(**taken.model_dump(), issue=_ready_issue(rows[0]))
@@ -344,17 +375,7 @@ def heartbeat(q: Queue, number: int, holders: Collection[str]) -> Claim:
 
     def work(conn: Connection) -> Claim:
         row = load(conn, number, for_update=True)
-        holder = _held(row, holders, number, "heartbeat")
-        until = q.lease_until(q.now())
-        _renew.count(conn, {"issue_id": row.id, "holder": holder, "until": until})
-        return Claim(
-            number=number,
-            title=row.title,
-            claimed_by=holder,
-            claimed_at=row.claimed_at,
-            lease_expires_at=until,
-            already_held=True,
-        )
+        return _renewal(q, conn, row, _held(row, holders, number, "heartbeat"), q.now())
 
     return q.db.write(work)
 
@@ -378,6 +399,23 @@ def renew_leases(q: Queue, holders: Collection[str]) -> int:
             ).rowcount
         )
     )
+
+
+@retry_lost_read
+def waiting(q: Queue, holders: Collection[str]) -> dict[int, list[int]]:
+    """The claims these run ids hold that wait on unfinished issues: number -> those."""
+    if not holders:
+        return {}
+    with q.db.read() as conn:
+        rows = list(
+            conn.execute(
+                select(issues.c.id, issues.c.number, issues.c.open_blockers)
+                .where(issues.c.claimed_by.in_(list(holders)))
+                .where(issues.c.status == IN_PROGRESS, issues.c.open_blockers > 0)
+                .order_by(issues.c.number)
+            )
+        )
+        return {row.number: waits_on(conn, row) for row in rows}
 
 
 _finish = Prepared(
@@ -408,7 +446,8 @@ def complete(
     force: bool = False,
     actor: str | None = None,
 ) -> Completed:
-    """Mark done. Only the holder may (``holders``), unless ``force``; done is idempotent."""
+    """Mark done. Only the holder may (``holders``), and only once every issue it waits on
+    is done, unless ``force``; done is idempotent."""
     fields.number(number)
 
     def work(conn: Connection) -> Completed:
@@ -416,6 +455,9 @@ def complete(
         if row.status == DONE:
             return Completed(number=number, title=row.title, already_done=True)
         holder = row.claimed_by if force else _held(row, holders, number, "complete")
+        waiting = waits_on(conn, row)
+        if waiting and not force:
+            raise _still_waiting(number, waiting)
         now = q.now()
         _finish.count(conn, {"issue_id": row.id, "now": now})
         unblocked = sorted(
@@ -432,11 +474,25 @@ def complete(
             actor=actor or holder,
             now=now,
             before={"status": row.status, "claimed_by": row.claimed_by},
-            after={"status": DONE, "forced": force} if force else {"status": DONE},
+            after=(
+                {"status": DONE, "forced": force, **({"waits_on": waiting} if waiting else {})}
+                if force
+                else {"status": DONE}
+            ),
         )
         return Completed(number=number, title=row.title, unblocked=unblocked)
 
     return q.db.write(work)
+
+
+def _still_waiting(number: int, waiting: list[int]) -> OpenBlockers:
+    shown = ", ".join(f"#{n}" for n in waiting)
+    verb = "is" if len(waiting) == 1 else "are"
+    return OpenBlockers(
+        f"Issue #{number} waits on {shown}, which {verb} not done",
+        number=number,
+        waits_on=waiting,
+    )
 
 
 def block(
@@ -449,7 +505,8 @@ def block(
 ) -> Issue:
     """Record why, release any claim, keep it out of ready until unblocked.
 
-    With ``holders`` given, an issue claimed by someone else (with a live lease) is refused.
+    With ``holders`` given, an issue claimed by someone else (with a live lease) is refused;
+    without, that claim is overridden and the event records ``forced``.
     """
     fields.number(number)
     why = fields.reason(reason)
@@ -460,7 +517,8 @@ def block(
         if row.status == DONE:
             raise NotClaimable(f"Issue #{number} is done; nothing to block", number=number)
         live = row.claimed_by and row.lease_expires_at and row.lease_expires_at > now
-        if holders is not None and live and row.claimed_by not in holders:
+        overridden = bool(live) and row.claimed_by not in (holders or ())
+        if holders is not None and overridden:
             _held(row, holders, number, "block")
         clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
         record(
@@ -472,7 +530,8 @@ def block(
             actor=actor or row.claimed_by,
             now=now,
             before={"claimed_by": row.claimed_by, "status": row.status},
-            after={"blocked_reason": why},
+            # Blocking someone else's live claim (an admin's force) says so.
+            after={"blocked_reason": why, **({"forced": True} if overridden else {})},
         )
         return to_issue(load(conn, number))
 
