@@ -1,7 +1,11 @@
 """Random operation sequences against a small pure-Python model of the queue.
 
 After every step the ready list must equal the model's, and the stored blocked counts must
-equal the graph (the doctor's oracle).
+equal the graph (the doctor's oracle). The model holds the rules about claims that wait: a
+dependency added to a claimed issue, or a blocker reopened, leaves the claim where it is;
+the holder's re-claim and heartbeat renew it and say what it waits on; completing it is
+refused, naming those, until they are done (or forced). A holder's claim_next of its own
+expired claim is a renewal too (no takeover, the same claimed_at).
 """
 
 from __future__ import annotations
@@ -12,13 +16,19 @@ from datetime import datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from sqlalchemy import delete, insert
 
 from tests.conftest import FakeClock
 from workq.db.tables import comments, counters, dependencies, events, issues, labels
-from workq.errors import WorkqError
-from workq.schemas import Priority
+from workq.errors import OpenBlockers, WorkqError
+from workq.schemas import Claim, Priority
 from workq.services import claims, maintenance
 from workq.services import dependencies as deps_service
 from workq.services import issues as issues_service
@@ -37,6 +47,7 @@ class Item:
     blocked: bool = False
     holder: str | None = None
     until: datetime | None = None
+    claimed_at: datetime | None = None
     blockers: set[int] = field(default_factory=set)
 
 
@@ -45,8 +56,13 @@ class Model:
         self.items: dict[int, Item] = {}
         self.next = 1
 
+    def waits_on(self, item: Item) -> list[int]:
+        return sorted(
+            b for b in item.blockers if b in self.items and self.items[b].status != "done"
+        )
+
     def waiting(self, item: Item) -> bool:
-        return any(self.items[b].status != "done" for b in item.blockers if b in self.items)
+        return bool(self.waits_on(item))
 
     def live(self, item: Item, now: datetime) -> bool:
         return item.holder is not None and item.until is not None and item.until > now
@@ -98,15 +114,29 @@ class QueueMachine(RuleBasedStateMachine):
     def _now(self) -> datetime:
         return self.clock.now
 
-    def _expect(self, allowed: bool, call: object) -> None:
+    def _expect(self, allowed: bool, call: object) -> object:
         try:
-            call()  # type: ignore[operator]
+            got = call()  # type: ignore[operator]
         except WorkqError as exc:
             assert not allowed, f"refused but the model allows it: {exc.describe()}"
-        else:
-            assert allowed, "accepted but the model refuses it"
+            return exc
+        assert allowed, "accepted but the model refuses it"
+        return got
 
-    numbers = st.integers(min_value=1, max_value=8)
+    def _take(self, item: Item, run: str, now: datetime) -> None:
+        """The model's claim: a renewal keeps claimed_at, a new claim sets it."""
+        if not (item.status == "in_progress" and item.holder == run):
+            item.claimed_at = now
+        item.status, item.holder, item.until = "in_progress", run, now + timedelta(seconds=LEASE)
+
+    # Few numbers, most of them made at the start, so that claims, dependencies and
+    # completions meet on the same issues.
+    numbers = st.integers(min_value=1, max_value=5)
+
+    @initialize(priorities=st.lists(st.sampled_from(list(Priority)), min_size=3, max_size=3))
+    def start(self, priorities: list[Priority]) -> None:
+        for priority in priorities:
+            self.create(priority)
 
     @rule(priority=st.sampled_from(list(Priority)))
     def create(self, priority: Priority) -> None:
@@ -119,22 +149,16 @@ class QueueMachine(RuleBasedStateMachine):
     def claim(self, number: int, run: str) -> None:
         item = self.model.items.get(number)
         now = self._now()
-        allowed = item is not None and (
-            (
-                item.holder == run
-                and item.status == "in_progress"
-                and not item.blocked
-                and not self.model.waiting(item)
-            )
-            or self.model.claimable(item, now)
-        )
-        self._expect(allowed, lambda: claims.claim(self.queue, number, run))
+        # The holder's own claim is renewed whatever it has come to wait on.
+        renewal = item is not None and item.holder == run and item.status == "in_progress"
+        allowed = item is not None and (renewal or self.model.claimable(item, now))
+        got = self._expect(allowed, lambda: claims.claim(self.queue, number, run))
         if allowed and item is not None:
-            item.status, item.holder, item.until = (
-                "in_progress",
-                run,
-                now + timedelta(seconds=LEASE),
-            )
+            assert isinstance(got, Claim)
+            assert got.already_held == renewal
+            assert got.waits_on == self.model.waits_on(item)
+            self._take(item, run, now)
+            assert got.claimed_at == item.claimed_at
 
     @rule(run=st.sampled_from(RUNS))
     def claim_next(self, run: str) -> None:
@@ -146,16 +170,46 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert got is not None and got.number == expected[0]
         item = self.model.items[got.number]
-        item.status, item.holder, item.until = "in_progress", run, now + timedelta(seconds=LEASE)
+        renewal = item.status == "in_progress" and item.holder == run
+        # Its own expired claim comes back as a renewal, not a takeover from itself.
+        assert got.already_held == renewal
+        assert got.previous_holder == (None if renewal else item.holder)
+        self._take(item, run, now)
+        assert got.claimed_at == item.claimed_at
+
+    @rule(number=numbers, run=st.sampled_from(RUNS))
+    def heartbeat(self, number: int, run: str) -> None:
+        item = self.model.items.get(number)
+        allowed = item is not None and item.status == "in_progress" and item.holder == run
+        got = self._expect(allowed, lambda: claims.heartbeat(self.queue, number, {run}))
+        if allowed and item is not None:
+            assert isinstance(got, Claim)
+            assert got.waits_on == self.model.waits_on(item)
+            assert got.claimed_at == item.claimed_at
+            item.until = self._now() + timedelta(seconds=LEASE)
 
     @rule(number=numbers, run=st.sampled_from(RUNS))
     def complete(self, number: int, run: str) -> None:
         item = self.model.items.get(number)
+        holds = item is not None and item.status == "in_progress" and item.holder == run
         allowed = item is not None and (
-            item.status == "done" or (item.status == "in_progress" and item.holder == run)
+            item.status == "done" or (holds and not self.model.waiting(item))
         )
-        self._expect(allowed, lambda: claims.complete(self.queue, number, {run}))
+        got = self._expect(allowed, lambda: claims.complete(self.queue, number, {run}))
+        if holds and not allowed and item is not None:
+            # Refused for what it waits on, naming exactly those.
+            assert isinstance(got, OpenBlockers), got
+            assert got.facts["waits_on"] == self.model.waits_on(item)
         if allowed and item is not None:
+            item.status, item.holder, item.until = "done", None, None
+
+    @rule(number=numbers)
+    def force_complete(self, number: int) -> None:
+        item = self.model.items.get(number)
+        self._expect(
+            item is not None, lambda: claims.complete(self.queue, number, None, force=True)
+        )
+        if item is not None:
             item.status, item.holder, item.until = "done", None, None
 
     @rule(number=numbers, run=st.sampled_from(RUNS))
@@ -166,11 +220,14 @@ class QueueMachine(RuleBasedStateMachine):
         if allowed and item is not None:
             item.status, item.holder, item.until = "open", None, None
 
-    @rule(number=numbers)
-    def block(self, number: int) -> None:
+    @rule(number=numbers, run=st.sampled_from((None, *RUNS)))
+    def block(self, number: int, run: str | None) -> None:
+        """As an admin (``run`` None), or as a run, which may not block another's live claim."""
         item = self.model.items.get(number)
-        allowed = item is not None and item.status != "done"
-        self._expect(allowed, lambda: claims.block(self.queue, number, "why"))
+        others = item is not None and self.model.live(item, self._now()) and item.holder != run
+        allowed = item is not None and item.status != "done" and (run is None or not others)
+        holders = None if run is None else {run}
+        self._expect(allowed, lambda: claims.block(self.queue, number, "why", holders=holders))
         if allowed and item is not None:
             item.blocked, item.status, item.holder, item.until = True, "open", None, None
 
@@ -221,6 +278,33 @@ class QueueMachine(RuleBasedStateMachine):
         self._expect(item is not None, lambda: issues_service.delete_issue(self.queue, number))
         for other in self.model.items.values():
             other.blockers.discard(number)
+
+    # Rules that pick from the model's state, so that random sequences often meet the
+    # cases of claims that come to wait: a claimed issue given a dependency, then renewed
+    # or completed by its holder; a done issue that claimed ones wait on, reopened.
+    def _claimed(self) -> list[int]:
+        return sorted(n for n, i in self.model.items.items() if i.status == "in_progress")
+
+    @precondition(lambda self: self._claimed())
+    @rule(data=st.data())
+    def depend_a_claimed_issue(self, data: st.DataObject) -> None:
+        blocked = data.draw(st.sampled_from(self._claimed()))
+        blocker = data.draw(st.sampled_from(sorted(self.model.items)))
+        self.depend(blocker, blocked)
+
+    @precondition(lambda self: self._claimed())
+    @rule(data=st.data(), act=st.sampled_from(["claim", "heartbeat", "complete"]))
+    def holder_acts(self, data: st.DataObject, act: str) -> None:
+        number = data.draw(st.sampled_from(self._claimed()))
+        holder = self.model.items[number].holder
+        assert holder is not None
+        getattr(self, act)(number, holder)
+
+    @precondition(lambda self: any(i.status == "done" for i in self.model.items.values()))
+    @rule(data=st.data())
+    def reopen_a_done_issue(self, data: st.DataObject) -> None:
+        done = sorted(n for n, i in self.model.items.items() if i.status == "done")
+        self.reopen(data.draw(st.sampled_from(done)))
 
     @rule(seconds=st.sampled_from([1, 30, LEASE + 1]))
     def wait(self, seconds: int) -> None:
