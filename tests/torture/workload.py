@@ -32,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 # The codes a worker may be refused with during the torture: lost races and leases taken
-# over (a killed agent's work), issues deleted under it, and a busy database.
+# over (a killed agent's work), issues deleted under it, a claim that came to wait on an
+# issue another worker made it depend on, and a busy database.
 EXPECTED_REFUSALS = frozenset(
     {
         "NOT_HOLDER",
+        "OPEN_BLOCKERS",
         "NOT_FOUND",
         "NOT_CLAIMABLE",
         "ALREADY_CLAIMED",
