@@ -137,9 +137,7 @@ C1_AND_SEPARATORS = {
 
 
 @pytest.mark.parametrize("value", C1_AND_SEPARATORS.values(), ids=C1_AND_SEPARATORS.keys())
-def test_c1_controls_and_separators_stay_out_of_one_line_text(
-    tmp_path: Path, value: str
-) -> None:
+def test_c1_controls_and_separators_stay_out_of_one_line_text(tmp_path: Path, value: str) -> None:
     ok(tmp_path, "create", "first")
     before = dump(tmp_path)
     for args in (

@@ -24,7 +24,7 @@ from workq.errors import Conflict, InvalidInput, WorkqError
 # hint) for programs.
 ERROR_META = "workq/error"
 # Facts that the text never needs to repeat.
-_QUIET_FACTS = frozenset({"number", "field", "expected", "fields", "unknown"})
+_QUIET_FACTS = frozenset({"number", "field", "expected", "fields", "unknown", "waits_on"})
 
 
 class Refusal(ToolError):
