@@ -378,6 +378,8 @@ def test_no_goal_changes_what_the_template_means(goal: str) -> None:
         ("x" * (MAX_GOAL_CHARS + 1), "limit"),
         ("bell\x07", "control"),
         ("nul\x00", "control"),
+        ("csi\x9b2J", "control"),
+        ("next line\x85", "control"),
         (None, "text"),
         (3, "text"),
     ],
@@ -666,6 +668,29 @@ def test_title_bounds() -> None:
         tasks_of("- [ ] (after 1)")
     with pytest.raises(InvalidInput, match="control"):
         tasks_of("- [ ] bell\x07")
+
+
+@pytest.mark.parametrize(
+    ("title", "match"),
+    [
+        ("red\x9b31m", "control character U\\+009B"),
+        ("one\x85two", "control character U\\+0085"),  # NEL: str.split() takes it as space
+        ("one\u2028two", "one line"),
+        ("one\u2029two", "one line"),
+        ("x\x1ey", "control character U\\+001E"),  # also white space to str.split()
+    ],
+)
+def test_task_titles_pass_the_title_rule_as_written(title: str, match: str) -> None:
+    """A task title becomes an issue title: the same rule, checked before its white space is
+    collapsed (which would hide NEL and the separators)."""
+    with pytest.raises(InvalidInput, match=match) as refused:
+        tasks_of(f"- [ ] a\n- [ ] {title} (after 1)")
+    assert refused.value.message.startswith("the title of task 2 (line ")
+
+
+def test_a_task_title_is_measured_once_its_white_space_is_collapsed() -> None:
+    spaced = "x " * (TASK_TITLE_MAX // 2)  # 256 characters and a trailing space, collapsed
+    assert tasks_of(f"- [ ] {spaced.replace(' ', '   ')}") == [PlanTask(1, spaced.strip())]
 
 
 def test_task_count_bound() -> None:

@@ -364,3 +364,9 @@ def test_branch_names_are_always_safe_and_bounded(number: int, title: str) -> No
     assert name.startswith(f"{number}-")
     assert name.isascii()
     assert branch_name(number, title) == name
+
+
+@pytest.mark.parametrize("bad", ["ok\x9b2J", "ok\x1b[2J", "trailing next line\x85", "nul\x00"])
+def test_a_justification_holds_no_control_characters(bad: str) -> None:
+    with pytest.raises(InvalidInput, match="control character"):
+        check_transition("testing", "commit", tests_passed=None, skip_justification=bad)

@@ -26,6 +26,23 @@ CLEAN_FAILURE = re.compile(r"^([A-Z_]+: |Could not [^:]+: [A-Z_]+: )")
 
 Json = Any
 
+# Characters the text rules are about, drawn often (plain st.text() seldom draws them): C0
+# and C1 controls (CSI U+009B, NEL U+0085), DEL, the Unicode line and paragraph separators,
+# and white space that trimming removes.
+AWKWARD = "\x00\x1b\x7f\x80\x85\x9b\x9f\u2028\u2029\t\n\r \u00a0\u3000\ufeff"
+CHARACTERS = st.one_of(st.characters(), st.sampled_from(AWKWARD))
+# What no stored text holds, and what one-line text holds on top of that.
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+LINE_BREAK = re.compile(r"[\n\r\u2028\u2029]")
+
+
+def one_awkward(low: int, high: int) -> st.SearchStrategy[str]:
+    """Plain text with one awkward character in it: the case a rule must catch alone."""
+    plain = st.text(st.characters(codec="ascii", categories=["L", "N"]), max_size=8)
+    return st.builds(
+        lambda a, c, b: (a + c + b)[: max(high, 1)], plain, st.sampled_from(AWKWARD), plain
+    ).filter(lambda s: low <= len(s) <= high)
+
 
 def valid_value(schema: dict[str, Any]) -> st.SearchStrategy[Json]:
     """Values the advertised schema accepts (the domain may still refuse them)."""
@@ -40,7 +57,8 @@ def valid_value(schema: dict[str, Any]) -> st.SearchStrategy[Json]:
     if kind == "string":
         low, high = schema.get("minLength", 0), min(schema.get("maxLength", 200), 200)
         return st.one_of(
-            st.text(min_size=low, max_size=high),
+            st.text(CHARACTERS, min_size=low, max_size=high),
+            one_awkward(low, high),
             st.sampled_from(
                 ["autopilot_main", "run-a", "bug", "x", "I understand this may cause conflicts"]
             ),
@@ -75,7 +93,9 @@ def wrong_value(schema: dict[str, Any]) -> st.SearchStrategy[Json]:
     elif kind == "string":
         choices += [st.integers(), st.just(["not", "a", "string"]), st.just(False)]
         if "enum" in schema:
-            choices.append(st.text(max_size=12).filter(lambda s: s not in schema["enum"]))
+            choices.append(
+                st.text(CHARACTERS, max_size=12).filter(lambda s: s not in schema["enum"])
+            )
         if "maxLength" in schema:
             choices.append(st.just("x" * (schema["maxLength"] + 1)))
         if schema.get("minLength", 0) > 0:
@@ -130,6 +150,34 @@ def snapshot(db: Path) -> dict[str, list[Any]]:
     return state
 
 
+def stored_text_problems(db: Path) -> list[str]:
+    """Stored text that holds what no command may store."""
+    one_line = [
+        ("issues", "title"),
+        ("issues", "agent"),
+        ("issues", "claimed_by"),
+        ("labels", "name"),
+        ("plans", "slug"),
+        ("plans", "run_id"),
+    ]
+    multi_line = [
+        ("issues", "description"),
+        ("issues", "blocked_reason"),
+        ("comments", "body"),
+        ("plans", "goal"),
+    ]
+    problems = []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        for (table, column), pattern in [
+            *((place, LINE_BREAK) for place in one_line),
+            *((place, CONTROL) for place in one_line + multi_line),
+        ]:
+            for (value,) in conn.execute(f'SELECT "{column}" FROM "{table}"'):
+                if isinstance(value, str) and pattern.search(value):
+                    problems.append(f"{table}.{column}: {value!r:.80}")
+    return problems
+
+
 def seed(db: Path) -> None:
     queue = open_queue(Settings(db_path=db))
     try:
@@ -169,6 +217,7 @@ def test_every_tool_survives_generated_arguments(tmp_path: Path) -> None:
             strategy = valid_arguments(tool) if valid else invalid_arguments(tool)
             arguments = data.draw(strategy, label="arguments")
             before = snapshot(db)
+            problems = stored_text_problems(db)
             result = portal.call(client.call_tool, tool.name, arguments)
             seen.add((tool.name, valid))
             line = text(result)
@@ -181,6 +230,9 @@ def test_every_tool_survives_generated_arguments(tmp_path: Path) -> None:
                 assert result.structured_content is None
                 assert error_of(result)["code"] in line
                 assert snapshot(db) == before, f"{tool.name}({arguments}) failed but changed data"
+            else:
+                stored = set(stored_text_problems(db)) - set(problems)
+                assert not stored, f"{tool.name}({arguments}) stored {stored}"
 
         one_call()
         # The server still answers, and the queue is consistent.

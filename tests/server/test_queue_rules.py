@@ -131,23 +131,25 @@ async def test_c1_controls_and_separators_are_refused_where_text_is_one_line(db:
             await call(client, "issue_create", title="first")
             before = dump(db)
             for value in ONE_LINE_REFUSED.values():
-                for tool, arguments in (
+                one_line: tuple[tuple[str, dict[str, Any]], ...] = (
                     ("issue_create", {"title": value}),
                     ("issue_update", {"number": 1, "title": value}),
                     ("issue_create", {"title": "t", "labels": [value]}),
                     ("issue_claim", {"number": 1, "run_id": value}),
                     ("issue_search", {"query": value}),
                     ("enter_plan_mode", {"slug": f"plan{value}", "goal": "g"}),
-                ):
+                )
+                for tool, arguments in one_line:
                     line, error = await refused(client, tool, **arguments)
                     assert error["code"] == "INVALID_INPUT", line
             for c1 in ("\x9b2J", "a\x85b", "\x80"):
-                for tool, arguments in (
+                multi_line: tuple[tuple[str, dict[str, Any]], ...] = (
                     ("issue_create", {"title": "t", "description": c1}),
                     ("issue_comment", {"number": 1, "body": c1}),
                     ("issue_block", {"number": 1, "reason": c1}),
                     ("enter_plan_mode", {"slug": "p", "goal": c1}),
-                ):
+                )
+                for tool, arguments in multi_line:
                     line, error = await refused(client, tool, **arguments)
                     assert error["code"] == "INVALID_INPUT", line
             assert dump(db) == before

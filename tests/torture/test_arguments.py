@@ -1,8 +1,8 @@
 """Hostile arguments through a real ``workq serve`` (and a few through the CLI): NUL bytes,
-control characters, 10 MB bodies, SQL and markdown injection, path escapes in plan slugs,
-huge and negative numbers. Each is refused with a clean INVALID_INPUT that changes
-nothing, or stored exactly as given (text is data, never SQL or markup to interpret); and
-nothing is written outside the server's folder."""
+control characters (C0 and C1), Unicode line separators, 10 MB bodies, SQL and markdown
+injection, path escapes in plan slugs, huge and negative numbers. Each is refused with a
+clean INVALID_INPUT that changes nothing, or stored exactly as given (text is data, never
+SQL or markup to interpret); and nothing is written outside the server's folder."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ REFUSED_TEXT = {
     "bell and backspace": "ding\x07\x08",
     "delete character": "x\x7f",
     "vertical tab": "a\x0bb",
+    "C1 control sequence introducer": "\x9b31mred\x9b0m",
+    "C1 next line": "one\x85two",
+    "C1 first and last": "\x80\x9f",
     "10 MB": TEN_MB,
 }
 # Stored exactly as given in every text field (one-line fields refuse the multi-line ones).
@@ -59,6 +62,8 @@ MULTILINE = {
     "[x](javascript:alert(1))",
     "crlf": "line one\r\nline two",
     "tab and newline": "a\tb\nc",
+    "line separator": "one\u2028two",
+    "paragraph separator": "one\u2029two",
 }
 NUMBERS: dict[str, Any] = {
     "zero": 0,
@@ -235,7 +240,9 @@ def cli(db: Path, *args: str | bytes) -> subprocess.CompletedProcess[str]:
     [
         ("control characters", ("create", "a\x01b"), 1),
         ("bytes that are not UTF-8", ("create", b"caf\xe9"), 1),
-        ("description over 64 KiB", ("create", "t", "-d", "x" * 70_000), 1),
+        ("description over 65,536 characters", ("create", "t", "-d", "x" * 65_537), 1),
+        ("C1 control in a title", ("create", "a\x9b2Jb"), 1),
+        ("line separator in a title", ("create", "a\u2028b"), 1),
         ("negative number", ("claim", "-5"), 2),
         ("number past int32", ("claim", str(2**40)), 1),
         ("sql in a filter", ("list", "--label", "x' OR 1=1 --"), 0),
@@ -271,6 +278,9 @@ def _figures() -> Iterator[None]:
     [
         ("issues", "title", "nul\x00byte"),
         ("issues", "title", "two\nlines"),
+        ("issues", "title", "csi \x9b2J"),
+        ("issues", "title", "line\u2028separator"),
+        ("labels", "name", "bug\n"),
         ("issues", "description", TEN_MB),
         ("issues", "status", "weird"),
         ("issues", "priority", 9),

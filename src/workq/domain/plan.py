@@ -270,6 +270,7 @@ def validate_goal(goal: object) -> str:
     """
     if not isinstance(goal, str):
         raise InvalidInput(f"the goal must be text, not {type(goal).__name__}", field="goal")
+    fields.characters(goal, "goal", multiline=True, label="the goal")  # as given, then
     text = goal.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise InvalidInput("the goal is empty; say what the plan is for", field="goal")

@@ -110,7 +110,8 @@ def validate_justification(text: object) -> str | None:
     """The justification stripped; None when absent or blank.
 
     Raises:
-        InvalidInput: not text, or longer than ``JUSTIFICATION_MAX``.
+        InvalidInput: not text, holding control characters, or longer than
+            ``JUSTIFICATION_MAX``.
     """
     if text is None:
         return None
@@ -119,6 +120,7 @@ def validate_justification(text: object) -> str | None:
             f"skipJustification must be text, not {type(text).__name__}",
             field="skipJustification",
         )
+    fields.characters(text, "skipJustification", multiline=True)  # as given, then trimmed
     cleaned = fields.text(
         text.strip(), "skipJustification", limit=JUSTIFICATION_MAX, multiline=True
     )
