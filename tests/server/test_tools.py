@@ -270,7 +270,8 @@ async def test_create_formats_seed_000_template(client: Client) -> None:
         ("issue_get", {"number": 0}, "number"),
         ("issue_get", {"number": True}, "number"),
         ("issue_get", {}, "number"),
-        ("issue_create", {"title": "x" * 300}, "title"),
+        # (Its length is the service's to check, once trimmed: test_queue_rules.py.)
+        ("issue_create", {"title": ""}, "title"),
         ("issue_create", {"title": "ok", "priority": "critical-ish"}, "priority"),
         ("issue_list", {"limit": 500}, "limit"),
         ("issue_claim_next", {"include_types": ["epic"]}, "include_types.0"),
