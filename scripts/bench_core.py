@@ -21,27 +21,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from workq.config import Settings
-from workq.services import claims
+from workq.services import claims, context, outbox
 from workq.services.runtime import open_queue
 
-# The statements the claim_next service runs, written out for the raw driver.
-RAW_READY_FRESH = (
-    "SELECT id, number, title, status, claimed_by FROM issues WHERE status = 'open' "
-    "AND is_blocked = 0 AND open_blockers = 0 ORDER BY priority, created_at, number LIMIT 1"
-)
-RAW_READY_STALE = (
-    "SELECT id, number, title, status, claimed_by FROM issues WHERE status = 'in_progress' "
-    "AND lease_expires_at <= ? AND is_blocked = 0 AND open_blockers = 0 "
-    "ORDER BY priority, created_at, number LIMIT 1"
-)
-RAW_TAKE = (
-    "UPDATE issues SET status = 'in_progress', claimed_by = ?, claimed_at = ?, "
-    "lease_expires_at = ?, updated_at = ? WHERE id = ? AND (claimed_by IS NULL OR claimed_by = ?)"
-)
-RAW_EVENT = (
-    "INSERT INTO events (issue_id, number, kind, actor, before, after, created_at) "
-    "VALUES (?, ?, 'claimed', ?, NULL, ?, ?)"
-)
+# The statements the claim_next service runs on SQLite, as it compiles them: the baseline
+# runs exactly these on the raw driver, so it cannot drift from the service.
+READY_FRESH, READY_STALE = claims._ready_statements((False, 0, 0, 0), False)
+TAKE = claims._take
+EVENT = context._record_event
+OUTBOX = outbox._queue["sqlite"]
 
 
 def build(path: Path, size: int) -> None:
@@ -104,19 +92,24 @@ def raw_claims(path: Path, count: int) -> float:
     began = time.perf_counter()
     for _ in range(count):
         now = datetime.now(UTC)
-        stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")
-        until = (now + timedelta(minutes=30)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        until = now + timedelta(minutes=30)
+        ready = READY_FRESH.sqlite_params({"limit": 1, "now": now})
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(RAW_READY_FRESH).fetchone()
-        stale = conn.execute(RAW_READY_STALE, (stamp,)).fetchone()
+        row = conn.execute(READY_FRESH.sql, ready).fetchone()
+        stale = conn.execute(READY_STALE.sql, ready).fetchone()
         row = row or stale
         if row is None:
             conn.execute("COMMIT")
             break
-        conn.execute(RAW_TAKE, ("bench", stamp, until, stamp, row[0], row[4]))
-        conn.execute(
-            RAW_EVENT, (row[0], row[1], "bench", json.dumps({"claimed_by": "bench"}), stamp)
-        )
+        issue_id, number, previous = row[0], row[1], row[9]
+        take = {"issue_id": issue_id, "previous": previous, "run_id": "bench"}
+        conn.execute(TAKE.sql, TAKE.sqlite_params({**take, "now": now, "until": until}))
+        after = json.dumps({"claimed_by": "bench", "lease_expires_at": until.isoformat()})
+        event = {"issue_id": issue_id, "number": number, "kind": "claimed", "actor": "bench"}
+        event.update(before=None, after=after, created_at=now)
+        conn.execute(EVENT.sql, EVENT.sqlite_params(event))
+        queued = {"issue_id": issue_id, "number": number, "kind": "claimed", "now": now}
+        conn.execute(OUTBOX.sql, OUTBOX.sqlite_params(queued))
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - began
     conn.close()
@@ -147,9 +140,10 @@ def ready_latency(path: Path, samples: int) -> tuple[float, float, float, float]
     raw = []
     for _ in range(samples):
         began = time.perf_counter()
+        ready = READY_FRESH.sqlite_params({"limit": 1, "now": datetime.now(UTC)})
         conn.execute("BEGIN")
-        conn.execute(RAW_READY_FRESH).fetchone()
-        conn.execute(RAW_READY_STALE, (datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),))
+        conn.execute(READY_FRESH.sql, ready).fetchone()
+        conn.execute(READY_STALE.sql, ready).fetchall()
         conn.execute("COMMIT")
         raw.append(time.perf_counter() - began)
     conn.close()

@@ -109,13 +109,6 @@ class InvalidConfirmation(WorkqError):
     hint = "pass confirmation='I understand this may cause conflicts'"
 
 
-class QueueEmpty(WorkqError):
-    """No ready issues available."""
-
-    code = "NO_READY_ISSUES"
-    hint = "create an issue, or wait for blocked work to be unblocked"
-
-
 class PlanError(WorkqError):
     """Plan mode refused the operation."""
 

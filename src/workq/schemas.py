@@ -163,10 +163,29 @@ class ReadyIssue(_Model):
     created_at: datetime
 
 
-class NextClaim(Claim):
-    """A claim made by claim_next, with the issue it took."""
+class ClaimedIssue(_Model):
+    """The issue claim_next took, and its claim: one shape for the CLI's --json and the
+    issue_claim_next tool."""
 
-    issue: ReadyIssue
+    number: int
+    title: str
+    description: str
+    priority: Priority
+    issue_type: IssueType
+    agent: str
+    claimed_by: str
+    claimed_at: datetime
+    lease_expires_at: datetime
+    previous_holder: str | None = Field(
+        default=None, description="Set when an expired claim was taken over"
+    )
+    already_held: bool = Field(
+        default=False, description="It was the caller's own expired claim: renewed"
+    )
+
+
+class ClaimedNext(_Model):
+    issue: ClaimedIssue | None = Field(description="null when nothing is ready")
 
 
 class Completed(_Model):

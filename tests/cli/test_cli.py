@@ -54,7 +54,7 @@ def test_the_autopilot_loop_through_the_cli(tmp_path: Path) -> None:
     ok(tmp_path, "create", "Docs", "--criterion", "quick start works")
     ok(tmp_path, "depend", "2", "--on", "1")
     assert [i["number"] for i in data(tmp_path, "ready")] == [1]
-    claim = data(tmp_path, "claim-next", "--run-id", "agent-1")
+    claim = data(tmp_path, "claim-next", "--run-id", "agent-1")["issue"]
     assert claim["number"] == 1 and claim["claimed_by"] == "agent-1"
     refused = run(tmp_path, "claim", "1", "--run-id", "agent-2")
     assert refused.returncode == 1

@@ -127,22 +127,6 @@ def test_update_issue_needs_a_field(gh_client: GitHubClient):
         gh_client.update_issue(REPO, 1)
 
 
-def test_set_issue_labels_replaces_the_set(fake_github: FakeGitHub, gh_client: GitHubClient):
-    fake_github.seed_issue("x", labels=["by-hand", "priority:2"])
-
-    labels = gh_client.set_issue_labels(REPO, 1, ["by-hand", "priority:0", "area/ui thing"])
-
-    assert [label.name for label in labels] == ["by-hand", "priority:0", "area/ui thing"]
-    assert [lb["name"] for lb in fake_github.issue(1)["labels"]] == [
-        "by-hand",
-        "priority:0",
-        "area/ui thing",
-    ]
-    put = fake_github.writes()[-1]
-    assert put.method == "PUT" and put.path == "/repos/acme/widgets/issues/1/labels"
-    assert put.body == {"labels": ["by-hand", "priority:0", "area/ui thing"]}
-
-
 def test_list_and_create_labels(fake_github: FakeGitHub, gh_client: GitHubClient):
     for n in range(130):
         fake_github.seed_label(f"label-{n:03d}")

@@ -110,3 +110,26 @@ def test_workflow_commands(tmp_path: Path) -> None:
     assert "commit" in ok(tmp_path, "workflow", "show")
     detail = ok(tmp_path, "workflow", "show", "1")
     assert "implementation -> testing" in detail
+
+
+def test_cli_claims_are_refused_while_the_run_is_planning(tmp_path: Path) -> None:
+    ok(tmp_path, "create", "first")
+    ok(tmp_path, "create", "second")
+    ok(tmp_path, "claim", "2", "--run-id", "p")
+    ok(tmp_path, "plan", "enter", "think", "goal", "--run-id", "p")
+    for args in (
+        ("claim-next", "--run-id", "p"),
+        ("claim", "1", "--run-id", "p"),
+        ("force-claim", "1", "--run-id", "p", "--confirm", "I understand this may cause conflicts"),
+        ("complete", "2", "--run-id", "p"),
+    ):
+        refused = run(tmp_path, *args)
+        assert refused.returncode == 1, args
+        assert refused.stderr.startswith("error: PLAN_MODE_ACTIVE: Run p is in plan mode"), args
+        assert "workq plan exit" in refused.stderr
+    assert data(tmp_path, "show", "1")["claimed_by"] is None
+    assert data(tmp_path, "show", "2")["status"] == "in_progress"
+    # Other runs are not affected; an admin may override.
+    assert data(tmp_path, "claim-next", "--run-id", "q")["issue"]["number"] == 1
+    ok(tmp_path, "complete", "2", "--run-id", "p", "--ignore-plan-mode")
+    assert data(tmp_path, "show", "2")["status"] == "done"

@@ -29,6 +29,8 @@ from workq.services import claims, issues, notes
 from workq.services import plans as svc
 from workq.services.context import Queue
 
+FORCE = "I understand this may cause conflicts"
+
 
 @pytest.fixture
 def plans_dir(tmp_path: Path) -> Path:
@@ -290,14 +292,38 @@ def test_abandon_leaves_plan_mode_without_checking_the_plan(queue: Queue, plans_
 
 
 def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_dir: Path) -> None:
-    svc.refuse_while_planning(queue, {"run-a"}, "claiming")
-    svc.refuse_while_planning(queue, set(), "claiming")
+    for title in ("one", "two", "three"):
+        issues.create(queue, title=title)
+    claims.claim(queue, 1, "run-a")
     svc.enter(queue, "run-a", "p", "goal", plans_dir)
-    with pytest.raises(PlanModeActive, match="plan p, phase Explore") as refused:
-        svc.refuse_while_planning(queue, {"run-b", "run-a"}, "completing")
-    assert "completing is refused" in refused.value.message
-    assert refused.value.facts == {"run_id": "run-a", "slug": "p"}
-    svc.refuse_while_planning(queue, {"run-b"}, "claiming")
+    refusals: list[tuple[str, Callable[[], object]]] = [
+        ("claiming", lambda: claims.claim(queue, 2, "run-a")),
+        ("claiming", lambda: claims.claim(queue, 2, "alias", plan_runs={"run-a"})),
+        ("claiming", lambda: claims.claim_next(queue, "run-a")),
+        ("claiming", lambda: claims.claim_next(queue, "alias", plan_runs={"run-a"})),
+        ("claiming", lambda: claims.force_claim(queue, 1, "run-a", FORCE)),
+        ("completing", lambda: claims.complete(queue, 1, {"run-a"}, plan_runs={"run-a"})),
+    ]
+    before = _snapshot(queue)
+    for action, call in refusals:
+        with pytest.raises(PlanModeActive, match="plan p, phase Explore") as refused:
+            call()
+        assert f"{action} is refused" in refused.value.message
+        assert refused.value.facts == {"run_id": "run-a", "slug": "p"}
+    assert _snapshot(queue) == before  # refused in the claim's own transaction: nothing changed
+    # Other runs go on; an admin may override the gate.
+    got = claims.claim_next(queue, "run-b")
+    assert got is not None and got.number == 2
+    assert claims.claim(queue, 3, "run-a", ignore_plan_mode=True).claimed_by == "run-a"
+    assert claims.complete(queue, 1, {"run-a"}).number == 1
+
+
+def _snapshot(queue: Queue) -> list[tuple[object, ...]]:
+    with queue.db.read() as conn:
+        rows = conn.execute(select(events.c.kind, events.c.number).order_by(events.c.id))
+        return [tuple(r) for r in rows] + [
+            (i.number, i.status, i.claimed_by) for i in issues.list_issues(queue).items
+        ]
 
 
 def test_show_needs_a_slug_or_a_run_and_finds_them(queue: Queue, plans_dir: Path) -> None:

@@ -10,8 +10,10 @@ expired claim is a renewal too (no takeover, the same claimed_at).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,12 +28,24 @@ from hypothesis.stateful import (
 from sqlalchemy import delete, insert
 
 from tests.conftest import FakeClock
-from workq.db.tables import comments, counters, dependencies, events, issues, labels
+from tests.plan.conftest import fill
+from workq.db.tables import (
+    comments,
+    counters,
+    dependencies,
+    events,
+    github_links,
+    issues,
+    labels,
+    plan_issues,
+    plans,
+)
 from workq.errors import OpenBlockers, WorkqError
-from workq.schemas import Claim, Priority
-from workq.services import claims, maintenance
+from workq.schemas import Claim, IssueType, Priority
+from workq.services import claims, maintenance, mirror
 from workq.services import dependencies as deps_service
 from workq.services import issues as issues_service
+from workq.services import plans as plans_service
 from workq.services.context import Queue
 
 RUNS = ("run-a", "run-b", "run-c")
@@ -95,21 +109,39 @@ class Model:
 
 def reset(queue: Queue) -> None:
     def work(conn: object) -> None:
-        for table in (labels, dependencies, comments, events, issues, counters):
+        for table in (
+            labels,
+            dependencies,
+            comments,
+            events,
+            plan_issues,
+            plans,
+            github_links,
+            issues,
+            counters,
+        ):
             conn.execute(delete(table))  # type: ignore[attr-defined]
         conn.execute(insert(counters).values(name="issue_number", value=0))  # type: ignore[attr-defined]
 
     queue.db.write(work)
 
 
+# The tasks of the plan tests.conftest's fill() writes: 3 waits for 1, 4 for 1 and 3.
+PLAN_TASKS = {1: set(), 2: set(), 3: {1}, 4: {1, 3}}
+
+
 class QueueMachine(RuleBasedStateMachine):
     queue: Queue
     clock: FakeClock
+    plans_dir: Path
 
     def __init__(self) -> None:
         super().__init__()
         reset(self.queue)
         self.model = Model()
+        self.launches = 0
+        self.plans_dir.mkdir(exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(dir=self.plans_dir))  # plan files of this run
 
     def _now(self) -> datetime:
         return self.clock.now
@@ -144,6 +176,46 @@ class QueueMachine(RuleBasedStateMachine):
         assert made.number == self.model.next
         self.model.items[made.number] = Item(made.number, priority.rank, self._now())
         self.model.next += 1
+
+    @rule(priority=st.sampled_from(list(Priority)), done=st.booleans())
+    def import_from_github(self, priority: Priority, done: bool) -> None:
+        number = self.model.next
+        made = mirror.create_from_github(
+            self.queue,
+            repo="acme/widgets",
+            gh_number=number,
+            url=f"https://github.com/acme/widgets/issues/{number}",
+            title="from github",
+            description="",
+            priority=priority,
+            issue_type=IssueType.TASK,
+            label_names=[],
+            done=done,
+            snapshot="{}",
+            remote_updated_at=self._now(),
+            actor="github",
+        )
+        assert made.number == number
+        status = "done" if done else "open"
+        self.model.items[number] = Item(number, priority.rank, self._now(), status=status)
+        self.model.next += 1
+
+    @precondition(lambda self: self.launches < 2)  # keeps the queue under ready's page
+    @rule()
+    def launch_plan(self) -> None:
+        """A plan's tasks become issues that wait for each other (launchSwarm)."""
+        self.launches += 1
+        slug = f"plan-{self.launches}"
+        plans_service.enter(self.queue, "planner", slug, "goal", self.folder)
+        fill(self.folder / f"{slug}.md")
+        done = plans_service.exit_plan(self.queue, "planner", launch_swarm=True)
+        first = self.model.next
+        assert [i.number for i in done.launched] == [first + t - 1 for t in PLAN_TASKS]
+        for task, waits in PLAN_TASKS.items():
+            blockers = {first + w - 1 for w in waits}
+            item = Item(first + task - 1, Priority.MEDIUM.rank, self._now(), blockers=blockers)
+            self.model.items[item.number] = item
+        self.model.next += len(PLAN_TASKS)
 
     @rule(number=numbers, run=st.sampled_from(RUNS))
     def claim(self, number: int, run: str) -> None:
@@ -321,10 +393,14 @@ class QueueMachine(RuleBasedStateMachine):
         assert [f for f in report.findings if f.check == "blocked_count"] == []
 
 
-def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock) -> None:
+def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock, tmp_path: Path) -> None:
     queue.lease_seconds = LEASE
     # A fresh subclass per engine: hypothesis settings may be applied to a class only once.
-    machine = type("Machine", (QueueMachine,), {"queue": queue, "clock": clock})
+    machine = type(
+        "Machine",
+        (QueueMachine,),
+        {"queue": queue, "clock": clock, "plans_dir": tmp_path / "plans"},
+    )
     run = settings(
         max_examples=40,
         stateful_step_count=30,

@@ -344,8 +344,8 @@ class CliDoor(Door):
         self.run("depend", str(blocked), "--on", str(blocker))
 
     def claim_next(self) -> int | None:
-        got = self.run("claim-next", "--json")
-        return None if got is None else int(got["number"])
+        got = self.run("claim-next", "--json")  # {"issue": ...}, as issue_claim_next
+        return None if got is None else int(got["issue"]["number"])
 
     def complete(self, number: int) -> bool:
         return not self.run("complete", str(number), "--json")["already_done"]

@@ -9,7 +9,14 @@ import typer
 from workq.cli import output
 from workq.cli.state import State, state
 from workq.errors import NotHolder, OpenBlockers
-from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, IssueType, ReadyFilter
+from workq.schemas import (
+    FORCE_CLAIM_CONFIRMATION,
+    Claim,
+    ClaimedIssue,
+    ClaimedNext,
+    IssueType,
+    ReadyFilter,
+)
 from workq.services import claims, reports
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -17,6 +24,15 @@ Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
 RunId = Annotated[
     str | None,
     typer.Option("--run-id", help="Whom the claim is for (default: WORKQ_RUN_ID or --as)."),
+]
+
+
+IgnorePlanMode = Annotated[
+    bool,
+    typer.Option(
+        "--ignore-plan-mode",
+        help="Act even while the run is in plan mode (admin; refused otherwise).",
+    ),
 ]
 
 
@@ -85,24 +101,30 @@ def _waiting(claim: Claim) -> None:
         )
 
 
-def _claimed(claim: Claim, json_: bool) -> None:
+def _claimed(claim: Claim | ClaimedIssue, json_: bool) -> None:
     if json_:
-        output.emit_json(claim)
+        output.emit_json(ClaimedNext(issue=claim) if isinstance(claim, ClaimedIssue) else claim)
         return
     took = f" (taken over from {claim.previous_holder})" if claim.previous_holder else ""
     output.line(
         f"Claimed issue #{claim.number}: {claim.title} for {claim.claimed_by}, "
         f"lease until {output.when(claim.lease_expires_at)}{took}"
     )
-    _waiting(claim)
+    if isinstance(claim, Claim):
+        _waiting(claim)
 
 
 def claim(
-    ctx: typer.Context, number: Number, run_id: RunId = None, json_: JsonFlag = False
+    ctx: typer.Context,
+    number: Number,
+    run_id: RunId = None,
+    ignore_plan_mode: IgnorePlanMode = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Claim an issue (a compare-and-set: exactly one claimer wins)."""
     s = state(ctx)
-    _claimed(claims.claim(s.queue(), number, _run_id(s, run_id)), json_)
+    got = claims.claim(s.queue(), number, _run_id(s, run_id), ignore_plan_mode=ignore_plan_mode)
+    _claimed(got, json_)
 
 
 def claim_next(
@@ -112,14 +134,21 @@ def claim_next(
     include: Include = None,
     exclude: Exclude = None,
     label: Label = None,
+    ignore_plan_mode: IgnorePlanMode = False,
     json_: JsonFlag = False,
 ) -> None:
-    """Claim the first ready issue, atomically. Exit status 2 when nothing is ready."""
+    """Claim the first ready issue, atomically. Exit status 2 when nothing is ready.
+    --json prints what the issue_claim_next tool returns: {"issue": ...}."""
     s = state(ctx)
-    got = claims.claim_next(s.queue(), _run_id(s, run_id), _filter(agent, include, exclude, label))
+    got = claims.claim_next(
+        s.queue(),
+        _run_id(s, run_id),
+        _filter(agent, include, exclude, label),
+        ignore_plan_mode=ignore_plan_mode,
+    )
     if got is None:
         if json_:
-            output.emit_json(None)
+            output.emit_json(ClaimedNext(issue=None))
         else:
             output.line("No ready issues available")
         raise typer.Exit(2)
@@ -139,13 +168,22 @@ def complete(
     number: Number,
     run_id: RunId = None,
     force: Annotated[bool, typer.Option(help="Complete whoever holds it (admin).")] = False,
+    ignore_plan_mode: IgnorePlanMode = False,
     json_: JsonFlag = False,
 ) -> None:
     """Mark an issue done; the issues waiting only on it become ready. An issue that waits
     on unfinished issues is refused unless --force."""
     s = state(ctx)
+    me = _run_id(s, run_id)
     try:
-        done = claims.complete(s.queue(), number, {_run_id(s, run_id)}, force=force, actor=s.actor)
+        done = claims.complete(
+            s.queue(),
+            number,
+            {me},
+            force=force,
+            actor=s.actor,
+            plan_runs=() if ignore_plan_mode else {me},
+        )
     except OpenBlockers as exc:
         exc.hint = "finish those first (the claim stays yours), or complete it anyway with --force"
         raise
@@ -204,11 +242,15 @@ def force_claim(
     number: Number,
     confirm: Annotated[str, typer.Option(help=f"Must be exactly: {FORCE_CLAIM_CONFIRMATION}")],
     run_id: RunId = None,
+    ignore_plan_mode: IgnorePlanMode = False,
     json_: JsonFlag = False,
 ) -> None:
     """Take a claim from its holder (recorded in the history)."""
     s = state(ctx)
-    _claimed(claims.force_claim(s.queue(), number, _run_id(s, run_id), confirm), json_)
+    got = claims.force_claim(
+        s.queue(), number, _run_id(s, run_id), confirm, ignore_plan_mode=ignore_plan_mode
+    )
+    _claimed(got, json_)
 
 
 def backlog(

@@ -11,7 +11,8 @@ for every statement of a read (an export, an issue with its labels), as SQLite's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,11 +25,13 @@ from sqlalchemy import (
     Text,
     cast,
     create_engine,
+    event,
     exc,
     func,
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
@@ -72,19 +75,22 @@ def postgres_engine(
     pool_timeout_s: float,
     connect_timeout_s: int,
 ) -> Engine:
-    """A pooled engine with bounded waits everywhere: connect, pool checkout, row locks."""
+    """A pooled engine with bounded waits everywhere: connect, pool checkout, row locks.
+
+    A connection is pinged on checkout only after it sat idle in the pool for a while
+    (``IDLE_PING_S``): a ping per checkout cost a round trip per claim, and a write already
+    settles a connection lost under it (retried before its commit, asked about after)."""
     options = (
         f"-c lock_timeout={int(lock_timeout_ms)} "
         # A client that dies inside a transaction must not hold its row locks for long.
         f"-c idle_in_transaction_session_timeout={max(60_000, 6 * int(lock_timeout_ms))}"
     )
-    return create_engine(
+    engine = create_engine(
         url,
         poolclass=QueuePool,
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=pool_timeout_s,
-        pool_pre_ping=True,
         pool_recycle=1800,
         pool_use_lifo=True,
         isolation_level=WRITE_ISOLATION,
@@ -99,6 +105,36 @@ def postgres_engine(
         },
     )
 
+    @event.listens_for(engine, "checkin")
+    def _idle_since(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None or time.monotonic() - since < IDLE_PING_S:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error:
+            alive = False
+        if not alive:
+            raise exc.DisconnectionError("the pooled connection is gone")  # the pool replaces it
+
+    return engine
+
+
+# A pooled connection idle for longer than this is pinged before use.
+IDLE_PING_S = 2.0
+_IDLE_SINCE = "workq_idle_since"
+
+
+def drop_pooled(engine: Engine) -> None:
+    """A connection was lost: the server may have restarted, so the other pooled
+    connections are not trusted either (each is replaced when next checked out)."""
+    if engine.dialect.name == "postgresql":
+        engine.dispose(close=False)
+
 
 def for_reading(conn: Connection) -> Connection:
     """The connection set up for a read: a snapshot that cannot write."""
@@ -107,9 +143,16 @@ def for_reading(conn: Connection) -> Connection:
     return conn.execution_options(isolation_level=READ_ISOLATION, postgresql_readonly=True)
 
 
-def locks_rows(conn: Connection) -> bool:
-    """Whether ``FOR UPDATE`` means anything here (SQLite locks the whole file instead)."""
-    return conn.dialect.name != "sqlite"
+def insert_for(dialect_name: str) -> Callable[[Table], postgresql.Insert | sqlite.Insert]:
+    """The INSERT construct that knows the dialect's ON CONFLICT clause."""
+    return postgresql.insert if dialect_name == "postgresql" else sqlite.insert
+
+
+def lock_plans(conn: Connection) -> None:
+    """Serialise entries into plan mode. SQLite's write lock already does; on PostgreSQL
+    this lock conflicts only with other writers of ``plans``, not with readers."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE plans IN SHARE ROW EXCLUSIVE MODE"))
 
 
 def lock_graph(conn: Connection) -> None:
@@ -152,11 +195,28 @@ _WRITTEN = Prepared(
 )
 
 
+_NOTED = "workq_written"
+
+
+def note_written(conn: Connection, written: Transaction) -> None:
+    """A statement of this transaction returned the transaction's id itself (the claim
+    chain does): ``transaction`` need not ask again."""
+    conn.info[_NOTED] = written
+
+
+def forget_written(conn: Connection) -> None:
+    """A new transaction starts on ``conn``: nothing is noted for it yet."""
+    conn.info.pop(_NOTED, None)
+
+
 def transaction(conn: Connection) -> Transaction | None:
     """The open transaction if it has written anything, to ask about its commit later;
     None on SQLite, or when nothing was written."""
     if conn.dialect.name != "postgresql":
         return None
+    noted: Transaction | None = conn.info.pop(_NOTED, None)
+    if noted is not None:
+        return noted
     row = _WRITTEN.rows(conn, {})[0]  # on every write: the driver's cursor, prepared
     return None if row.xid is None else Transaction(str(row.xid), row.started)
 

@@ -153,6 +153,7 @@ class Database:
         except DRIVER_ERRORS as exc:
             error = self._translate(exc)
             if isinstance(error, ConnectionLost):
+                dialect.drop_pooled(self.engine)
                 error.hint = "nothing was changed; retry when the database server is back"
             raise error from exc
 
@@ -162,6 +163,7 @@ class Database:
         try:
             with self._writer() as conn:
                 transaction = conn.begin()
+                dialect.forget_written(conn)
                 result = work(conn)
                 written = dialect.transaction(conn)
                 committing = True
@@ -169,6 +171,8 @@ class Database:
                 return result
         except DRIVER_ERRORS as exc:
             error = self._translate(exc)
+            if isinstance(error, ConnectionLost):
+                dialect.drop_pooled(self.engine)
             if not (committing and isinstance(error, ConnectionLost)):
                 raise error from exc
             outcome = self._outcome(written)

@@ -1,75 +1,94 @@
-"""Hot-path statements: Core built once, and on SQLite run straight on the driver's cursor.
+"""Hot-path statements: Core built once, compiled once per dialect, run on the driver's cursor.
 
 SQLAlchemy's per-execution work (parameter processing, result metadata, events) costs about
 as much as SQLite's own work for a claim, and it runs while the write lock is held. A
 ``Prepared`` statement is compiled once to SQLite SQL with named parameters; its datetime
-parameters and result columns are converted here the way ``UTCDateTime`` stores them.
-On PostgreSQL it is compiled once more, for psycopg, and runs on psycopg's cursor as a
+parameters and result columns are converted by the functions ``UTCDateTime`` stores them
+with. On PostgreSQL it is compiled once more, for psycopg, and runs on psycopg's cursor as a
 server-side prepared statement; driver errors are wrapped as SQLAlchemy would wrap them.
+
+A statement's rows are typed: ``Prepared(stmt, Row)`` with a ``NamedTuple`` whose fields are
+the statement's columns, in order (checked when it is built).
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Generic, TypeVar, cast, overload
 
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import Select
 
-from workq.db.models import UTCDateTime
+from workq.db.models import UTCDateTime, from_sqlite, to_sqlite, to_utc
 
+__all__ = ["Prepared", "from_sqlite", "to_sqlite"]
+
+R = TypeVar("R")
 _SQLITE = sqlite.dialect(paramstyle="named")
 
 
-def to_sqlite(value: datetime) -> str:
-    """As SQLAlchemy's SQLite DateTime stores it: "YYYY-MM-DD HH:MM:SS.ffffff", in UTC."""
-    if value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+class Prepared(Generic[R]):
+    """One statement, compiled once per dialect. ``rows`` and ``count`` run it inside the
+    caller's transaction (``conn``), whatever the engine."""
 
-
-def from_sqlite(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
-class Prepared:
-    """One statement, compiled once. ``rows`` and ``count`` run it inside the caller's
-    transaction (``conn``), whatever the engine."""
-
-    def __init__(self, stmt: Select[Any] | UpdateBase) -> None:
+    @overload
+    def __init__(self: Prepared[Any], stmt: Select[Any] | UpdateBase | TextClause) -> None: ...
+    @overload
+    def __init__(
+        self: Prepared[R], stmt: Select[Any] | UpdateBase | TextClause, row: Callable[..., R]
+    ) -> None: ...
+    def __init__(
+        self, stmt: Select[Any] | UpdateBase | TextClause, row: Callable[..., Any] | None = None
+    ) -> None:
         self.stmt = stmt
-        compiled = stmt.compile(dialect=_SQLITE)
-        self.sql = str(compiled)
-        # Values fixed in the statement (literals, .values(...)) become parameters too.
-        self.defaults: dict[str, Any] = dict(compiled.params)
+        # Set for a statement that opens its transaction (on PostgreSQL it is then pipelined
+        # with the BEGIN).
+        self.first = False
         columns: Sequence[Any] = []
         if isinstance(stmt, Select):
             columns = list(stmt.selected_columns)
-        elif getattr(stmt, "_returning", None):
+        elif isinstance(stmt, UpdateBase) and stmt._returning:
             columns = list(stmt._returning)
         names = [c.key for c in columns]
-        self.row_type = namedtuple("Row", names) if names else None
+        if row is None:
+            row = namedtuple("Row", names) if names else None
+        elif tuple(getattr(row, "_fields", names)) != tuple(names):
+            raise TypeError(f"{row} does not have the statement's columns {names}")
+        self.row = cast("Callable[..., R] | None", row)
         self.times = [i for i, c in enumerate(columns) if isinstance(c.type, UTCDateTime)]
-        self._pg: tuple[str, dict[str, Any]] | None = None
+        self._compiled: dict[str, tuple[str, dict[str, Any]]] = {}
 
-    def _postgres(self, conn: Connection, params: Mapping[str, Any]) -> Any:
-        if self._pg is None:
-            compiled = self.stmt.compile(dialect=conn.dialect)
-            self._pg = (str(compiled), dict(compiled.params))
-        sql, defaults = self._pg
+    def compiled(self, dialect: Dialect) -> tuple[str, dict[str, Any]]:
+        """The SQL for ``dialect``, and the values fixed in the statement (literals,
+        ``.values(...)``), which are parameters too."""
+        found = self._compiled.get(dialect.name)
+        if found is None:
+            compiled = self.stmt.compile(dialect=dialect)
+            found = self._compiled[dialect.name] = (str(compiled), dict(compiled.params))
+        return found
+
+    def _postgres(self, conn: Connection, params: Mapping[str, Any], *, fetch: bool) -> Any:
+        sql, defaults = self.compiled(conn.dialect)
         bound = {**defaults, **params}
         driver = conn.connection.driver_connection
         assert driver is not None
         cursor = driver.cursor()
         try:
+            if fetch and self.first and not driver.info.transaction_status:
+                # The first statement of a transaction: psycopg's BEGIN travels with it
+                # in one round trip instead of one of its own.
+                with driver.pipeline():
+                    cursor.execute(sql, bound, prepare=True)
+                    return cursor.fetchall()
             cursor.execute(sql, bound, prepare=True)
+            return cursor.fetchall() if fetch else cursor
         except driver.Error as err:
             lost = bool(driver.broken or driver.closed)
             if lost:
@@ -79,31 +98,45 @@ class Prepared:
             ) from err
         return cursor
 
-    def _raw(self, conn: Connection, params: Mapping[str, Any]) -> Any:
-        bound = dict(self.defaults)
+    @property
+    def sql(self) -> str:
+        """The SQLite SQL (named parameters), as the hot path runs it."""
+        return self.compiled(_SQLITE)[0]
+
+    def sqlite_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with the statement's fixed values, converted as SQLite stores them."""
+        bound = dict(self.compiled(_SQLITE)[1])
         for key, value in params.items():
             bound[key] = to_sqlite(value) if isinstance(value, datetime) else value
+        return bound
+
+    def _raw(self, conn: Connection, params: Mapping[str, Any]) -> Any:
         driver = conn.connection.driver_connection
         assert driver is not None
-        return driver.execute(self.sql, bound)
+        return driver.execute(self.sql, self.sqlite_params(params))
 
-    def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
-        assert self.row_type is not None
+    def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[R]:
+        make = self.row
+        assert make is not None
         postgres = conn.dialect.name == "postgresql"
-        cursor = self._postgres(conn, params) if postgres else self._raw(conn, params)
-        found = []
-        for raw in cursor.fetchall():
-            values = list(raw)
+        if postgres:
+            raw = self._postgres(conn, params, fetch=True)
+        else:
+            raw = self._raw(conn, params).fetchall()
+        if not self.times:
+            return [make(*values) for values in raw]
+        convert = to_utc if postgres else from_sqlite
+        found: list[R] = []
+        for values in raw:
+            values = list(values)
             for i in self.times:
-                if postgres:
-                    values[i] = values[i] and values[i].astimezone(UTC)
-                else:
-                    values[i] = from_sqlite(values[i])
-            found.append(self.row_type(*values))
+                if values[i] is not None:
+                    values[i] = convert(values[i])
+            found.append(make(*values))
         return found
 
     def count(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run a statement without results; the number of rows it changed."""
         if conn.dialect.name == "postgresql":
-            return int(self._postgres(conn, params).rowcount)
+            return int(self._postgres(conn, params, fetch=False).rowcount)
         return int(self._raw(conn, params).rowcount)

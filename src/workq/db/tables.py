@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import cast
+from datetime import datetime
+from typing import NamedTuple, cast
 
 from sqlalchemy import Table
 
@@ -39,3 +40,25 @@ github_comments = cast(Table, GitHubCommentRow.__table__)
 plans = cast(Table, PlanRow.__table__)
 plan_issues = cast(Table, PlanIssueRow.__table__)
 workflows = cast(Table, WorkflowRow.__table__)
+
+
+class IssueRecord(NamedTuple):
+    """A row of ``issues``, every column in table order (``select(issues)``)."""
+
+    id: str
+    number: int
+    title: str
+    description: str
+    status: str
+    priority: int
+    issue_type: str
+    agent: str
+    is_blocked: bool
+    blocked_reason: str | None
+    open_blockers: int
+    claimed_by: str | None
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None

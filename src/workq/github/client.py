@@ -466,13 +466,6 @@ class GitHubClient:
         response = self._send("PATCH", _issue_path(repo, number), json=payload)
         return self._model(GhIssue, response)
 
-    def set_issue_labels(self, repo: str, number: int, labels: Sequence[str]) -> list[GhLabel]:
-        """``PUT /repos/{o}/{r}/issues/{n}/labels``: replace the issue's labels; returns them."""
-        response = self._send(
-            "PUT", f"{_issue_path(repo, number)}/labels", json={"labels": list(labels)}
-        )
-        return self._models(GhLabel, response)
-
     def list_labels(self, repo: str) -> list[GhLabel]:
         """Every label of the repository (``GET /repos/{o}/{r}/labels``, following ``Link``
         next; one request per 100 labels)."""

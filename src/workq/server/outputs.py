@@ -10,8 +10,6 @@ from workq.schemas import (
     Comment,
     Event,
     IssueSummary,
-    IssueType,
-    Priority,
     ReadyIssue,
 )
 
@@ -22,22 +20,6 @@ class _Out(BaseModel):
 
 class Ready(_Out):
     issue: ReadyIssue | None = Field(description="null when nothing is ready")
-
-
-class ClaimedIssue(_Out):
-    number: int
-    title: str
-    description: str
-    priority: Priority
-    issue_type: IssueType
-    agent: str
-    claimed_by: str
-    lease_expires_at: datetime
-    previous_holder: str | None = None
-
-
-class ClaimedNext(_Out):
-    issue: ClaimedIssue | None = Field(description="null when nothing is ready")
 
 
 class ListedIssue(IssueSummary):

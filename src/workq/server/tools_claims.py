@@ -9,13 +9,19 @@ from typing import Annotated
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, Completed, IssueSummary, ReadyFilter
-from workq.server.outputs import ClaimedIssue, ClaimedNext, Ready, Renewed, Waiting
+from workq.schemas import (
+    FORCE_CLAIM_CONFIRMATION,
+    Claim,
+    ClaimedNext,
+    Completed,
+    IssueSummary,
+    ReadyFilter,
+)
+from workq.server.outputs import Ready, Renewed, Waiting
 from workq.server.params import Agent, Labels, Number, Reason, RunId, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
 from workq.server.results import ok, when, worded
-from workq.server.tools_plan import refuse_while_planning
 
 NOTHING_READY = "No ready issues available"
 
@@ -79,8 +85,7 @@ def register_core(reg: Registry) -> None:
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
-            refuse_while_planning(state, run_id, "claiming")
-            claim = claims.claim(state.queue(), number, holder)
+            claim = claims.claim(state.queue(), number, holder, plan_runs={state.run_id})
         state.claimed_with(holder)
         return ok(f"Claimed issue #{number}" + _waiting(number, claim.waits_on), claim)
 
@@ -98,32 +103,22 @@ def register_core(reg: Registry) -> None:
 
         holder = run_id or state.run_id
         with worded("Could not claim the next issue"):
-            refuse_while_planning(state, run_id, "claiming")
-            claim = claims.claim_next(
-                state.queue(), holder, _filter(agent, include_types, exclude_types, labels)
+            issue = claims.claim_next(
+                state.queue(),
+                holder,
+                _filter(agent, include_types, exclude_types, labels),
+                plan_runs={state.run_id},
             )
-        if claim is None:
+        if issue is None:
             return ok(NOTHING_READY, ClaimedNext(issue=None))
         state.claimed_with(holder)
-        issue = claim.issue
-        taken = ClaimedIssue(
-            number=issue.number,
-            title=issue.title,
-            description=issue.description,
-            priority=issue.priority,
-            issue_type=issue.issue_type,
-            agent=issue.agent,
-            claimed_by=claim.claimed_by,
-            lease_expires_at=claim.lease_expires_at,
-            previous_holder=claim.previous_holder,
-        )
         text = f"Claimed issue #{issue.number}: {issue.title}"
         text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
-        if claim.previous_holder:
-            text += f" · taken over from {claim.previous_holder} (lease expired)"
+        if issue.previous_holder:
+            text += f" · taken over from {issue.previous_holder} (lease expired)"
         if issue.description:
             text += f"\n\n{issue.description}"
-        return ok(text, ClaimedNext(issue=taken))
+        return ok(text, ClaimedNext(issue=issue))
 
     @reg.tool(writes(idempotent=True))
     def issue_complete(
@@ -134,8 +129,12 @@ def register_core(reg: Registry) -> None:
         from workq.services import claims
 
         with worded(f"Could not complete issue #{number}"):
-            refuse_while_planning(state, run_id, "completing")
-            done = claims.complete(state.queue(), number, state.acting_as(run_id))
+            done = claims.complete(
+                state.queue(),
+                number,
+                state.acting_as(run_id),
+                plan_runs={state.run_id} if run_id is None else {state.run_id, run_id},
+            )
         text = f"Completed issue #{number}"
         if done.unblocked:
             text += f"\nNow ready: {numbers(done.unblocked)}"
@@ -229,8 +228,9 @@ def register_recovery(reg: Registry) -> None:
 
         holder = run_id or state.run_id
         with worded(f"Could not force-claim issue #{number}"):
-            refuse_while_planning(state, run_id, "claiming")
-            claim = claims.force_claim(state.queue(), number, holder, confirmation)
+            claim = claims.force_claim(
+                state.queue(), number, holder, confirmation, plan_runs={state.run_id}
+            )
         state.claimed_with(holder)
         previous = claim.previous_holder or "nobody"
         return ok(f"Force-claimed issue #{number} (previous holder: {previous})", claim)

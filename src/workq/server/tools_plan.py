@@ -1,6 +1,6 @@
 """Seed 002's plan mode tools: enter_plan_mode, get_current_phase, advance_plan_phase and
-exit_plan_mode, for this server's run id; and ``refuse_while_planning``, which the claim
-tools call so that a run in plan mode cannot claim or complete issues."""
+exit_plan_mode, for this server's run id. (A run in plan mode cannot claim or complete
+issues: the claim services refuse it, in their own transaction.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from workq.plan_schemas import Plan, PlanIssue
 from workq.server.params import Flag
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import clip, ok, worded
-from workq.server.state import ServerState
 
 Slug = Annotated[
     str,
@@ -64,15 +63,6 @@ def _view(plan: Plan, empty: list[str] | None = None) -> PlanView:
         plan_file=plan.shown_path,
         empty_sections=empty,
     )
-
-
-def refuse_while_planning(state: ServerState, run_id: str | None, action: str) -> None:
-    """Raise PLAN_MODE_ACTIVE if this server's run id, or the run id a call names, is in
-    plan mode. One indexed read, before the claim's own transaction."""
-    from workq.services import plans
-
-    run_ids = {state.run_id} if run_id is None else {state.run_id, run_id}
-    plans.refuse_while_planning(state.queue(), run_ids, action)
 
 
 def _still_empty(empty: list[str] | None) -> str:

@@ -7,25 +7,40 @@ Statements are built once at import; only their parameters change per call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ARRAY,
     Connection,
     Select,
+    String,
+    Text,
+    all_,
     and_,
+    any_,
     bindparam,
+    case,
+    cast,
     exists,
+    func,
+    insert,
+    literal_column,
+    null,
     or_,
     select,
+    union_all,
     update,
 )
+from sqlalchemy.sql.elements import ColumnClause
 
+from workq.db import dialect
 from workq.db.engine import retry_lost_read
+from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
-from workq.db.tables import dependencies as deps
-from workq.db.tables import issues
+from workq.db.tables import IssueRecord, events, github_mirror, github_outbox, issues
 from workq.db.tables import labels as labels_t
 from workq.domain import fields
 from workq.errors import (
@@ -40,15 +55,16 @@ from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
     PAGE_MAX,
     Claim,
+    ClaimedIssue,
     Completed,
     Issue,
     IssueType,
-    NextClaim,
     Priority,
     ReadyFilter,
     ReadyIssue,
     Status,
 )
+from workq.services import blockers, outbox, plans
 from workq.services.context import Queue, load, record, to_issue
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
@@ -68,18 +84,47 @@ _READY_COLUMNS = (
     issues.c.claimed_at,
     issues.c.open_blockers,
 )
+
+
+class ReadyRow(NamedTuple):
+    id: str
+    number: int
+    title: str
+    description: str
+    priority: int
+    issue_type: str
+    agent: str
+    created_at: datetime
+    status: str
+    claimed_by: str | None
+    claimed_at: datetime | None
+    open_blockers: int
+
+
 _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
 _unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
 
 
-def _filtered(stmt: Select[Any], shape: tuple[bool, int, int, int]) -> Select[Any]:
+def _filtered(
+    stmt: Select[Any], shape: tuple[bool, int, int, int], *, arrays: bool = False
+) -> Select[Any]:
+    """``stmt`` with the filter's conditions. ``arrays``: type lists as one array parameter
+    each (PostgreSQL), so the statement compiles once."""
     has_agent, n_include, n_exclude, n_labels = shape
     if has_agent:
         stmt = stmt.where(issues.c.agent == bindparam("agent"))
     if n_include:
-        stmt = stmt.where(issues.c.issue_type.in_(bindparam("include", expanding=True)))
+        stmt = stmt.where(
+            issues.c.issue_type == any_(bindparam("include", type_=ARRAY(String)))
+            if arrays
+            else issues.c.issue_type.in_(bindparam("include", expanding=True))
+        )
     if n_exclude:
-        stmt = stmt.where(issues.c.issue_type.not_in(bindparam("exclude", expanding=True)))
+        stmt = stmt.where(
+            issues.c.issue_type != all_(bindparam("exclude", type_=ARRAY(String)))
+            if arrays
+            else issues.c.issue_type.not_in(bindparam("exclude", expanding=True))
+        )
     for i in range(n_labels):
         stmt = stmt.where(
             exists().where(
@@ -89,10 +134,12 @@ def _filtered(stmt: Select[Any], shape: tuple[bool, int, int, int]) -> Select[An
     return stmt
 
 
-_statements: dict[tuple[Any, ...], tuple[Prepared, Prepared]] = {}
+_statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]] = {}
 
 
-def _ready_statements(shape: tuple[bool, int, int, int], lock: bool) -> tuple[Prepared, Prepared]:
+def _ready_statements(
+    shape: tuple[bool, int, int, int], lock: bool
+) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
     """(open and unclaimed, claimed but lease expired), each in ready order."""
     key = (*shape, lock)
     cached = _statements.get(key)
@@ -108,7 +155,7 @@ def _ready_statements(shape: tuple[bool, int, int, int], lock: bool) -> tuple[Pr
         if lock:
             fresh = fresh.with_for_update(skip_locked=True)
             stale = stale.with_for_update(skip_locked=True)
-        cached = _statements[key] = (Prepared(fresh), Prepared(stale))
+        cached = _statements[key] = (Prepared(fresh, ReadyRow), Prepared(stale, ReadyRow))
     return cached
 
 
@@ -135,13 +182,13 @@ def _params(f: ReadyFilter | None) -> tuple[tuple[bool, int, int, int], dict[str
 
 def _ready_rows(
     conn: Connection, f: ReadyFilter | None, limit: int, now: datetime, *, lock: bool = False
-) -> list[Any]:
+) -> list[ReadyRow]:
     shape, params = _params(f)
     fresh, stale = _ready_statements(shape, lock and conn.dialect.name != "sqlite")
     params.update(limit=limit, now=now)
     if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
-        rows = list(conn.execute(fresh.stmt, params))
-        rows.extend(conn.execute(stale.stmt, params))
+        rows = [ReadyRow(*r) for r in conn.execute(fresh.stmt, params)]
+        rows.extend(ReadyRow(*r) for r in conn.execute(stale.stmt, params))
     else:
         rows = fresh.rows(conn, params)
         rows.extend(stale.rows(conn, params))
@@ -159,7 +206,7 @@ def ready(q: Queue, f: ReadyFilter | None = None, *, limit: int = 1) -> list[Rea
     return [_ready_issue(r) for r in rows]
 
 
-def _ready_issue(r: Any) -> ReadyIssue:
+def _ready_issue(r: ReadyRow | ChainRow) -> ReadyIssue:
     return ReadyIssue(
         number=r.number,
         title=r.title,
@@ -188,7 +235,13 @@ _take = Prepared(
 
 
 def _take_claim(
-    q: Queue, conn: Connection, row: Any, run_id: str, now: datetime, *, kind: str = "claimed"
+    q: Queue,
+    conn: Connection,
+    row: ReadyRow | IssueRecord,
+    run_id: str,
+    now: datetime,
+    *,
+    kind: str = "claimed",
 ) -> Claim | None:
     """Compare-and-set the claim on ``row``; None if someone else got there first."""
     until = q.lease_until(now)
@@ -222,11 +275,22 @@ def _take_claim(
     )
 
 
-def claim(q: Queue, number: int, run_id: str) -> Claim:
+def claim(
+    q: Queue,
+    number: int,
+    run_id: str,
+    *,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+) -> Claim:
+    """Claim issue ``number`` for ``run_id``; again by the same run renews the lease.
+    Refused while ``run_id`` or one of ``plan_runs`` is in plan mode (see claim_next)."""
     fields.number(number)
     fields.run_id(run_id)
+    gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
     def work(conn: Connection) -> Claim:
+        plans.refuse_while_planning(conn, gate, "claiming")
         row = load(conn, number, for_update=True)
         now = q.now()
         if row.claimed_by == run_id and row.status == IN_PROGRESS:
@@ -249,23 +313,6 @@ def claim(q: Queue, number: int, run_id: str) -> Claim:
     return q.db.write(work)
 
 
-_blocker = issues.alias("blocker")
-_waits_on = Prepared(
-    select(_blocker.c.number)
-    .join(deps, deps.c.blocker_id == _blocker.c.id)
-    .where(deps.c.blocked_id == bindparam("issue_id"), _blocker.c.status != DONE)
-    .order_by(_blocker.c.number)
-)
-
-
-def waits_on(conn: Connection, row: Any) -> list[int]:
-    """The numbers of the unfinished issues ``row`` waits on (none to look up when its
-    count says so)."""
-    if not row.open_blockers:
-        return []
-    return [r.number for r in _waits_on.rows(conn, {"issue_id": row.id})]
-
-
 def _renewal(q: Queue, conn: Connection, row: Any, holder: str, now: datetime) -> Claim:
     """Renew ``holder``'s own claim on ``row``: a new lease, the same claim (no event, and
     ``claimed_at`` kept), with what it now waits on."""
@@ -275,10 +322,10 @@ def _renewal(q: Queue, conn: Connection, row: Any, holder: str, now: datetime) -
         number=row.number,
         title=row.title,
         claimed_by=holder,
-        claimed_at=row.claimed_at,
+        claimed_at=row.claimed_at or now,
         lease_expires_at=until,
         already_held=True,
-        waits_on=waits_on(conn, row),
+        waits_on=blockers.waits_on(conn, row),
     )
 
 
@@ -300,7 +347,7 @@ def clear_claim(
     )
 
 
-def _check_claimable(row: Any, number: int) -> None:
+def _check_claimable(row: IssueRecord, number: int) -> None:
     if row.status == DONE:
         raise NotClaimable(f"Issue #{number} is done", number=number, status=row.status)
     if row.is_blocked:
@@ -319,25 +366,269 @@ def _check_claimable(row: Any, number: int) -> None:
         )
 
 
-def claim_next(q: Queue, run_id: str, f: ReadyFilter | None = None) -> NextClaim | None:
+def claim_next(
+    q: Queue,
+    run_id: str,
+    f: ReadyFilter | None = None,
+    *,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+) -> ClaimedIssue | None:
     """Ready and claim in one transaction. None when nothing is ready (a normal result).
-    The claim carries the issue it took, as ``ready`` shows it."""
-    fields.run_id(run_id)
+    The claim comes with the issue it took, as ``ready`` shows it.
 
-    def work(conn: Connection) -> NextClaim | None:
+    Refused (PlanModeActive) while ``run_id``, or one of ``plan_runs`` (the server's own run),
+    is in plan mode, unless ``ignore_plan_mode`` (an admin's override)."""
+    fields.run_id(run_id)
+    gate = () if ignore_plan_mode else {run_id, *plan_runs}
+
+    def work(conn: Connection) -> ClaimedIssue | None:
         now = q.now()
+        if conn.dialect.name == "postgresql":
+            return _claim_next_in_one(q, conn, run_id, f, gate, now)
+        plans.refuse_while_planning(conn, gate, "claiming")
         while True:
             rows = _ready_rows(conn, f, 1, now, lock=True)
             if not rows:
                 return None
             if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
-                renewed = _renewal(q, conn, rows[0], run_id, now)
-                return NextClaim(**renewed.model_dump(), issue=_ready_issue(rows[0]))
+                return _claimed(rows[0], _renewal(q, conn, rows[0], run_id, now))
             taken = _take_claim(q, conn, rows[0], run_id, now)
             if taken is not None:
-                return NextClaim(**taken.model_dump(), issue=_ready_issue(rows[0]))
+                return _claimed(rows[0], taken)
 
     return q.db.write(work)
+
+
+# --- claim_next on PostgreSQL: one statement ---------------------------------------------
+#
+# The plan gate, both ready scans (SKIP LOCKED), the compare-and-set, the audit event and the
+# outbox row are one chain of CTEs: one round trip inside the transaction instead of six.
+# It also returns the transaction's id, so the commit can be settled if its reply is lost.
+# The scans carry only what the choice needs; the issue comes back from the UPDATE.
+
+
+class ChainRow(NamedTuple):
+    id: str
+    number: int
+    title: str
+    description: str
+    priority: int
+    issue_type: str
+    agent: str
+    created_at: datetime
+    previous: str | None
+    claimed_at: datetime
+    xid: str
+    started: datetime
+    mirrored: bool
+
+
+_PICK_COLUMNS = (
+    issues.c.id,
+    issues.c.priority,
+    issues.c.created_at,
+    issues.c.number,
+    issues.c.status,
+    issues.c.claimed_by,
+)
+_chains: dict[tuple[Any, ...], Prepared[ChainRow]] = {}
+
+
+def _sql(constant: str) -> ColumnClause[Any]:
+    return literal_column(constant)
+
+
+def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[ChainRow]:
+    key = (*shape, feed_outbox)
+    cached = _chains.get(key)
+    if cached is not None:
+        return cached
+    # Constants are written into the SQL, not bound: the planner then sees what a custom
+    # plan would, and keeps one generic plan for the prepared statement.
+    unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == _sql("0"))  # noqa: E712
+    scans = []
+    for name, where in (
+        ("fresh", (issues.c.status == _sql(f"'{OPEN}'"),)),
+        (
+            "stale",
+            (
+                issues.c.status == _sql(f"'{IN_PROGRESS}'"),
+                issues.c.lease_expires_at <= bindparam("now"),
+            ),
+        ),
+    ):
+        scan = select(*_PICK_COLUMNS).where(*where, unblocked)
+        scan = _filtered(scan, shape, arrays=True).order_by(*_ORDER).limit(_sql("1"))
+        scans.append(select(scan.with_for_update(skip_locked=True).cte(name)))
+    pick = union_all(*scans).order_by("priority", "created_at", "number").limit(_sql("1"))
+    chosen = pick.cte("pick")
+    taken = (
+        update(issues)
+        .where(
+            issues.c.id == chosen.c.id,
+            or_(issues.c.claimed_by.is_(None), issues.c.claimed_by == chosen.c.claimed_by),
+            ~exists().where(plans.planning),  # the plan gate
+        )
+        .values(
+            status=_sql(f"'{IN_PROGRESS}'"),
+            claimed_by=bindparam("run_id"),
+            # The holder's own expired claim is renewed: the claim keeps its start.
+            claimed_at=case(
+                (chosen.c.claimed_by == bindparam("run_id"), issues.c.claimed_at),
+                else_=bindparam("now"),
+            ),
+            lease_expires_at=bindparam("until"),
+            updated_at=bindparam("now"),
+        )
+        .returning(
+            issues.c.id,
+            issues.c.number,
+            issues.c.title,
+            issues.c.description,
+            issues.c.priority,
+            issues.c.issue_type,
+            issues.c.agent,
+            issues.c.created_at,
+            chosen.c.claimed_by.label("previous"),
+            chosen.c.status.label("previous_status"),
+            issues.c.claimed_at,
+        )
+        .cte("taken")
+    )
+    # A renewal (the holder's own claim) changes only the lease: no event, no outbox row.
+    changed = taken.c.previous.is_distinct_from(bindparam("run_id", type_=String))
+    kind = case((taken.c.previous.is_(None), _sql("'claimed'")), else_=_sql("'claim_takeover'"))
+    # As record() writes it: json.dumps(sort_keys=True) of the holder and status before.
+    before = case(
+        (taken.c.previous.is_(None), null()),
+        else_=func.concat(
+            _sql("""'{"claimed_by": '"""),
+            cast(func.to_json(taken.c.previous), Text),
+            _sql("""', "status": '"""),
+            cast(func.to_json(taken.c.previous_status), Text),
+            _sql("'}'"),
+        ),
+    )
+    event = (
+        insert(events)
+        .from_select(
+            ["issue_id", "number", "kind", "actor", "before", "after", "created_at"],
+            select(
+                taken.c.id,
+                taken.c.number,
+                kind,
+                bindparam("run_id", type_=String),
+                before,
+                bindparam("after", type_=Text),
+                bindparam("now", type_=UTCDateTime),
+            ).where(changed),
+        )
+        .returning(events.c.id)
+        .cte("event")
+    )
+    extra = [event]
+    if feed_outbox:
+        source = (
+            outbox.feed(taken.c.id, taken.c.number, kind, bindparam("now", type_=UTCDateTime))
+            .select_from(taken)
+            .where(changed)
+        )
+        extra.append(
+            outbox.upsert("postgresql", source).returning(github_outbox.c.issue_id).cte("queued")
+        )
+    result = select(
+        taken.c.id,
+        taken.c.number,
+        taken.c.title,
+        taken.c.description,
+        taken.c.priority,
+        taken.c.issue_type,
+        taken.c.agent,
+        taken.c.created_at,
+        taken.c.previous,
+        taken.c.claimed_at,
+        cast(func.pg_current_xact_id(), Text).label("xid"),
+        func.pg_postmaster_start_time().label("started"),
+        exists().where(github_mirror.c.repo.is_not(None)).label("mirrored"),
+    ).add_cte(*extra)
+    cached = _chains[key] = Prepared(result, ChainRow)
+    cached.first = True
+    return cached
+
+
+def _claim_next_in_one(
+    q: Queue,
+    conn: Connection,
+    run_id: str,
+    f: ReadyFilter | None,
+    gate: Collection[str],
+    now: datetime,
+) -> ClaimedIssue | None:
+    shape, params = _params(f)
+    until = q.lease_until(now)
+    after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
+    params.update(
+        plans.gate_params(gate),
+        run_id=run_id,
+        now=now,
+        until=until,
+        after=json.dumps(after, sort_keys=True),
+    )
+    # The outbox row is part of the chain once this queue has seen a mirror; until then the
+    # chain only says whether one exists (an INSERT that writes nothing still costs).
+    hook = outbox.hook_of(q)
+    feeding = hook is not None and hook.mirrored
+    found = _chain(shape, feeding).rows(conn, params)
+    if not found:
+        # Nothing claimed: nothing ready, or the gate closed the scans (then say why).
+        plans.refuse_while_planning(conn, gate, "claiming")
+        return None
+    row = found[0]
+    dialect.note_written(conn, dialect.Transaction(row.xid, row.started))
+    if row.previous == run_id:  # its own expired claim: a renewal, as claim's
+        renewed = Claim(
+            number=row.number,
+            title=row.title,
+            claimed_by=run_id,
+            claimed_at=row.claimed_at,
+            lease_expires_at=until,
+            already_held=True,
+        )
+        return _claimed(row, renewed)
+    kind = "claimed" if row.previous is None else "claim_takeover"
+    if hook is not None:
+        hook.mirrored = row.mirrored
+        if row.mirrored and not feeding:
+            hook(conn, row.id, row.number, kind)
+    for other in q.on_change:
+        if other is not hook:
+            other(conn, row.id, row.number, kind)
+    taken = Claim(
+        number=row.number,
+        title=row.title,
+        claimed_by=run_id,
+        claimed_at=now,
+        lease_expires_at=until,
+        previous_holder=row.previous,
+    )
+    return _claimed(row, taken)
+
+
+def _claimed(row: ReadyRow | ChainRow, taken: Claim) -> ClaimedIssue:
+    return ClaimedIssue(
+        number=row.number,
+        title=row.title,
+        description=row.description,
+        priority=Priority.from_rank(row.priority),
+        issue_type=IssueType(row.issue_type),
+        agent=row.agent,
+        claimed_by=taken.claimed_by,
+        claimed_at=taken.claimed_at,
+        lease_expires_at=taken.lease_expires_at,
+        previous_holder=taken.previous_holder,
+        already_held=taken.already_held,
+    )
 
 
 _renew = Prepared(
@@ -351,7 +642,7 @@ _renew = Prepared(
 )
 
 
-def _held(row: Any, holders: Collection[str] | None, number: int, action: str) -> str:
+def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action: str) -> str:
     """The holder the caller acts as, or NotHolder."""
     if row.claimed_by is None or row.status != IN_PROGRESS:
         raise NotHolder(
@@ -415,7 +706,7 @@ def waiting(q: Queue, holders: Collection[str]) -> dict[int, list[int]]:
                 .order_by(issues.c.number)
             )
         )
-        return {row.number: waits_on(conn, row) for row in rows}
+        return {row.number: blockers.waits_on(conn, row) for row in rows}
 
 
 _finish = Prepared(
@@ -429,13 +720,6 @@ _finish = Prepared(
         updated_at=bindparam("now"),
     )
 )
-_dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == bindparam("issue_id"))
-_release_dependents = Prepared(
-    update(issues)
-    .where(issues.c.id.in_(_dependents))
-    .values(open_blockers=issues.c.open_blockers - 1)
-    .returning(issues.c.number, issues.c.open_blockers, issues.c.is_blocked, issues.c.status)
-)
 
 
 def complete(
@@ -445,26 +729,25 @@ def complete(
     *,
     force: bool = False,
     actor: str | None = None,
+    plan_runs: Collection[str] = (),
 ) -> Completed:
     """Mark done. Only the holder may (``holders``), and only once every issue it waits on
-    is done, unless ``force``; done is idempotent."""
+    is done, unless ``force``; done is idempotent. Refused while one of ``plan_runs`` is in
+    plan mode."""
     fields.number(number)
 
     def work(conn: Connection) -> Completed:
+        plans.refuse_while_planning(conn, plan_runs, "completing")
         row = load(conn, number, for_update=True)
         if row.status == DONE:
             return Completed(number=number, title=row.title, already_done=True)
         holder = row.claimed_by if force else _held(row, holders, number, "complete")
-        waiting = waits_on(conn, row)
+        waiting = blockers.waits_on(conn, row)
         if waiting and not force:
             raise _still_waiting(number, waiting)
         now = q.now()
         _finish.count(conn, {"issue_id": row.id, "now": now})
-        unblocked = sorted(
-            r.number
-            for r in _release_dependents.rows(conn, {"issue_id": row.id})
-            if r.open_blockers == 0 and not r.is_blocked and r.status != DONE
-        )
+        unblocked = blockers.now_ready(blockers.blocker_finished(conn, row.id))
         record(
             q,
             conn,
@@ -598,14 +881,25 @@ def release(
     return q.db.write(work)
 
 
-def force_claim(q: Queue, number: int, run_id: str, confirmation: str) -> Claim:
-    """Take a claim from whoever holds it. The previous holder is recorded."""
+def force_claim(
+    q: Queue,
+    number: int,
+    run_id: str,
+    confirmation: str,
+    *,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+) -> Claim:
+    """Take a claim from whoever holds it. The previous holder is recorded. Refused while
+    ``run_id`` or one of ``plan_runs`` is in plan mode (see claim_next)."""
     fields.number(number)
     fields.run_id(run_id)
     if confirmation != FORCE_CLAIM_CONFIRMATION:
         raise InvalidConfirmation(expected=FORCE_CLAIM_CONFIRMATION)
+    gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
     def work(conn: Connection) -> Claim:
+        plans.refuse_while_planning(conn, gate, "claiming")
         row = load(conn, number, for_update=True)
         _check_claimable(row, number)
         taken = _take_claim(q, conn, row, run_id, q.now(), kind="force_claimed")

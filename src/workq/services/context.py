@@ -13,7 +13,7 @@ from sqlalchemy import Connection, bindparam, insert, select
 
 from workq.db.engine import Database
 from workq.db.prepared import Prepared
-from workq.db.tables import events, issues
+from workq.db.tables import IssueRecord, events, issues
 from workq.errors import NotFound
 from workq.schemas import Issue, IssueType, Priority, Status
 
@@ -99,13 +99,13 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-_load = Prepared(select(issues).where(issues.c.number == bindparam("number")))
+_load = Prepared(select(issues).where(issues.c.number == bindparam("number")), IssueRecord)
 _load_locked = Prepared(
-    select(issues).where(issues.c.number == bindparam("number")).with_for_update()
+    select(issues).where(issues.c.number == bindparam("number")).with_for_update(), IssueRecord
 )
 
 
-def load(conn: Connection, number: int, *, for_update: bool = False) -> Any:
+def load(conn: Connection, number: int, *, for_update: bool = False) -> IssueRecord:
     """The issue row with this number (attribute access by column name), or NotFound.
 
     ``for_update`` locks the row on PostgreSQL; SQLite's write transaction already has.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import Connection, delete, insert, literal, select, update
 
 from workq.db import dialect
@@ -9,7 +11,8 @@ from workq.db.tables import dependencies as deps
 from workq.db.tables import issues
 from workq.domain import fields
 from workq.errors import DependencyCycle, InvalidInput
-from workq.schemas import Issue, Status
+from workq.schemas import Issue
+from workq.services import blockers
 from workq.services.context import Queue, load, record
 from workq.services.issues import _detail
 
@@ -19,6 +22,33 @@ def _reaches(conn: Connection, start: str, target: str) -> bool:
     down = select(literal(start).label("id")).cte("down", recursive=True)
     down = down.union(select(deps.c.blocked_id).join(down, deps.c.blocker_id == down.c.id))
     return conn.execute(select(down.c.id).where(down.c.id == target).limit(1)).first() is not None
+
+
+def add_edge(
+    q: Queue,
+    conn: Connection,
+    *,
+    blocker_id: str,
+    blocker_status: str,
+    blocked_id: str,
+    now: datetime,
+    actor: str | None,
+    numbers: tuple[int, int],
+) -> None:
+    """Insert the edge blocker -> blocked with its event, in the caller's transaction
+    (which has checked that it makes no cycle)."""
+    conn.execute(insert(deps).values(blocker_id=blocker_id, blocked_id=blocked_id, created_at=now))
+    blockers.edge_added(conn, blocker_status=blocker_status, blocked_id=blocked_id)
+    record(
+        q,
+        conn,
+        kind="dependency_added",
+        issue_id=blocked_id,
+        number=numbers[1],
+        actor=actor,
+        now=now,
+        after={"blocker": numbers[0], "blocked": numbers[1]},
+    )
 
 
 def depend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) -> Issue:
@@ -45,25 +75,17 @@ def depend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) ->
                     blocked=blocked,
                 )
             now = q.now()
-            conn.execute(
-                insert(deps).values(blocker_id=first.id, blocked_id=second.id, created_at=now)
-            )
-            if first.status != Status.DONE.value:
-                conn.execute(
-                    update(issues)
-                    .where(issues.c.id == second.id)
-                    .values(open_blockers=issues.c.open_blockers + 1, updated_at=now)
-                )
-            record(
+            add_edge(
                 q,
                 conn,
-                kind="dependency_added",
-                issue_id=second.id,
-                number=blocked,
-                actor=actor,
+                blocker_id=first.id,
+                blocker_status=first.status,
+                blocked_id=second.id,
                 now=now,
-                after={"blocker": blocker, "blocked": blocked},
+                actor=actor,
+                numbers=(blocker, blocked),
             )
+            conn.execute(update(issues).where(issues.c.id == second.id).values(updated_at=now))
         return _detail(conn, blocked)
 
     return q.db.write(work)
@@ -83,12 +105,8 @@ def undepend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) 
         ).rowcount
         if gone:
             now = q.now()
-            if first.status != Status.DONE.value:
-                conn.execute(
-                    update(issues)
-                    .where(issues.c.id == second.id)
-                    .values(open_blockers=issues.c.open_blockers - 1, updated_at=now)
-                )
+            blockers.edge_removed(conn, blocker_status=first.status, blocked_id=second.id)
+            conn.execute(update(issues).where(issues.c.id == second.id).values(updated_at=now))
             record(
                 q,
                 conn,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, exists, insert, select, update
@@ -25,6 +26,7 @@ from workq.schemas import (
     Priority,
     Status,
 )
+from workq.services import blockers
 from workq.services.context import Queue, load, new_id, record, to_issue
 
 COUNTER = "issue_number"
@@ -72,6 +74,84 @@ def format_description(
     return "\n\n".join(parts) + "\n"
 
 
+def insert_issue(
+    q: Queue,
+    conn: Connection,
+    *,
+    title: str,
+    description: str,
+    priority: Priority,
+    issue_type: IssueType,
+    agent: str,
+    labels: Sequence[str],
+    actor: str | None,
+    now: datetime,
+    done: bool = False,
+    about: Mapping[str, Any] | None = None,
+) -> tuple[str, int]:
+    """The one way an issue comes to be, in the caller's transaction: the row with the next
+    number, its labels, and its ``created`` event (which feeds the outbox). The values must
+    be valid already (``domain.fields``); ``about`` adds facts to the event (the plan it
+    came from, the GitHub issue). Returns the new issue's id and number."""
+    issue_id, number = new_id(), next_number(conn)
+    status = Status.DONE if done else Status.OPEN
+    values = {
+        "title": title,
+        "description": description,
+        "priority": priority.rank,
+        "issue_type": issue_type.value,
+        "agent": agent,
+    }
+    _insert.count(
+        conn,
+        {
+            **values,
+            "id": issue_id,
+            "number": number,
+            "status": status.value,
+            "now": now,
+            "closed_at": now if done else None,
+        },
+    )
+    for name in labels:
+        _insert_label.count(conn, {"issue_id": issue_id, "name": name})
+    after = {**values, "priority": priority.value, "labels": list(labels), **(about or {})}
+    record(
+        q,
+        conn,
+        kind="created",
+        issue_id=issue_id,
+        number=number,
+        actor=actor,
+        now=now,
+        after=after,
+    )
+    return issue_id, number
+
+
+_insert = Prepared(
+    insert(issues).values(
+        id=bindparam("id"),
+        number=bindparam("number"),
+        title=bindparam("title"),
+        description=bindparam("description"),
+        status=bindparam("status"),
+        priority=bindparam("priority"),
+        issue_type=bindparam("issue_type"),
+        agent=bindparam("agent"),
+        is_blocked=False,
+        blocked_reason=None,
+        open_blockers=0,
+        created_at=bindparam("now"),
+        updated_at=bindparam("now"),
+        closed_at=bindparam("closed_at"),
+    )
+)
+_insert_label = Prepared(
+    insert(labels_t).values(issue_id=bindparam("issue_id"), name=bindparam("name"))
+)
+
+
 def create(
     q: Queue,
     *,
@@ -83,42 +163,27 @@ def create(
     labels: Sequence[str] = (),
     actor: str | None = None,
 ) -> Issue:
-    values: dict[str, Any] = {
-        "title": fields.title(title),
-        "description": fields.description(description),
-        "priority": fields.priority(priority).rank,
-        "issue_type": fields.issue_type(issue_type).value,
-        "agent": fields.agent(agent) if agent else DEFAULT_AGENT,
-    }
+    checked_title = fields.title(title)
+    checked_description = fields.description(description)
+    rank = fields.priority(priority)
+    kind = fields.issue_type(issue_type)
+    owner = fields.agent(agent) if agent else DEFAULT_AGENT
     names = fields.labels(labels)
 
     def work(conn: Connection) -> Issue:
-        now = q.now()
-        row = {
-            **values,
-            "id": new_id(),
-            "number": next_number(conn),
-            "status": Status.OPEN.value,
-            "is_blocked": False,
-            "blocked_reason": None,
-            "open_blockers": 0,
-            "created_at": now,
-            "updated_at": now,
-        }
-        conn.execute(insert(issues), row)
-        if names:
-            conn.execute(insert(labels_t), [{"issue_id": row["id"], "name": n} for n in names])
-        record(
+        _, number = insert_issue(
             q,
             conn,
-            kind="created",
-            issue_id=row["id"],
-            number=row["number"],
+            title=checked_title,
+            description=checked_description,
+            priority=rank,
+            issue_type=kind,
+            agent=owner,
+            labels=names,
             actor=actor,
-            now=now,
-            after=_readable({**values, "labels": names}),
+            now=q.now(),
         )
-        return to_issue(load(conn, row["number"]), labels=names)
+        return to_issue(load(conn, number), labels=names)
 
     return q.db.write(work)
 
@@ -335,12 +400,7 @@ def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
             .where(issues.c.id == row.id)
             .values(status=Status.OPEN.value, closed_at=None, updated_at=now)
         )
-        dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == row.id)
-        conn.execute(
-            update(issues)
-            .where(issues.c.id.in_(dependents))
-            .values(open_blockers=issues.c.open_blockers + 1)
-        )
+        blockers.blocker_reopened(conn, row.id)
         record(
             q,
             conn,
@@ -365,12 +425,7 @@ def delete_issue(q: Queue, number: int, *, actor: str | None = None) -> Issue:
         load(conn, number, for_update=True)  # a concurrent complete must not count twice
         gone = _detail(conn, number)
         if gone.status != Status.DONE:
-            dependents = select(deps.c.blocked_id).where(deps.c.blocker_id == gone.id)
-            conn.execute(
-                update(issues)
-                .where(issues.c.id.in_(dependents))
-                .values(open_blockers=issues.c.open_blockers - 1)
-            )
+            blockers.blocker_finished(conn, gone.id)  # nobody waits for it any more
         conn.execute(delete(issues).where(issues.c.id == gone.id))
         record(
             q,

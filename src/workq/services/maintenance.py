@@ -29,6 +29,7 @@ from workq.db.tables import (
 from workq.domain import fields
 from workq.errors import CorruptDatabase, InvalidInput, StorageError
 from workq.schemas import IssueType, Priority, Status
+from workq.services import blockers
 from workq.services.claims import clear_claim
 from workq.services.context import Queue, record
 from workq.services.issues import COUNTER
@@ -92,9 +93,7 @@ def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
                     )
                 )
                 if repair:
-                    conn.execute(
-                        update(issues).where(issues.c.id == issue_id).values(open_blockers=expected)
-                    )
+                    blockers.recount(conn, issue_id, expected)
         found.extend(_claims(q, conn, now, repair))
         found.extend(_orphans(conn, repair))
         highest = conn.execute(select(func.max(issues.c.number))).scalar() or 0

@@ -14,9 +14,9 @@ from sqlalchemy import Connection, func, insert, select, update
 from workq.db.engine import retry_lost_read
 from workq.db.tables import comments, github_comments, github_links, issues, labels
 from workq.domain import fields
-from workq.schemas import Issue, IssueType, Priority, Status
-from workq.services.context import Queue, load, new_id, record, to_issue
-from workq.services.issues import next_number
+from workq.schemas import DESCRIPTION_MAX, TITLE_MAX, Issue, IssueType, Priority, Status
+from workq.services.context import Queue, load, record, to_issue
+from workq.services.issues import DEFAULT_AGENT, insert_issue
 
 
 class Link(BaseModel):
@@ -272,33 +272,26 @@ def create_from_github(
 ) -> Issue:
     """A new local issue for a GitHub issue, linked to it in the same transaction (so an
     interrupted import never makes the same issue twice)."""
-    values = {
-        "title": fields.title(title[:256]),
-        "description": fields.description(description[:65_536]),
-        "priority": priority.rank,
-        "issue_type": issue_type.value,
-        "agent": "claude",
-    }
+    checked_title = fields.title(title[:TITLE_MAX])
+    checked_description = fields.description(description[:DESCRIPTION_MAX])
     names = fields.labels(label_names)
 
     def work(conn: Connection) -> Issue:
         now = q.now()
-        issue_id, number = new_id(), next_number(conn)
-        row = {
-            **values,
-            "id": issue_id,
-            "number": number,
-            "status": Status.DONE.value if done else Status.OPEN.value,
-            "is_blocked": False,
-            "blocked_reason": None,
-            "open_blockers": 0,
-            "created_at": now,
-            "updated_at": now,
-            "closed_at": now if done else None,
-        }
-        conn.execute(insert(issues), row)
-        if names:
-            conn.execute(insert(labels), [{"issue_id": issue_id, "name": n} for n in names])
+        issue_id, number = insert_issue(
+            q,
+            conn,
+            title=checked_title,
+            description=checked_description,
+            priority=priority,
+            issue_type=issue_type,
+            agent=DEFAULT_AGENT,
+            labels=names,
+            actor=actor,
+            now=now,
+            done=done,
+            about={"status": (Status.DONE if done else Status.OPEN).value, "github": url},
+        )
         _write_link(
             conn,
             issue_id=issue_id,
@@ -309,22 +302,6 @@ def create_from_github(
             snapshot=snapshot,
             remote_updated_at=remote_updated_at,
             now=now,
-        )
-        record(
-            q,
-            conn,
-            kind="created",
-            issue_id=issue_id,
-            number=number,
-            actor=actor,
-            now=now,
-            after={
-                **values,
-                "priority": priority.value,
-                "labels": names,
-                "status": row["status"],
-                "github": url,
-            },
         )
         return to_issue(load(conn, number), labels=names)
 

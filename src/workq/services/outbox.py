@@ -20,9 +20,27 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, and_, delete, func, insert, literal, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import ColumnClause
 
-from workq.db.prepared import to_sqlite
+from workq.db import dialect
+from workq.db.prepared import Prepared
 from workq.db.tables import github_comments, github_links, github_mirror, github_outbox, issues
 from workq.errors import Conflict, InvalidInput
 from workq.services.context import Queue
@@ -30,22 +48,52 @@ from workq.services.context import Queue
 PENDING = "pending"
 DEAD = "dead"
 
-_QUEUE_SQL = """
-INSERT INTO github_outbox
-    (issue_id, number, kind, version, state, attempts, next_attempt_at, changed_at)
-SELECT :issue_id, :number, :kind, 1, 'pending', 0, :now, :now
-WHERE EXISTS (SELECT 1 FROM github_mirror)
-ON CONFLICT (issue_id) DO UPDATE SET
-    number = excluded.number,
-    kind = excluded.kind,
-    version = github_outbox.version + 1,
-    changed_at = excluded.changed_at,
-    state = 'pending',
-    attempts = CASE WHEN github_outbox.state = 'dead' THEN 0 ELSE github_outbox.attempts END,
-    next_attempt_at = CASE WHEN github_outbox.state = 'dead'
-        THEN excluded.next_attempt_at ELSE github_outbox.next_attempt_at END
-"""
-_QUEUE_TEXT = text(_QUEUE_SQL)
+
+def feed(issue_id: Any, number: Any, kind: Any, now: Any) -> Select[Any]:
+    """The outbox row for one change, as a SELECT that yields nothing while no mirror is
+    configured. Its arguments are columns or parameters (a claim's CTE feeds its own rows)."""
+    one: ColumnClause[Any] = literal_column("1")
+    pending: ColumnClause[Any] = literal_column(f"'{PENDING}'")
+    zero: ColumnClause[Any] = literal_column("0")
+    return select(issue_id, number, kind, one, pending, zero, now, now).where(
+        exists().where(github_mirror.c.repo.is_not(None))
+    )
+
+
+def upsert(dialect_name: str, source: Select[Any]) -> Insert:
+    """Insert ``source``'s rows (see :func:`feed`) or refresh the issue's pending row: a
+    newer version, due as it was, or due now if it had been parked as dead."""
+    stmt = dialect.insert_for(dialect_name)(github_outbox).from_select(
+        [
+            "issue_id",
+            "number",
+            "kind",
+            "version",
+            "state",
+            "attempts",
+            "next_attempt_at",
+            "changed_at",
+        ],
+        source,
+    )
+    o, excluded = github_outbox.c, stmt.excluded
+    was_dead = o.state == literal_column(f"'{DEAD}'")
+    return stmt.on_conflict_do_update(
+        index_elements=[o.issue_id],
+        set_={
+            "number": excluded.number,
+            "kind": excluded.kind,
+            "version": o.version + literal_column("1"),
+            "changed_at": excluded.changed_at,
+            "state": literal_column(f"'{PENDING}'"),
+            "attempts": case((was_dead, literal_column("0")), else_=o.attempts),
+            "next_attempt_at": case((was_dead, excluded.next_attempt_at), else_=o.next_attempt_at),
+        },
+    )
+
+
+_one = feed(bindparam("issue_id"), bindparam("number"), bindparam("kind"), bindparam("now"))
+_queue = {name: Prepared(upsert(name, _one)) for name in ("sqlite", "postgresql")}
 
 
 def queue_change(conn: Connection, issue_id: str, number: int, kind: str, now: datetime) -> None:
@@ -54,24 +102,27 @@ def queue_change(conn: Connection, issue_id: str, number: int, kind: str, now: d
     A row parked as dead comes back to life: the new change may be what it needed. A row
     waiting for a rate limit keeps its wait.
     """
-    params: dict[str, Any] = {"issue_id": issue_id, "number": number, "kind": kind}
-    if conn.dialect.name == "sqlite":
-        driver = conn.connection.driver_connection
-        assert driver is not None
-        driver.execute(_QUEUE_SQL, {**params, "now": to_sqlite(now)})
-    else:
-        conn.execute(_QUEUE_TEXT, {**params, "now": now})
+    params = {"issue_id": issue_id, "number": number, "kind": kind, "now": now}
+    _queue[conn.dialect.name].count(conn, params)
+
+
+def hook_of(q: Queue) -> Hook | None:
+    """The outbox's hook on the queue, if installed."""
+    return next((hook for hook in q.on_change if isinstance(hook, Hook)), None)
 
 
 def install(q: Queue) -> None:
     """Hang the outbox on the queue's mutations (once)."""
-    if not any(isinstance(hook, _Hook) for hook in q.on_change):
-        q.on_change.append(_Hook(q))
+    if hook_of(q) is None:
+        q.on_change.append(Hook(q))
 
 
-class _Hook:
+class Hook:
     def __init__(self, q: Queue) -> None:
         self.q = q
+        # Whether the last claim_next saw a mirror configured: it then writes the outbox row
+        # in its own statement (services/claims.py).
+        self.mirrored = False
 
     def __call__(self, conn: Connection, issue_id: str, number: int, kind: str) -> None:
         queue_change(conn, issue_id, number, kind, self.q.now())

@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, or_, select, update
 
+from workq.db import dialect
 from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
 from workq.db.tables import issues, plan_issues, plans
 from workq.domain import fields
 from workq.domain.plan import (
@@ -125,32 +127,52 @@ def active_plan(q: Queue, run_id: str) -> Plan | None:
     return None if row is None else _plan(row)
 
 
-@retry_lost_read
-def _planning(q: Queue, run_ids: Collection[str]) -> Plan | None:
-    with q.db.read() as conn:
-        row = conn.execute(_active_of, {"runs": sorted(run_ids)}).first()
-    return None if row is None else _plan(row)
+class Planning(NamedTuple):
+    run_id: str
+    slug: str
+    phase: str
 
 
-def refuse_while_planning(q: Queue, run_ids: Collection[str], action: str) -> None:
-    """Refuse ``action`` (claiming, completing) when any of ``run_ids`` is in plan mode.
+# At most two runs are checked: the one the call acts for, and the server's own.
+planning = or_(plans.c.active_run == bindparam("run_a"), plans.c.active_run == bindparam("run_b"))
+planning_of = select(plans.c.run_id, plans.c.slug, plans.c.phase).where(planning).limit(1)
+_planning = Prepared(planning_of, Planning)
 
-    One indexed read, outside the claim's own write transaction.
+
+def gate_params(run_ids: Collection[str]) -> dict[str, str | None]:
+    """The parameters of ``planning`` for these (at most two) run ids; none: no gate."""
+    runs = sorted(set(run_ids))
+    if len(runs) > 2:
+        raise ValueError("the plan gate checks at most two run ids")
+    runs += [None] * (2 - len(runs))  # type: ignore[list-item]
+    return {"run_a": runs[0], "run_b": runs[1]}
+
+
+def plan_mode_active(found: Planning, action: str) -> PlanModeActive:
+    return PlanModeActive(
+        f"Run {found.run_id} is in plan mode (plan {found.slug}, phase "
+        f"{PlanPhase(found.phase).display}): {action} is refused while planning, which is "
+        "read-only work",
+        hint="finish the plan first (advance_plan_phase, then exit_plan_mode; on the command "
+        "line 'workq plan advance', then 'workq plan exit'); creating, listing and reading "
+        "issues stay allowed",
+        run_id=found.run_id,
+        slug=found.slug,
+    )
+
+
+def refuse_while_planning(conn: Connection, run_ids: Collection[str], action: str) -> None:
+    """Refuse ``action`` (claiming, completing) when any of ``run_ids`` is in plan mode:
+    one indexed lookup, inside the caller's write transaction.
 
     Raises:
         PlanModeActive: naming the run, its plan and phase, and what is still allowed.
     """
-    found = _planning(q, run_ids) if run_ids else None
-    if found is None:
+    if not run_ids:
         return
-    raise PlanModeActive(
-        f"Run {found.run_id} is in plan mode (plan {found.slug}, phase "
-        f"{found.phase.display}): {action} is refused while planning, which is read-only work",
-        hint="finish the plan (advance_plan_phase, then exit_plan_mode) first; creating, "
-        "listing and reading issues stay allowed",
-        run_id=found.run_id,
-        slug=found.slug,
-    )
+    found = _planning.rows(conn, gate_params(run_ids))
+    if found:
+        raise plan_mode_active(found[0], action)
 
 
 def _sections(path: str) -> tuple[bool, list[str] | None]:
@@ -172,10 +194,8 @@ def _sections(path: str) -> tuple[bool, list[str] | None]:
 
 def _one_entry_at_a_time(conn: Connection) -> None:
     """Serialise entries into plan mode, so the checks below see every committed plan and
-    no losing racer creates a plan file. SQLite's write lock already does; on PostgreSQL
-    this lock conflicts only with other writers of ``plans``, not with readers."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE plans IN SHARE ROW EXCLUSIVE MODE"))
+    no losing racer creates a plan file."""
+    dialect.lock_plans(conn)
 
 
 def enter(q: Queue, run_id: str, slug: str, goal: str, plans_dir: Path) -> Entered:

@@ -23,13 +23,13 @@ from sqlalchemy import Connection, insert, select
 
 from workq.db.tables import dependencies as deps
 from workq.db.tables import issues, plan_issues, plans
-from workq.db.tables import labels as labels_t
 from workq.domain import fields
 from workq.domain.plan import PlanTask
 from workq.plan_schemas import PlanIssue
-from workq.schemas import LABEL_MAX, Priority, Status
-from workq.services.context import Queue, new_id, record
-from workq.services.issues import next_number
+from workq.schemas import LABEL_MAX, IssueType, Priority, Status
+from workq.services import dependencies
+from workq.services.context import Queue
+from workq.services.issues import insert_issue
 
 __all__ = ["PlanIssue", "blocker_numbers", "launch", "plan_label"]
 
@@ -99,59 +99,30 @@ def launch(
             issue_id, number, status = found.id, found.number, found.status
             agent = found.agent
         else:
-            issue_id, number, status = new_id(), next_number(conn), Status.OPEN.value
-            waiting = sum(1 for _, _, s in blockers if s != Status.DONE.value)
-            values = {
-                "title": fields.title(task.title),
-                "description": _description(plan.slug, plan.goal, shown_path, task),
-                "priority": Priority.MEDIUM.rank,
-                "issue_type": "task",
-                "agent": fields.agent(agent),
-            }
-            conn.execute(
-                insert(issues).values(
-                    **values,
-                    id=issue_id,
-                    number=number,
-                    status=status,
-                    is_blocked=False,
-                    blocked_reason=None,
-                    open_blockers=waiting,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            if label:
-                conn.execute(insert(labels_t).values(issue_id=issue_id, name=label))
-            record(
+            issue_id, number = insert_issue(
                 q,
                 conn,
-                kind="created",
-                issue_id=issue_id,
-                number=number,
+                title=fields.title(task.title),
+                description=_description(plan.slug, plan.goal, shown_path, task),
+                priority=Priority.MEDIUM,
+                issue_type=IssueType.TASK,
+                agent=fields.agent(agent),
+                labels=[label] if label else [],
                 actor=actor,
                 now=now,
-                after={
-                    **values,
-                    "priority": Priority.MEDIUM.value,
-                    "labels": [label] if label else [],
-                    "plan": plan.slug,
-                    "task": task.index,
-                },
+                about={"plan": plan.slug, "task": task.index},
             )
-            for blocker_id, blocker_number, _ in blockers:
-                conn.execute(
-                    insert(deps).values(blocker_id=blocker_id, blocked_id=issue_id, created_at=now)
-                )
-                record(
+            status = Status.OPEN.value
+            for blocker_id, blocker_number, blocker_status in blockers:
+                dependencies.add_edge(
                     q,
                     conn,
-                    kind="dependency_added",
-                    issue_id=issue_id,
-                    number=number,
-                    actor=actor,
+                    blocker_id=blocker_id,
+                    blocker_status=blocker_status,
+                    blocked_id=issue_id,
                     now=now,
-                    after={"blocker": blocker_number, "blocked": number},
+                    actor=actor,
+                    numbers=(blocker_number, number),
                 )
         conn.execute(
             insert(plan_issues).values(plan_id=plan.id, task=task.index, issue_id=issue_id)

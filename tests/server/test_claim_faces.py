@@ -1,0 +1,88 @@
+"""One claim, one JSON contract: the CLI's --json and the MCP tools' structuredContent agree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.plan.conftest import WORKQ, serve
+from tests.server.conftest import call_ok
+from workq.schemas import Claim, ClaimedNext
+
+pytestmark = pytest.mark.anyio
+LIMIT = 60
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [WORKQ, "--db", "queue.db", *args, "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "WORKQ_ACTOR": "tester"},
+    )
+
+
+def cli_json(cwd: Path, *args: str, status: int = 0) -> Any:
+    done = cli(cwd, *args)
+    assert done.returncode == status, done.stderr
+    return json.loads(done.stdout)
+
+
+def shape(value: Any) -> Any:
+    """Keys and value kinds, not values."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    return type(value).__name__
+
+
+async def test_claim_and_claim_next_have_one_json_contract(tmp_path: Path) -> None:
+    with anyio.fail_after(LIMIT):
+        async with serve(tmp_path, "run-m") as client:
+            for title in ("one", "two", "three", "four"):
+                await call_ok(client, "issue_create", title=title, description="d")
+            by_cli = cli_json(tmp_path, "claim-next", "--run-id", "run-c")
+            by_mcp = (await call_ok(client, "issue_claim_next")).structured_content
+            assert by_mcp is not None
+            assert shape(by_cli) == shape(by_mcp)
+            assert by_cli["issue"]["number"] == 1 and by_mcp["issue"]["number"] == 2
+            ClaimedNext.model_validate(by_cli)
+            ClaimedNext.model_validate(by_mcp)
+
+            by_cli = cli_json(tmp_path, "claim", "3", "--run-id", "run-c")
+            by_mcp = (await call_ok(client, "issue_claim", number=4)).structured_content
+            assert by_mcp is not None
+            assert shape(by_cli) == shape(by_mcp)
+            Claim.model_validate(by_cli)
+            Claim.model_validate(by_mcp)
+
+            empty_cli = cli_json(tmp_path, "claim-next", "--run-id", "run-c", status=2)
+            empty_mcp = (await call_ok(client, "issue_claim_next")).structured_content
+            assert empty_cli == empty_mcp == {"issue": None}
+
+
+async def test_a_run_planning_from_the_cli_cannot_claim_over_mcp(tmp_path: Path) -> None:
+    with anyio.fail_after(LIMIT):
+        async with serve(tmp_path, "run-m") as client:
+            await call_ok(client, "issue_create", title="one")
+            done = subprocess.run(
+                [WORKQ, "--db", "queue.db", "plan", "enter", "p", "goal", "--run-id", "p"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+            refused = await client.call_tool("issue_claim_next", {"run_id": "p"})
+            assert refused.is_error
+            assert "PLAN_MODE_ACTIVE" in refused.content[0].text  # type: ignore[union-attr]
+            got = await call_ok(client, "issue_claim_next")
+            assert got.structured_content is not None
+            assert got.structured_content["issue"]["number"] == 1
