@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from workq import __version__
-from workq.cli import output
+from workq.cli import output, steps
 from workq.cli.state import State
 from workq.errors import InvalidInput, WorkqError
 
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     except WorkqError as exc:
         if verbose:
             raise
-        output.errors.print(f"error: {exc.describe()}", markup=False)
+        output.errors.print(f"error: {exc.describe(steps.command)}", markup=False)
         return 1
     except typer.Exit as exc:
         return exc.exit_code

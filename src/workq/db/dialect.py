@@ -85,6 +85,13 @@ def postgres_engine(
         # A client that dies inside a transaction must not hold its row locks for long.
         f"-c idle_in_transaction_session_timeout={max(60_000, 6 * int(lock_timeout_ms))}"
     )
+    try:
+        import psycopg  # noqa: F401  (the driver is an extra; say which, not a traceback)
+    except ImportError:
+        raise InvalidInput(
+            "PostgreSQL needs the psycopg driver, which is not installed",
+            hint="pip install 'workq[postgres]'",
+        ) from None
     engine = create_engine(
         url,
         poolclass=QueuePool,

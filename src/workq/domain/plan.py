@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from workq.errors import InvalidInput, InvalidTransition, PlanEmpty
+from workq.errors import InvalidInput, InvalidTransition, PlanEmpty, Step
 
 __all__ = [
     "MAX_GOAL_CHARS",
@@ -180,7 +180,7 @@ def next_phase(phase: PlanPhase) -> PlanPhase:
     if index + 1 >= len(_PHASES):
         raise InvalidTransition(
             "Plan mode has no phase after Exit",
-            hint="call exit_plan_mode to finish the plan",
+            hint=(Step.EXIT_PLAN, " finishes the plan"),
             reason="no_next_phase",
             phase=phase.value,
         )

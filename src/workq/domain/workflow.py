@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, NoReturn
 
-from workq.errors import InvalidInput, InvalidTransition
+from workq.errors import Hint, InvalidInput, InvalidTransition, Step
 
 __all__ = [
     "BRANCH_MAX",
@@ -174,7 +174,7 @@ def check_transition(
         )
     justification = validate_justification(skip_justification)
 
-    def refuse(hint: str, reason: str = "invalid_transition", **facts: object) -> NoReturn:
+    def refuse(hint: Hint, reason: str = "invalid_transition", **facts: object) -> NoReturn:
         message = f"Cannot advance from {src.value} to {dst.value}"
         if reason == "tests_required":
             message += ": tests must pass first"
@@ -205,8 +205,12 @@ def check_transition(
     if skipped and justification is None:
         names = ", ".join(p.value for p in skipped)
         refuse(
-            f"pass skipJustification to skip {names}, or advance one phase at a time "
-            f"(next: {PHASE_ORDER[start + 1].value})",
+            (
+                "pass ",
+                Step.SKIP_JUSTIFICATION,
+                f" to skip {names}, or advance one phase at a time "
+                f"(next: {PHASE_ORDER[start + 1].value})",
+            ),
             skipped=[p.value for p in skipped],
         )
 
@@ -219,7 +223,13 @@ def check_transition(
             gate = "justified"
         else:
             refuse(
-                "run the tests and pass testsPassed=true, or pass skipJustification saying why not",
+                (
+                    "run the tests and pass ",
+                    Step.TESTS_PASSED,
+                    ", or pass ",
+                    Step.SKIP_JUSTIFICATION,
+                    " saying why not",
+                ),
                 reason="tests_required",
             )
     return TransitionCheck(src, dst, skipped, tests_passed, justification, gate)

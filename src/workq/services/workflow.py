@@ -32,7 +32,7 @@ from workq.domain.workflow import (
     branch_name,
     check_transition,
 )
-from workq.errors import InvalidInput, NotHolder
+from workq.errors import InvalidInput, NotHolder, Step
 from workq.plan_schemas import PhaseChange, WorkflowChange, WorkflowStatus
 from workq.schemas import PAGE_MAX, TITLE_MAX, Status
 from workq.services.context import Queue, load, record
@@ -92,7 +92,7 @@ def _claimed(issue: Any, holders: Collection[str] | None) -> None:
     if issue.status != IN_PROGRESS or issue.claimed_by is None:
         raise NotHolder(
             f"Issue #{issue.number} is not locked by this session: it is not claimed",
-            hint="claim it first (issue_claim); a workflow belongs to a claim",
+            hint=("claim it first (", Step.CLAIM, "); a workflow belongs to a claim"),
             number=issue.number,
             reason="not_locked",
         )
@@ -120,7 +120,7 @@ def _held_issue(conn: Connection, number: int | None, holders: Collection[str]) 
     if not rows:
         raise NotHolder(
             "No issue is locked by this session",
-            hint="claim one first (issue_claim_next), or pass issueNumber",
+            hint=("claim one first (", Step.CLAIM_NEXT, "), or give ", Step.NAME_ISSUE),
             reason="not_locked",
         )
     if len(rows) > 1:
