@@ -103,6 +103,9 @@ class Exited(_Model):
     plan: Plan
     launched: list[PlanIssue] = Field(default_factory=list)
     teammate_count: int | None = None
+    empty_sections: list[str] = Field(
+        default_factory=list, description="Template sections left empty (a warning)"
+    )
 
 
 class PlanDetail(_Model):

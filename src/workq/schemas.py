@@ -81,6 +81,8 @@ class IssueSummary(_Model):
     is_blocked: bool
     claimed_by: str | None = None
     labels: list[str] = Field(default_factory=list)
+    blocked_reason: str | None = Field(default=None, description="Set when blocked by hand")
+    waiting_on: list[int] = Field(default_factory=list, description="Unfinished issues it waits on")
 
 
 class Issue(_Model):
@@ -107,7 +109,7 @@ class Issue(_Model):
     blocked_by: list[int] = Field(default_factory=list, description="Numbers of its blockers")
     blocks: list[int] = Field(default_factory=list, description="Numbers of issues it blocks")
 
-    def summary(self) -> IssueSummary:
+    def summary(self, waiting_on: list[int] | None = None) -> IssueSummary:
         return IssueSummary(
             number=self.number,
             title=self.title,
@@ -118,6 +120,8 @@ class Issue(_Model):
             is_blocked=self.is_blocked or self.open_blockers > 0,
             claimed_by=self.claimed_by,
             labels=self.labels,
+            blocked_reason=self.blocked_reason if self.is_blocked else None,
+            waiting_on=waiting_on or [],
         )
 
 

@@ -199,6 +199,8 @@ def exit_(
         return
     output.line("Exited plan mode")
     output.line(f"Plan saved: {done.plan.shown_path}")
+    if done.empty_sections:
+        output.line(f"Warning: left empty: {', '.join(done.empty_sections)}")
     if launch_swarm:
         output.line(
             f"Launched {len(done.launched)} issue(s) for {done.teammate_count} teammate(s):"

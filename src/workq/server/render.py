@@ -13,8 +13,10 @@ def summary_line(item: IssueSummary) -> str:
     line += f": {clip(item.title)}"
     if item.claimed_by:
         line += f" (claimed by {item.claimed_by})"
-    if item.is_blocked:
-        line += " (blocked)"
+    if item.blocked_reason is not None:
+        line += f" (blocked: {clip(item.blocked_reason)})"
+    if item.waiting_on:
+        line += " (waiting on " + ", ".join(f"#{n}" for n in item.waiting_on) + ")"
     return line
 
 

@@ -36,7 +36,7 @@ from workq.domain.plan import (
     parse_tasks,
     plan_path,
     render_template,
-    require_complete,
+    require_content,
     validate_goal,
     validate_slug,
 )
@@ -356,7 +356,7 @@ def exit_plan(
             hint=("write it again, then ", Step.EXIT_PLAN),
             empty_sections=list(REQUIRED_SECTIONS),
         )
-    require_complete(text, need_tasks=launch_swarm)
+    empty = require_content(text, render_template(plan.slug, plan.goal), need_tasks=launch_swarm)
     tasks = parse_tasks(text) if launch_swarm else []
     agents = assign_agents(tasks, count) if launch_swarm else []
 
@@ -400,7 +400,9 @@ def exit_plan(
             },
         )
         closed = _plan(row, status=PlanStatus.EXITED, updated_at=now, closed_at=now)
-        return Exited(plan=closed, launched=launched, teammate_count=count or None)
+        return Exited(
+            plan=closed, launched=launched, teammate_count=count or None, empty_sections=empty
+        )
 
     return q.db.write(work)
 
