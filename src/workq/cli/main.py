@@ -101,6 +101,10 @@ def serve(
     s = ctx.find_root().obj
     assert isinstance(s, State)
     settings = s.settings(token=token, toolsets=toolsets, run_id=run_id)
+    if not settings.is_sqlite:
+        from workq.services.runtime import check_driver
+
+        check_driver(settings)
     stop_sync = None
     if sync_github:
         from workq.github.sync import start_background_sync
