@@ -121,7 +121,7 @@ class PlanDetail(_Model):
 
 
 class _Camel(BaseModel):
-    """Seed 000's field names (camelCase) on the wire; snake_case in Python."""
+    """Contract B's field names (camelCase) on the wire; snake_case in Python."""
 
     model_config = ConfigDict(
         frozen=True, alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True

@@ -81,8 +81,13 @@ class IssueSummary(_Model):
     is_blocked: bool
     claimed_by: str | None = None
     labels: list[str] = Field(default_factory=list)
-    blocked_reason: str | None = Field(default=None, description="Set when blocked by hand")
-    waiting_on: list[int] = Field(default_factory=list, description="Unfinished issues it waits on")
+
+
+class IssueListItem(IssueSummary):
+    """An issue in a list: its summary, and why it is not ready when it is not."""
+
+    blocked_reason: str | None = None  # set when blocked by hand
+    waiting_on: list[int] = Field(default_factory=list)  # the unfinished issues it waits on
 
 
 class Issue(_Model):
@@ -109,7 +114,7 @@ class Issue(_Model):
     blocked_by: list[int] = Field(default_factory=list, description="Numbers of its blockers")
     blocks: list[int] = Field(default_factory=list, description="Numbers of issues it blocks")
 
-    def summary(self, waiting_on: list[int] | None = None) -> IssueSummary:
+    def summary(self) -> IssueSummary:
         return IssueSummary(
             number=self.number,
             title=self.title,
@@ -120,13 +125,18 @@ class Issue(_Model):
             is_blocked=self.is_blocked or self.open_blockers > 0,
             claimed_by=self.claimed_by,
             labels=self.labels,
+        )
+
+    def listed(self, waiting_on: list[int]) -> IssueListItem:
+        return IssueListItem(
+            **self.summary().model_dump(),
             blocked_reason=self.blocked_reason if self.is_blocked else None,
-            waiting_on=waiting_on or [],
+            waiting_on=waiting_on,
         )
 
 
 class IssuePage(_Model):
-    items: list[IssueSummary]
+    items: list[IssueListItem]
     has_more: bool
     next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")
 

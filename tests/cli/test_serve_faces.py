@@ -27,8 +27,10 @@ def anyio_backend() -> str:
 async def workq_serve(folder: Path) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "workq.cli.main", "serve", "--db", str(folder / "q.db"), "--as", "admin"]
-        + ["--toolsets", "all", "--run-id", "run-1"],
+        args=[
+            *("-m", "workq.cli.main", "serve", "--db", str(folder / "q.db"), "--as", "admin"),
+            *("--toolsets", "all", "--run-id", "run-1"),
+        ],
         cwd=folder,
     )
     with (folder / "serve.log").open("a") as log:

@@ -12,7 +12,7 @@ from workq.schemas import (
     PAGE_DEFAULT,
     CommentKind,
     Issue,
-    IssueSummary,
+    IssueListItem,
     IssueType,
     Priority,
     Status,
@@ -136,7 +136,7 @@ def list_(
         output.line(f"more: --cursor {page.next_cursor}")
 
 
-def _waits(item: IssueSummary) -> str:
+def _waits(item: IssueListItem) -> str:
     if item.blocked_reason is not None:
         return f"blocked: {item.blocked_reason}"
     return ", ".join(f"#{n}" for n in item.waiting_on)

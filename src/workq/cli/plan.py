@@ -1,4 +1,4 @@
-"""Plan commands: list, show, enter, advance, exit (seed 002's plan mode, for a run id)."""
+"""Plan commands: list, show, enter, advance, exit (contract A's plan mode, for a run id)."""
 
 from __future__ import annotations
 

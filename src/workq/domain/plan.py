@@ -1,4 +1,4 @@
-"""Plan mode (seed 002): phases, guidance, slugs, plan file paths, the template, the checklist.
+"""Plan mode (contract A): phases, guidance, slugs, plan file paths, the template, the checklist.
 
 Phases run Explore -> Design -> Review -> Final -> Exit. Each of the first four owns one
 level-2 section of the plan file ``plans/<slug>.md``:

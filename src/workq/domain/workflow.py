@@ -1,24 +1,24 @@
-"""Issue workflow phases (seed 000's ``advance_workflow``) and branch names.
+"""Issue workflow phases (contract B's ``advance_workflow``) and branch names.
 
 A claimed issue moves through one fixed order of phases::
 
     selection -> research -> branch -> implementation -> testing -> commit -> pr -> review
 
-and may drop to ``abandoned`` from any of them. Seed 000's Phase Validation Matrix, made
+and may drop to ``abandoned`` from any of them. Contract B's Phase Validation Matrix, made
 total by ``check_transition``:
 
 - One step forward needs nothing, except testing -> commit, which needs
   ``tests_passed=True`` or a skip justification (refused with reason ``tests_required``).
 - More than one step forward skips phases and needs a skip justification (refused with
   reason ``invalid_transition`` without one). That justification also covers the tests
-  gate when the jump crosses into commit, since the seed accepts
+  gate when the jump crosses into commit, since the contract accepts
   ``testsPassed=true OR skipJustification`` there.
 - Any phase -> abandoned needs nothing.
 - Everything else is refused with reason ``invalid_transition``: staying put, going back,
   going to selection (it is only ever the start), and leaving abandoned, which is final
   (abandoned -> abandoned included).
 
-Refusals raise ``InvalidTransition`` with the seed's message
+Refusals raise ``InvalidTransition`` with the contract's message
 ``Cannot advance from {from} to {to}`` and the facts ``reason``, ``from_phase`` and
 ``to_phase``. A blank justification counts as none.
 """

@@ -58,7 +58,7 @@ def format_description(
     acceptance_criteria: Sequence[str] | None = None,
     technical_notes: str | None = None,
 ) -> str:
-    """Seed 000's issue template, used when structured context is given."""
+    """Contract B's issue template, used when structured context is given."""
     if not (context or acceptance_criteria or technical_notes):
         return description or ""
     parts = [f"## Summary\n{description.strip() if description else title}"]
@@ -306,10 +306,7 @@ def list_issues(
                 .order_by(_blocker.c.number)
             ):
                 waits_on.setdefault(issue_id, []).append(number)
-    items = [
-        to_issue(r, labels=label_map.get(r.id)).summary(waiting_on=waits_on.get(r.id, []))
-        for r in page
-    ]
+    items = [to_issue(r, labels=label_map.get(r.id)).listed(waits_on.get(r.id, [])) for r in page]
     has_more = len(rows) > limit
     return IssuePage(
         items=items,

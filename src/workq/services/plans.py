@@ -1,4 +1,4 @@
-"""Plan mode (seed 002) for a run id: enter, advance, exit (launching the plan's tasks),
+"""Plan mode (contract A) for a run id: enter, advance, exit (launching the plan's tasks),
 abandon; the active plan, which claims and completions check; and views for the CLI.
 
 The state lives in the ``plans`` table, at most one active plan per run id (and per slug):
@@ -83,7 +83,7 @@ __all__ = [
     "show",
 ]
 
-# Seed 002's example launches 3 teammates; that is the default when teammateCount is absent.
+# Contract A's example launches 3 teammates; that is the default when teammateCount is absent.
 DEFAULT_TEAMMATES = 3
 
 # --- reading -------------------------------------------------------------------------------
