@@ -104,6 +104,8 @@ def test_every_global_option_works_after_the_command(tmp_path: Path) -> None:
     # --json before the command means the command's --json
     assert [i["number"] for i in json.loads(ok(tmp_path, "--json", "ready", "--db", db))] == [2]
     assert json.loads(ok(tmp_path, "--db", db, "--json", "show", "2"))["number"] == 2
+    refused = run(tmp_path, "--json", "delete", "1", "--db", db)
+    assert refused.returncode == 2 and "prints no JSON" in refused.stderr
     # -v after the command: the traceback, as before it
     loud = run(tmp_path, "show", "99", "--db", db, "-v")
     assert loud.returncode != 0 and "Traceback" in loud.stderr

@@ -62,6 +62,10 @@ def _root(
     ctx.call_on_close(ctx.obj.close)
     if json_:  # `workq --json ready` means `workq ready --json`
         ctx.default_map = _json_defaults(ctx.command)
+        if ctx.invoked_subcommand not in ctx.default_map:
+            raise typer.BadParameter(
+                f"'workq {ctx.invoked_subcommand}' prints no JSON", param_hint="'--json'"
+            )
 
 
 @app.command()
@@ -126,7 +130,7 @@ def serve(
 
 
 _GLOBAL_OPTIONS_WITH_VALUES = {"--db", "--database-url", "--as"}
-_GLOBAL_FLAGS = {"--verbose", "-v", "--json"}
+_GLOBAL_FLAGS = {"--verbose", "-v"}
 _loaded = False
 
 
