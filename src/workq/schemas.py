@@ -87,7 +87,7 @@ class IssueListItem(IssueSummary):
     """An issue in a list: its summary, and why it is not ready when it is not."""
 
     blocked_reason: str | None = None  # set when blocked by hand
-    waiting_on: list[int] = Field(default_factory=list)  # the unfinished issues it waits on
+    waiting_on: list[int] | None = None  # the unfinished issues it waits on, if any
 
 
 class Issue(_Model):
@@ -131,7 +131,7 @@ class Issue(_Model):
         return IssueListItem(
             **self.summary().model_dump(),
             blocked_reason=self.blocked_reason if self.is_blocked else None,
-            waiting_on=waiting_on,
+            waiting_on=waiting_on or None,
         )
 
 

@@ -139,7 +139,7 @@ def list_(
 def _waits(item: IssueListItem) -> str:
     if item.blocked_reason is not None:
         return f"blocked: {item.blocked_reason}"
-    return ", ".join(f"#{n}" for n in item.waiting_on)
+    return ", ".join(f"#{n}" for n in item.waiting_on or ())
 
 
 def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
