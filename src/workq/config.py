@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from annotated_types import Ge, Gt, Le
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -123,12 +122,12 @@ def accepted(name: str) -> str:
     low: object = None
     high: object = None
     strict = False
-    for rule in field.metadata:
-        if isinstance(rule, Ge):
+    for rule in field.metadata:  # pydantic's bounds: objects with ge, gt or le
+        if hasattr(rule, "ge"):
             low = rule.ge
-        elif isinstance(rule, Gt):
+        elif hasattr(rule, "gt"):
             low, strict = rule.gt, True
-        elif isinstance(rule, Le):
+        elif hasattr(rule, "le"):
             high = rule.le
     kind = "a whole number" if field.annotation is int else "a number"
     if low is None or high is None:
