@@ -95,7 +95,7 @@ def test_every_global_option_works_after_the_command(tmp_path: Path) -> None:
     assert data(tmp_path, "show", "2", "--db", db)["description"] == "--db"
     assert data(tmp_path, "ready", f"--db={db}")[0]["number"] == 1
     claim = data(tmp_path, "claim-next", "--db", db, "--as", "bob")
-    assert claim["claimed_by"] == "bob"
+    assert claim["issue"]["claimed_by"] == "bob"
     assert data(tmp_path, "history", "1", "--db", db, "--as", "x")[-1]["actor"] == "bob"
     assert data(tmp_path, "db", "current", "--db", db)["state"] == "current"
     assert data(tmp_path, "plan", "list", "--db", db) == []
