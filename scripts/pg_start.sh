@@ -52,6 +52,19 @@ if [[ "$(id -u)" == 0 ]]; then
     chown "$owner" "$dir"
     chmod 700 "$dir"
     as_owner() { runuser -u "$owner" -- "$@"; }
+    # initdb and the server run as postgres: every folder above the cluster must let it in.
+    if ! as_owner test -w "$dir"; then
+        blocked="$dir"
+        probe="$dir"
+        while [[ "$probe" != / ]]; do
+            probe="$(dirname "$probe")"
+            as_owner test -x "$probe" || blocked="$probe"
+        done
+        say "the postgres user, which runs initdb and the server, cannot reach $dir:"
+        say "$blocked is closed to other users ($(stat -c '%A %U' "$blocked"));"
+        say "choose a WORKQ_PG_DIR under an open folder such as /tmp, or chmod o+x $blocked"
+        exit 1
+    fi
 else
     owner="$(id -un)"
     as_owner() { "$@"; }

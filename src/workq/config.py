@@ -1,54 +1,53 @@
-"""Settings from the environment and flags, resolved once and passed down."""
+"""Settings from the environment and flags, resolved once and passed down.
+
+Every setting reads ``WORKQ_<NAME>``; the few whose variable is spelled otherwise (the
+SQLite file, the two timeouts) name it. A bad value is one InvalidInput naming the variable
+(or the flag) and what it accepts.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workq.errors import InvalidInput
+
 DEFAULT_DB_FILE = "autopilot.db"
+
+# The flags that set a setting, to name the one a caller typed when its value is bad.
+FLAGS = {
+    "db_path": "--db",
+    "database_url": "--database-url",
+    "token": "--token",
+    "toolsets": "--toolsets",
+    "run_id": "--run-id",
+}
 
 
 class Settings(BaseSettings):
     """Everything workq reads from its environment. Flags override by keyword."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="WORKQ_", extra="ignore", populate_by_name=True)
 
     db_path: Path = Field(
         default=Path(DEFAULT_DB_FILE),
         validation_alias=AliasChoices("WORKQ_DB", "ISSUES_DB", "db_path"),
-        description="The SQLite file (seed 002's ISSUES_DB)",
+        description="The SQLite file (ISSUES_DB, as in the MCP contract)",
     )
     database_url: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("WORKQ_DATABASE_URL", "database_url"),
-        description="A SQLAlchemy URL; overrides db_path (PostgreSQL)",
+        default=None, description="A SQLAlchemy URL; overrides db_path (PostgreSQL)"
     )
-    lease_seconds: int = Field(
-        default=30 * 60,
-        ge=5,
-        le=7 * 24 * 3600,
-        validation_alias=AliasChoices("WORKQ_LEASE_SECONDS", "lease_seconds"),
-    )
-    busy_timeout_ms: int = Field(
-        default=10_000,
-        ge=100,
-        validation_alias=AliasChoices("WORKQ_BUSY_TIMEOUT_MS", "busy_timeout_ms"),
-    )
+    lease_seconds: int = Field(default=30 * 60, ge=5, le=7 * 24 * 3600)
+    busy_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
     pool_size: int = Field(
-        default=5,
-        ge=1,
-        le=100,
-        validation_alias=AliasChoices("WORKQ_POOL_SIZE", "pool_size"),
-        description="Connections a process keeps open to a database server",
+        default=5, ge=1, le=100, description="Connections a process keeps open to a server"
     )
     pool_max_overflow: int = Field(
-        default=10,
-        ge=0,
-        le=200,
-        validation_alias=AliasChoices("WORKQ_POOL_MAX_OVERFLOW", "pool_max_overflow"),
-        description="Extra connections opened under load, closed when returned",
+        default=10, ge=0, le=200, description="Extra connections opened under load"
     )
     pool_timeout_s: float = Field(
         default=10.0,
@@ -64,26 +63,21 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("WORKQ_CONNECT_TIMEOUT", "connect_timeout_s"),
         description="How long to wait for a database server to accept a connection",
     )
-    synchronous: str = Field(
-        default="NORMAL",
-        pattern="^(NORMAL|FULL)$",
-        validation_alias=AliasChoices("WORKQ_SYNCHRONOUS", "synchronous"),
-    )
-    run_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("WORKQ_RUN_ID", "run_id")
-    )
-    plans_dir: Path = Field(
-        default=Path("plans"), validation_alias=AliasChoices("WORKQ_PLANS_DIR", "plans_dir")
-    )
-    toolsets: str = Field(
-        default="default", validation_alias=AliasChoices("WORKQ_TOOLSETS", "toolsets")
-    )
-    token: str | None = Field(default=None, validation_alias=AliasChoices("WORKQ_TOKEN", "token"))
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    run_id: str | None = None
+    plans_dir: Path = Path("plans")
+    toolsets: str = "default"
+    token: str | None = None
     auto_migrate: bool = Field(
-        default=True,
-        validation_alias=AliasChoices("WORKQ_AUTO_MIGRATE", "auto_migrate"),
-        description="Bring an embedded SQLite file to head on first use",
+        default=True, description="Bring an embedded SQLite file to head on first use"
     )
+
+    @field_validator("db_path", "database_url", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, str | Path) and not str(value).strip():
+            raise ValueError("empty")
+        return value
 
     @property
     def url(self) -> str:
@@ -99,4 +93,73 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, with the non-None overrides (from flags) on top."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**given)  # type: ignore[arg-type]
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise _explain(exc, given) from None
+
+
+def variables(name: str) -> list[str]:
+    """The environment variables that set the setting ``name``."""
+    field = Settings.model_fields[name]
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(a) for a in alias.choices if str(a).isupper()]
+    return [f"WORKQ_{name.upper()}"]
+
+
+def accepted(name: str) -> str:
+    """What the setting ``name`` accepts, in words."""
+    field = Settings.model_fields[name]
+    if field.annotation is bool:
+        return "true or false"
+    if name == "synchronous":
+        return "NORMAL or FULL"
+    if name == "db_path":
+        return "a SQLite file's path, not an empty value"
+    if name == "database_url":
+        return "a URL such as postgresql+psycopg://USER:PASSWORD@HOST/DB; unset it for SQLite"
+    low: object = None
+    high: object = None
+    strict = False
+    for rule in field.metadata:  # pydantic's bounds: objects with ge, gt or le
+        if hasattr(rule, "ge"):
+            low = rule.ge
+        elif hasattr(rule, "gt"):
+            low, strict = rule.gt, True
+        elif hasattr(rule, "le"):
+            high = rule.le
+    kind = "a whole number" if field.annotation is int else "a number"
+    if low is None or high is None:
+        return kind
+    if strict:
+        return f"{kind} above {low}, up to {high}"
+    return f"{kind} from {low} to {high}"
+
+
+def _environment() -> set[str]:
+    return {key.upper() for key in os.environ}
+
+
+def _explain(exc: ValidationError, given: dict[str, object]) -> InvalidInput:
+    first = exc.errors()[0]
+    loc = str(first["loc"][0]) if first["loc"] else ""
+    name = next(
+        (n for n in Settings.model_fields if loc == n or loc in variables(n)),
+        loc,
+    )
+    if name in given and name in FLAGS:
+        where = FLAGS[name]
+    elif name in Settings.model_fields:
+        names = variables(name)
+        where = next((v for v in names if v in _environment()), " / ".join(names))
+    else:
+        where = loc
+    value = first.get("input")
+    shown = f"{value!r}" if isinstance(value, str) else str(value)
+    takes = accepted(name) if name in Settings.model_fields else "another value"
+    return InvalidInput(
+        f"{where}={shown} is not valid",
+        hint=f"{where} takes {takes}",
+        setting=name,
+    )

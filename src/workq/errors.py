@@ -3,11 +3,58 @@
 Every error carries a stable ``code`` (what happened, for machines), a message (for people),
 ``facts`` (the details that explain it) and ``hint`` (what the caller should do next).
 A subclass's docstring is its default message. Nothing here imports the rest of workq.
+
+A hint that names an operation names it as a ``Step``, not as text: the caller may stand
+at the MCP server (where the step is a tool call) or at the CLI (where it is a command), and
+each face spells the step its own way. ``hint`` is the MCP spelling; ``describe(spell)``
+renders the hint with another face's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from enum import Enum
 from typing import Any, ClassVar
+
+
+class Step(Enum):
+    """An operation a hint points to. The value is how an MCP client calls it; the CLI
+    spells each as its command (``workq.cli.steps``)."""
+
+    LIST_ISSUES = "issue_list"
+    SHOW_ISSUE = "issue_get"
+    READY = "issue_ready"
+    CLAIM = "issue_claim"
+    CLAIM_NEXT = "issue_claim_next"
+    UNBLOCK = "issue_unblock"
+    FORCE_CLAIM = "issue_force_claim"
+    COMPLETE_ANYWAY = "issue_force_claim, then issue_complete"
+    RELEASE_ANYWAY = "issue_force_claim, then issue_release"
+    CONFIRM = "confirmation='I understand this may cause conflicts'"
+    NAME_ISSUE = "issueNumber"
+    ENTER_PLAN = "enter_plan_mode(slug, goal)"
+    PLAN_PHASE = "get_current_phase"
+    ADVANCE_PLAN = "advance_plan_phase"
+    EXIT_PLAN = "exit_plan_mode"
+    TESTS_PASSED = "testsPassed=true"
+    SKIP_JUSTIFICATION = "skipJustification"
+    LIST_PLANS = "get_current_phase (this run's plan)"
+
+
+Hint = str | tuple[str | Step, ...]
+# How a face writes a step, given the error's facts (an issue number, a slug).
+Spelling = Callable[[Step, Mapping[str, Any]], str]
+
+
+def tool_call(step: Step, facts: Mapping[str, Any]) -> str:
+    """The MCP spelling of a step: the tool, as a client calls it."""
+    return step.value
+
+
+def render(hint: Hint, spell: Spelling, facts: Mapping[str, Any]) -> str:
+    if isinstance(hint, str):
+        return hint
+    return "".join(part if isinstance(part, str) else spell(part, facts) for part in hint)
 
 
 class WorkqError(Exception):
@@ -15,21 +62,42 @@ class WorkqError(Exception):
 
     code: ClassVar[str] = "INTERNAL"
     hint: str | None = None
+    # The hint with its steps left structured, when it names any.
+    next_step: tuple[str | Step, ...] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "next_step" in cls.__dict__ and cls.next_step is not None:
+            cls.hint = render(cls.next_step, tool_call, {})
 
     def __init__(
-        self, message: str | None = None, *, hint: str | None = None, **facts: Any
+        self, message: str | None = None, *, hint: Hint | None = None, **facts: Any
     ) -> None:
         self.message = message or (self.__doc__ or self.code).strip()
-        if hint is not None:
-            self.hint = hint
         self.facts: dict[str, Any] = facts
+        if isinstance(hint, tuple):
+            self.next_step = hint
+        elif hint is not None:
+            self.next_step = None
+            self.hint = hint
+        if self.next_step is not None:
+            self.hint = render(self.next_step, tool_call, facts)
         super().__init__(self.message)
 
-    def describe(self) -> str:
+    def hint_for(self, spell: Spelling = tool_call) -> str | None:
+        """The hint as the caller of one face types it."""
+        if self.next_step is not None and self.hint == render(
+            self.next_step, tool_call, self.facts
+        ):
+            return render(self.next_step, spell, self.facts)
+        return self.hint
+
+    def describe(self, spell: Spelling = tool_call) -> str:
         """One line: code, message, facts and the next step."""
         text = f"{self.code}: {self.message.rstrip('.')}"
-        if self.hint:
-            text += f"; {self.hint}"
+        hint = self.hint_for(spell)
+        if hint:
+            text += f"; {hint}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,7 +120,7 @@ class NotFound(WorkqError):
     """No such issue."""
 
     code = "NOT_FOUND"
-    hint = "list issues with issue_list to find the right number"
+    next_step = ("list issues with ", Step.LIST_ISSUES, " to find the right number")
 
 
 class Conflict(WorkqError):
@@ -65,21 +133,21 @@ class AlreadyClaimed(Conflict):
     """The issue is claimed by someone else."""
 
     code = "ALREADY_CLAIMED"
-    hint = "pick another with issue_ready"
+    next_step = ("pick another with ", Step.READY)
 
 
 class NotClaimable(Conflict):
     """The issue cannot be claimed in its current state."""
 
     code = "NOT_CLAIMABLE"
-    hint = "pick another with issue_ready"
+    next_step = ("pick another with ", Step.READY)
 
 
 class NotHolder(Conflict):
     """Only the holder of the claim may do this."""
 
     code = "NOT_HOLDER"
-    hint = "claim the issue first, or ask its holder to release it"
+    next_step = ("claim the issue first (", Step.CLAIM, "), or ask its holder to release it")
 
 
 class OpenBlockers(Conflict):
@@ -106,7 +174,7 @@ class InvalidConfirmation(WorkqError):
     """The confirmation string does not match."""
 
     code = "INVALID_CONFIRMATION"
-    hint = "pass confirmation='I understand this may cause conflicts'"
+    next_step = ("pass ", Step.CONFIRM)
 
 
 class PlanError(WorkqError):
@@ -119,21 +187,21 @@ class PlanModeActive(PlanError):
     """This run is in plan mode, where claiming and completing are not allowed."""
 
     code = "PLAN_MODE_ACTIVE"
-    hint = "finish planning with exit_plan_mode first"
+    next_step = ("finish planning with ", Step.EXIT_PLAN, " first")
 
 
 class NoActivePlan(PlanError):
     """This run is not in plan mode."""
 
     code = "NO_ACTIVE_PLAN"
-    hint = "start one with enter_plan_mode(slug, goal)"
+    next_step = ("start one with ", Step.ENTER_PLAN)
 
 
 class PlanEmpty(PlanError):
     """The plan file holds nothing beyond its template."""
 
     code = "PLAN_EMPTY"
-    hint = "write the empty sections of the plan file, then call exit_plan_mode again"
+    next_step = ("write the plan into its file, then ", Step.EXIT_PLAN, " again")
 
 
 class StorageError(WorkqError):
@@ -175,7 +243,7 @@ class ConnectionLost(StorageError):
     """The connection to the database server was lost."""
 
     code = "CONNECTION_LOST"
-    hint = "check the database server; a write may or may not have been applied, read it back"
+    hint = "check that the database server is running and reachable, then retry"
 
 
 class SchemaMismatch(StorageError):

@@ -103,6 +103,9 @@ class Exited(_Model):
     plan: Plan
     launched: list[PlanIssue] = Field(default_factory=list)
     teammate_count: int | None = None
+    empty_sections: list[str] = Field(
+        default_factory=list, description="Template sections left empty (a warning)"
+    )
 
 
 class PlanDetail(_Model):
@@ -118,7 +121,7 @@ class PlanDetail(_Model):
 
 
 class _Camel(BaseModel):
-    """Seed 000's field names (camelCase) on the wire; snake_case in Python."""
+    """Contract B's field names (camelCase) on the wire; snake_case in Python."""
 
     model_config = ConfigDict(
         frozen=True, alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True

@@ -83,6 +83,13 @@ class IssueSummary(_Model):
     labels: list[str] = Field(default_factory=list)
 
 
+class IssueListItem(IssueSummary):
+    """An issue in a list: its summary, and why it is not ready when it is not."""
+
+    blocked_reason: str | None = None  # set when blocked by hand
+    waiting_on: list[int] | None = None  # the unfinished issues it waits on, if any
+
+
 class Issue(_Model):
     """An issue in full."""
 
@@ -120,9 +127,16 @@ class Issue(_Model):
             labels=self.labels,
         )
 
+    def listed(self, waiting_on: list[int]) -> IssueListItem:
+        return IssueListItem(
+            **self.summary().model_dump(),
+            blocked_reason=self.blocked_reason if self.is_blocked else None,
+            waiting_on=waiting_on or None,
+        )
+
 
 class IssuePage(_Model):
-    items: list[IssueSummary]
+    items: list[IssueListItem]
     has_more: bool
     next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")
 

@@ -10,6 +10,7 @@ import typer
 
 from workq.cli import copy, output
 from workq.cli.state import state
+from workq.config import Settings
 from workq.db import migrate
 from workq.db.engine import Database
 from workq.errors import SchemaMismatch
@@ -17,19 +18,12 @@ from workq.services import maintenance
 from workq.services.runtime import open_database
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-# The global --db / --database-url, also accepted after the db command (as people type them).
-DbFile = Annotated[Path | None, typer.Option("--db", help="The SQLite file.")]
-DbUrl = Annotated[str | None, typer.Option("--database-url", help="A database URL.")]
 
 
-def _database(ctx: typer.Context, db_file: Path | None, database_url: str | None) -> Database:
-    s = state(ctx)
-    if db_file is not None:
-        s.db, s.database_url = db_file, None
-    if database_url is not None:
-        s.database_url = database_url
-    return open_database(s.settings())
+def _database(ctx: typer.Context) -> Database:
+    return open_database(state(ctx).settings())
 
 
 def init(ctx: typer.Context) -> None:
@@ -43,11 +37,9 @@ def init(ctx: typer.Context) -> None:
 def upgrade(
     ctx: typer.Context,
     revision: Annotated[str, typer.Argument()] = "head",
-    db_file: DbFile = None,
-    database_url: DbUrl = None,
 ) -> None:
     """Migrate the schema up (to head by default)."""
-    db = _database(ctx, db_file, database_url)
+    db = _database(ctx)
     try:
         migrate.upgrade(db, revision)
         output.line(f"Schema {migrate.status(db).describe()}")
@@ -59,11 +51,9 @@ def upgrade(
 def downgrade(
     ctx: typer.Context,
     revision: Annotated[str, typer.Argument()],
-    db_file: DbFile = None,
-    database_url: DbUrl = None,
 ) -> None:
     """Migrate the schema down to REVISION ('base' removes every table)."""
-    db = _database(ctx, db_file, database_url)
+    db = _database(ctx)
     try:
         migrate.downgrade(db, revision)
         output.line(f"Schema {migrate.status(db).describe()}")
@@ -72,11 +62,9 @@ def downgrade(
 
 
 @db_app.command()
-def current(
-    ctx: typer.Context, json_: JsonFlag = False, db_file: DbFile = None, database_url: DbUrl = None
-) -> None:
+def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Print the schema revision of the database."""
-    db = _database(ctx, db_file, database_url)
+    db = _database(ctx)
     try:
         found = migrate.status(db)
     finally:
@@ -88,9 +76,9 @@ def current(
 
 
 @db_app.command()
-def check(ctx: typer.Context, db_file: DbFile = None, database_url: DbUrl = None) -> None:
+def check(ctx: typer.Context) -> None:
     """Exit 0 if the schema is at head, else say what to run (exit 1)."""
-    db = _database(ctx, db_file, database_url)
+    db = _database(ctx)
     try:
         found = migrate.status(db)
     finally:
@@ -124,11 +112,11 @@ def doctor(
 
 def export(
     ctx: typer.Context,
-    path: Annotated[Path | None, typer.Argument(help="Output file (default: stdout).")] = None,
+    path: Annotated[Path | None, typer.Argument(help="Output file ('-' or none: stdout).")] = None,
 ) -> None:
     """Write the whole queue as JSON lines (lossless: ids, numbers, history)."""
     lines = maintenance.export_lines(state(ctx).queue())
-    if path is None:
+    if path is None or str(path) == "-":
         for text in lines:
             sys.stdout.write(text + "\n")
         return
@@ -144,14 +132,29 @@ def import_(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="An export file ('-' for stdin).")],
 ) -> None:
-    """Load an export into an empty database."""
-    q = state(ctx).queue(migrate=True)
-    if str(path) == "-":
-        counts = maintenance.import_lines(q, sys.stdin)
-    else:
-        with path.open(encoding="utf-8") as handle:
-            counts = maintenance.import_lines(q, handle)
-    output.line("Imported " + ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()))
+    """Load an export into an empty database (a new SQLite file is removed if it fails)."""
+    s = state(ctx)
+    new_file = _new_sqlite_file(s.settings())
+    handle = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
+    try:
+        counts = maintenance.import_lines(s.queue(migrate=True), handle)
+    except BaseException:
+        if new_file is not None:
+            s.close()
+            for leftover in (new_file, *(Path(f"{new_file}{end}") for end in SQLITE_SIDE_FILES)):
+                leftover.unlink(missing_ok=True)
+        raise
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+    output.line(f"Imported {output.counts(counts)}")
+
+
+def _new_sqlite_file(settings: Settings) -> Path | None:
+    """The SQLite file the command is about to create, None if it exists or is no file."""
+    if not settings.is_sqlite or settings.database_url:
+        return None
+    return None if settings.db_path.exists() else settings.db_path.resolve()
 
 
 def backup(

@@ -31,8 +31,7 @@ def copy(
     if json_:
         output.emit_json(report)
         return
-    rows = ", ".join(f"{n} {kind}(s)" for kind, n in report.counts.items())
-    output.line(f"Copied {rows}")
+    output.line(f"Copied {output.counts(report.counts)}")
     output.line(f"from {report.source}")
     output.line(f"to   {report.target}")
     output.line("The copy's export matches the source's, line for line.")

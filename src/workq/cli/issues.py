@@ -8,7 +8,15 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import state
-from workq.schemas import PAGE_DEFAULT, CommentKind, Issue, IssueType, Priority, Status
+from workq.schemas import (
+    PAGE_DEFAULT,
+    CommentKind,
+    Issue,
+    IssueListItem,
+    IssueType,
+    Priority,
+    Status,
+)
 from workq.services import dependencies, issues, mirror, notes
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -109,7 +117,7 @@ def list_(
         output.emit_json(page)
         return
     output.table(
-        ["#", "title", "status", "priority", "type", "agent", "blocked", "claimed by"],
+        ["#", "title", "status", "priority", "type", "agent", "blocked / waits on", "claimed by"],
         [
             (
                 i.number,
@@ -118,7 +126,7 @@ def list_(
                 i.priority.value,
                 i.issue_type.value,
                 i.agent,
-                "yes" if i.is_blocked else "",
+                _waits(i),
                 i.claimed_by,
             )
             for i in page.items
@@ -126,6 +134,12 @@ def list_(
     )
     if page.has_more:
         output.line(f"more: --cursor {page.next_cursor}")
+
+
+def _waits(item: IssueListItem) -> str:
+    if item.blocked_reason is not None:
+        return f"blocked: {item.blocked_reason}"
+    return ", ".join(f"#{n}" for n in item.waiting_on or ())
 
 
 def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from workq import __version__
-from workq.cli import output
+from workq.cli import command, output, steps
 from workq.cli.state import State
 from workq.errors import InvalidInput, WorkqError
 
 app = typer.Typer(
     name="workq",
-    help="A local work queue for coding agents: issues, claims with leases, dependencies.",
+    help="A local work queue for coding agents: issues, claims with leases, dependencies.\n\n"
+    "The options below (--db, --database-url, --as, --json, -v) go before or after the command.",
+    cls=command.Group,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -49,12 +51,21 @@ def _root(
         str | None, typer.Option("--as", help="Who you are in the history (env WORKQ_ACTOR).")
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks on errors.")] = False,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print JSON, for the commands that print results.")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
     ] = False,
 ) -> None:
     ctx.obj = State(db=db, database_url=database_url, verbose=verbose, actor_name=actor)
     ctx.call_on_close(ctx.obj.close)
+    if json_:  # `workq --json ready` means `workq ready --json`
+        ctx.default_map = _json_defaults(ctx.command)
+        if ctx.invoked_subcommand not in ctx.default_map:
+            raise typer.BadParameter(
+                f"'workq {ctx.invoked_subcommand}' prints no JSON", param_hint="'--json'"
+            )
 
 
 @app.command()
@@ -94,6 +105,10 @@ def serve(
     s = ctx.find_root().obj
     assert isinstance(s, State)
     settings = s.settings(token=token, toolsets=toolsets, run_id=run_id)
+    if not settings.is_sqlite:
+        from workq.services.runtime import check_driver
+
+        check_driver(settings)
     stop_sync = None
     if sync_github:
         from workq.github.sync import start_background_sync
@@ -115,7 +130,68 @@ def serve(
 
 
 _GLOBAL_OPTIONS_WITH_VALUES = {"--db", "--database-url", "--as"}
+_GLOBAL_FLAGS = {"--verbose", "-v"}
 _loaded = False
+
+
+def _json_defaults(command: Any) -> dict[str, Any]:
+    """A default map that turns --json on for every command that has it."""
+    found: dict[str, Any] = {}
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            inner = _json_defaults(sub)
+            if inner:
+                found[name] = inner
+    elif any(p.name == "json_" for p in command.params):
+        found["json_"] = True
+    return found
+
+
+def _takes_value(command: Any, option: str) -> bool | None:
+    """Whether ``option`` of ``command`` consumes the next word (None: not its option)."""
+    for param in getattr(command, "params", ()):
+        if param.param_type_name == "option" and option in (*param.opts, *param.secondary_opts):
+            return not (param.is_flag or param.count)
+    return None
+
+
+def hoist_global_options(root: Any, args: list[str]) -> list[str]:
+    """The arguments with the global options typed after the command moved before it, so
+    that `workq list --db x` means `workq --db x list`. The command's own options are
+    read from its parameters, so a value such as `-d --db` stays the description."""
+    head: list[str] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # the root's own options
+        step = 2 if args[i] in _GLOBAL_OPTIONS_WITH_VALUES else 1
+        head += args[i : i + step]
+        i += step
+    command = root
+    path: list[str] = []
+    while i < len(args) and hasattr(command, "commands") and args[i] in command.commands:
+        command = command.commands[args[i]]
+        path.append(args[i])
+        i += 1
+    if not path:
+        return args
+    moved: list[str] = []
+    kept: list[str] = []
+    while i < len(args):
+        word = args[i]
+        name = word.split("=", 1)[0]
+        if word == "--":
+            kept += args[i:]
+            break
+        own = _takes_value(command, name)
+        if own is None and (name in _GLOBAL_OPTIONS_WITH_VALUES or name in _GLOBAL_FLAGS):
+            step = 2 if name in _GLOBAL_OPTIONS_WITH_VALUES and "=" not in word else 1
+            if i + step > len(args):
+                raise typer.BadParameter("requires a value", param_hint=f"'{name}'")
+            moved += args[i : i + step]
+        else:
+            step = 2 if own and "=" not in word else 1
+            kept += args[i : i + step]
+        i += step
+    return head + moved + path + kept
 
 
 def load_commands() -> typer.Typer:
@@ -150,11 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     if _command_word(args) != "serve":
         load_commands()
     try:
-        code = app(args=args, standalone_mode=False)
+        command.apply(app)
+        cli = typer.main.get_command(app)
+        code = cli.main(
+            args=hoist_global_options(cli, args), prog_name="workq", standalone_mode=False
+        )
     except WorkqError as exc:
         if verbose:
             raise
-        output.errors.print(f"error: {exc.describe()}", markup=False)
+        output.errors.print(f"error: {exc.describe(steps.command)}", markup=False)
         return 1
     except typer.Exit as exc:
         return exc.exit_code
@@ -163,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # the reader of stdout left (| head): not an error of ours
+    except (BrokenPipeError, output.StdoutClosed):  # the reader of stdout left (| head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return 0
     except (OSError, UnicodeError) as exc:  # a file named on the command line; non-UTF-8 bytes
         if verbose:
             raise

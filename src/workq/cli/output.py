@@ -12,7 +12,17 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-console = Console(highlight=False, soft_wrap=True)
+
+class StdoutClosed(Exception):
+    """The reader of stdout left (`workq export | head -1`): not an error of ours."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # rich exits 1 here
+        raise StdoutClosed()
+
+
+console = _Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -40,6 +50,11 @@ def table(
     for row in rows:
         grid.add_row(*("-" if v is None else str(v) for v in row))
     console.print(grid)
+
+
+def counts(found: dict[str, int]) -> str:
+    """Rows per table, e.g. "issues: 3, events: 7"."""
+    return ", ".join(f"{table}: {n}" for table, n in found.items()) or "nothing"
 
 
 def line(text: str) -> None:

@@ -1,4 +1,4 @@
-"""Plan commands: list, show, enter, advance, exit (seed 002's plan mode, for a run id)."""
+"""Plan commands: list, show, enter, advance, exit (contract A's plan mode, for a run id)."""
 
 from __future__ import annotations
 
@@ -199,6 +199,8 @@ def exit_(
         return
     output.line("Exited plan mode")
     output.line(f"Plan saved: {done.plan.shown_path}")
+    if done.empty_sections:
+        output.line(f"Warning: left empty: {', '.join(done.empty_sections)}")
     if launch_swarm:
         output.line(
             f"Launched {len(done.launched)} issue(s) for {done.teammate_count} teammate(s):"

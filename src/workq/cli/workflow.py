@@ -1,4 +1,4 @@
-"""Workflow commands: show and advance the phases of claimed issues (seed 000)."""
+"""Workflow commands: show and advance the phases of claimed issues (contract B)."""
 
 from __future__ import annotations
 

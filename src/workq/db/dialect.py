@@ -66,6 +66,19 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def require_driver(url: str) -> None:
+    """Refuse a PostgreSQL URL when its driver, an optional extra, is not installed."""
+    if make_url(normalize_url(url)).get_backend_name() != "postgresql":
+        return
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise InvalidInput(
+            "PostgreSQL needs the psycopg driver, which is not installed",
+            hint="pip install 'workq[postgres]'",
+        ) from None
+
+
 def postgres_engine(
     url: str,
     *,
@@ -85,6 +98,7 @@ def postgres_engine(
         # A client that dies inside a transaction must not hold its row locks for long.
         f"-c idle_in_transaction_session_timeout={max(60_000, 6 * int(lock_timeout_ms))}"
     )
+    require_driver(url)
     engine = create_engine(
         url,
         poolclass=QueuePool,

@@ -274,7 +274,7 @@ class GitHubCommentRow(Base):
 
 
 class PlanRow(Base):
-    """A plan-mode session of one run id (seed 002), and its plan file.
+    """A plan-mode session of one run id (contract A), and its plan file.
 
     While a plan is active, ``active_run`` and ``active_slug`` repeat ``run_id`` and ``slug``;
     their unique constraints allow one active plan per run id and per slug. Exiting sets
@@ -317,7 +317,7 @@ class PlanIssueRow(Base):
 
 
 class WorkflowRow(Base):
-    """The workflow phase of a claimed issue (seed 000's WorkflowState). Its phase changes
+    """The workflow phase of a claimed issue (contract B's WorkflowState). Its phase changes
     are events (kind ``workflow_advanced``); a claim that ends (complete, release, block)
     makes the row stale, and the next claim starts again at selection."""
 

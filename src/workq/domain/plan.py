@@ -1,4 +1,4 @@
-"""Plan mode (seed 002): phases, guidance, slugs, plan file paths, the template, the checklist.
+"""Plan mode (contract A): phases, guidance, slugs, plan file paths, the template, the checklist.
 
 Phases run Explore -> Design -> Review -> Final -> Exit. Each of the first four owns one
 level-2 section of the plan file ``plans/<slug>.md``:
@@ -39,7 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from workq.domain import fields
-from workq.errors import InvalidInput, InvalidTransition, PlanEmpty
+from workq.errors import InvalidInput, InvalidTransition, PlanEmpty, Step
 
 __all__ = [
     "MAX_GOAL_CHARS",
@@ -61,7 +61,7 @@ __all__ = [
     "parse_tasks",
     "plan_path",
     "render_template",
-    "require_complete",
+    "require_content",
     "validate_goal",
     "validate_slug",
 ]
@@ -181,7 +181,7 @@ def next_phase(phase: PlanPhase) -> PlanPhase:
     if index + 1 >= len(_PHASES):
         raise InvalidTransition(
             "Plan mode has no phase after Exit",
-            hint="call exit_plan_mode to finish the plan",
+            hint=(Step.EXIT_PLAN, " finishes the plan"),
             reason="no_next_phase",
             phase=phase.value,
         )
@@ -419,25 +419,40 @@ def empty_sections(text: str) -> list[str]:
     ]
 
 
-def require_complete(text: str, *, need_tasks: bool = False) -> None:
-    """Refuse a plan that is not ready to exit plan mode (see the module's emptiness rule).
+def require_content(text: str, template: str, *, need_tasks: bool = False) -> list[str]:
+    """Check a plan before it leaves plan mode: it must hold something beyond ``template``
+    (the file as plan mode wrote it), in any shape the agent chose. Returns the template's
+    sections that are present but still empty: a warning, not a refusal.
 
     Raises:
-        PlanEmpty: a required section is empty, or ``need_tasks`` and there is no open task;
-            ``facts["empty_sections"]`` lists them.
+        PlanEmpty: nothing but the template (``facts["empty_sections"]`` lists the required
+            sections), or ``need_tasks`` and there is no open task to launch.
         InvalidInput: ``need_tasks`` and the task list is malformed.
     """
-    empty = empty_sections(text)
-    no_tasks = need_tasks and "Tasks" not in empty and not parse_tasks(text)
-    if not empty and not no_tasks:
-        return
-    clauses = []
-    if empty:
-        clauses.append("these sections hold only the template: " + ", ".join(empty))
-    if no_tasks:
-        clauses.append("Tasks has no open '- [ ] title' lines to launch")
-        empty = [*empty, "Tasks"]
-    raise PlanEmpty("The plan is not ready to exit: " + "; ".join(clauses), empty_sections=empty)
+    layout = _layout(text)
+    given = {line.strip() for line in _strip_comments(template).split("\n")}
+    written = any(
+        line.text.strip()
+        and line.text.strip() not in given
+        and _HEADING_RE.fullmatch(line.text) is None
+        for line in layout.lines
+    )
+    if not written:
+        raise PlanEmpty(
+            "The plan file holds nothing beyond its template",
+            empty_sections=list(REQUIRED_SECTIONS),
+        )
+    if need_tasks and not parse_tasks(text):
+        raise PlanEmpty(
+            "The plan has no open '- [ ] title' task lines to launch",
+            hint=("write the tasks as '- [ ] title' lines, then ", Step.EXIT_PLAN, " again"),
+            empty_sections=["Tasks"],
+        )
+    return [
+        name
+        for name in REQUIRED_SECTIONS
+        if name in layout.sections and not any(line.text.strip() for line in layout.sections[name])
+    ]
 
 
 # --- tasks ----------------------------------------------------------------------------------

@@ -1,24 +1,24 @@
-"""Issue workflow phases (seed 000's ``advance_workflow``) and branch names.
+"""Issue workflow phases (contract B's ``advance_workflow``) and branch names.
 
 A claimed issue moves through one fixed order of phases::
 
     selection -> research -> branch -> implementation -> testing -> commit -> pr -> review
 
-and may drop to ``abandoned`` from any of them. Seed 000's Phase Validation Matrix, made
+and may drop to ``abandoned`` from any of them. Contract B's Phase Validation Matrix, made
 total by ``check_transition``:
 
 - One step forward needs nothing, except testing -> commit, which needs
   ``tests_passed=True`` or a skip justification (refused with reason ``tests_required``).
 - More than one step forward skips phases and needs a skip justification (refused with
   reason ``invalid_transition`` without one). That justification also covers the tests
-  gate when the jump crosses into commit, since the seed accepts
+  gate when the jump crosses into commit, since the contract accepts
   ``testsPassed=true OR skipJustification`` there.
 - Any phase -> abandoned needs nothing.
 - Everything else is refused with reason ``invalid_transition``: staying put, going back,
   going to selection (it is only ever the start), and leaving abandoned, which is final
   (abandoned -> abandoned included).
 
-Refusals raise ``InvalidTransition`` with the seed's message
+Refusals raise ``InvalidTransition`` with the contract's message
 ``Cannot advance from {from} to {to}`` and the facts ``reason``, ``from_phase`` and
 ``to_phase``. A blank justification counts as none.
 """
@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Literal, NoReturn
 
 from workq.domain import fields
-from workq.errors import InvalidInput, InvalidTransition
+from workq.errors import Hint, InvalidInput, InvalidTransition, Step
 
 __all__ = [
     "BRANCH_MAX",
@@ -174,7 +174,7 @@ def check_transition(
         )
     justification = validate_justification(skip_justification)
 
-    def refuse(hint: str, reason: str = "invalid_transition", **facts: object) -> NoReturn:
+    def refuse(hint: Hint, reason: str = "invalid_transition", **facts: object) -> NoReturn:
         message = f"Cannot advance from {src.value} to {dst.value}"
         if reason == "tests_required":
             message += ": tests must pass first"
@@ -205,8 +205,12 @@ def check_transition(
     if skipped and justification is None:
         names = ", ".join(p.value for p in skipped)
         refuse(
-            f"pass skipJustification to skip {names}, or advance one phase at a time "
-            f"(next: {PHASE_ORDER[start + 1].value})",
+            (
+                "pass ",
+                Step.SKIP_JUSTIFICATION,
+                f" to skip {names}, or advance one phase at a time "
+                f"(next: {PHASE_ORDER[start + 1].value})",
+            ),
             skipped=[p.value for p in skipped],
         )
 
@@ -219,7 +223,13 @@ def check_transition(
             gate = "justified"
         else:
             refuse(
-                "run the tests and pass testsPassed=true, or pass skipJustification saying why not",
+                (
+                    "run the tests and pass ",
+                    Step.TESTS_PASSED,
+                    ", or pass ",
+                    Step.SKIP_JUSTIFICATION,
+                    " saying why not",
+                ),
                 reason="tests_required",
             )
     return TransitionCheck(src, dst, skipped, tests_passed, justification, gate)

@@ -1,4 +1,4 @@
-"""Before the first push: find the token, reach GitHub, and check the repository (seed 001's
+"""Before the first push: find the token, reach GitHub, and check the repository (contract C's
 fail-fast rule). The token is read from ``GITHUB_TOKEN`` or ``gh auth token`` and never
 printed, logged or put in an error."""
 

@@ -1,6 +1,6 @@
 """How a local issue looks on GitHub, and how a GitHub issue reads back. Pure functions.
 
-A local issue becomes a title, a body in seed 000's template ending in a hidden marker with
+A local issue becomes a title, a body in contract B's template ending in a hidden marker with
 the local id, and *managed* labels: ``priority:<p>``, ``type:<t>``, ``status:<s>`` and the
 issue's own labels. A :class:`Snapshot` is what GitHub held after the last push or import, in
 the same terms; comparing it with :func:`desired` says what to push, comparing it with a
@@ -64,7 +64,7 @@ def canonical_body(body: str | None) -> str:
 
 
 def body_text(title: str, description: str) -> str:
-    """The visible body: the description, in seed 000's template when it is not already."""
+    """The visible body: the description, in contract B's template when it is not already."""
     text = description.strip()
     if text.startswith("## Summary"):
         return text

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from workq.schemas import (
     Comment,
     Event,
-    IssueSummary,
+    IssueListItem,
     ReadyIssue,
 )
 
@@ -22,7 +22,7 @@ class Ready(_Out):
     issue: ReadyIssue | None = Field(description="null when nothing is ready")
 
 
-class ListedIssue(IssueSummary):
+class ListedIssue(IssueListItem):
     description: str | None = None
 
 

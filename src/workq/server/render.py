@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workq.schemas import Issue, IssueSummary, ReadyIssue
+from workq.schemas import Issue, IssueListItem, IssueSummary, ReadyIssue
 from workq.server.results import clip, when
 
 
@@ -13,8 +13,12 @@ def summary_line(item: IssueSummary) -> str:
     line += f": {clip(item.title)}"
     if item.claimed_by:
         line += f" (claimed by {item.claimed_by})"
-    if item.is_blocked:
-        line += " (blocked)"
+    if not isinstance(item, IssueListItem):
+        return line + (" (blocked)" if item.is_blocked else "")
+    if item.blocked_reason is not None:
+        line += f" (blocked: {clip(item.blocked_reason)})"
+    if item.waiting_on:
+        line += " (waiting on " + ", ".join(f"#{n}" for n in item.waiting_on) + ")"
     return line
 
 

@@ -52,6 +52,9 @@ class PlanExit(BaseModel):
     plan_file: str
     launched: list[PlanIssue] = Field(description="Issues made from the plan's tasks")
     teammate_count: int | None = None
+    empty_sections: list[str] = Field(
+        default_factory=list, description="Template sections left empty (a warning)"
+    )
 
 
 def _view(plan: Plan, empty: list[str] | None = None) -> PlanView:
@@ -151,6 +154,8 @@ def register(reg: Registry) -> None:
             )
         plan = done.plan
         text = f"Exited plan mode\nPlan saved: {plan.shown_path}"
+        if done.empty_sections:
+            text += f"\nWarning: left empty: {', '.join(done.empty_sections)}"
         if launchSwarm:
             text += (
                 f"\nLaunched {len(done.launched)} issue(s) for {done.teammate_count} teammate(s):"
@@ -169,5 +174,6 @@ def register(reg: Registry) -> None:
                 plan_file=plan.shown_path,
                 launched=done.launched,
                 teammate_count=done.teammate_count,
+                empty_sections=done.empty_sections,
             ),
         )

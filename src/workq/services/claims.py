@@ -50,6 +50,7 @@ from workq.errors import (
     NotClaimable,
     NotHolder,
     OpenBlockers,
+    Step,
 )
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
@@ -355,14 +356,19 @@ def _check_claimable(row: IssueRecord, number: int) -> None:
             f"Issue #{number} is blocked: {row.blocked_reason}",
             number=number,
             blocked_reason=row.blocked_reason,
-            hint="unblock it with issue_unblock, or pick another with issue_ready",
+            hint=("unblock it with ", Step.UNBLOCK, ", or pick another with ", Step.READY),
         )
     if row.open_blockers:
         raise NotClaimable(
             f"Issue #{number} waits on {row.open_blockers} unfinished issue(s)",
             number=number,
             open_blockers=row.open_blockers,
-            hint="finish its blockers first (see issue_get), or pick another with issue_ready",
+            hint=(
+                "finish its blockers first (see ",
+                Step.SHOW_ISSUE,
+                "), or pick another with ",
+                Step.READY,
+            ),
         )
 
 
@@ -648,11 +654,17 @@ def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action
         raise NotHolder(
             f"Issue #{number} is not claimed",
             number=number,
-            hint=f"claim it with issue_claim before you {action} it",
+            hint=("claim it with ", Step.CLAIM, f" before you {action} it"),
         )
     if holders is not None and row.claimed_by not in holders:
+        anyway = {"complete": Step.COMPLETE_ANYWAY, "release": Step.RELEASE_ANYWAY}
         raise NotHolder(
-            f"Issue #{number} is held by {row.claimed_by}, not by you",
+            f"Issue #{number} is held by {row.claimed_by}, not by you "
+            f"({', '.join(sorted(holders)) or 'no run id'})",
+            hint=(
+                "ask its holder to release it, or take it over: ",
+                anyway.get(action, Step.FORCE_CLAIM),
+            ),
             number=number,
             holder=row.claimed_by,
             lease_expires_at=row.lease_expires_at.isoformat() if row.lease_expires_at else None,

@@ -58,7 +58,7 @@ def format_description(
     acceptance_criteria: Sequence[str] | None = None,
     technical_notes: str | None = None,
 ) -> str:
-    """Seed 000's issue template, used when structured context is given."""
+    """Contract B's issue template, used when structured context is given."""
     if not (context or acceptance_criteria or technical_notes):
         return description or ""
     parts = [f"## Summary\n{description.strip() if description else title}"]
@@ -296,7 +296,17 @@ def list_issues(
                 .order_by(labels_t.c.name)
             ):
                 label_map.setdefault(issue_id, []).append(name)
-    items = [to_issue(r, labels=label_map.get(r.id)).summary() for r in page]
+        waiting = [r.id for r in page if r.open_blockers]
+        waits_on: dict[str, list[int]] = {}
+        if waiting:
+            for issue_id, number in conn.execute(
+                select(deps.c.blocked_id, _blocker.c.number)
+                .join(deps, deps.c.blocker_id == _blocker.c.id)
+                .where(deps.c.blocked_id.in_(waiting), _blocker.c.status != Status.DONE.value)
+                .order_by(_blocker.c.number)
+            ):
+                waits_on.setdefault(issue_id, []).append(number)
+    items = [to_issue(r, labels=label_map.get(r.id)).listed(waits_on.get(r.id, [])) for r in page]
     has_more = len(rows) > limit
     return IssuePage(
         items=items,
@@ -339,6 +349,12 @@ def update_issue(
         changes["agent"] = fields.agent(agent)
     adding = fields.labels(add_labels)
     removing = fields.labels(remove_labels)
+    if not changes and not adding and not removing:
+        raise InvalidInput(
+            "nothing to change: give at least one field to update",
+            hint="pass title, description, priority, type, agent or labels to add or remove",
+            number=number,
+        )
 
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)

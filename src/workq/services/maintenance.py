@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -458,6 +459,17 @@ def backup(q: Queue, target: Path) -> int:
         )
     if target.exists():
         raise InvalidInput(f"{target} exists already", hint="choose a new path")
+    folder = target.parent
+    if not folder.is_dir():
+        raise InvalidInput(
+            f"the backup's folder {folder} does not exist",
+            hint="create it, or name a file in an existing folder",
+        )
+    if not os.access(folder, os.W_OK):
+        raise InvalidInput(
+            f"the backup's folder {folder} cannot be written",
+            hint="choose a folder this user can write",
+        )
     raw = q.db.engine.raw_connection()
     try:
         destination = sqlite3.connect(target)

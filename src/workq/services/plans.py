@@ -1,4 +1,4 @@
-"""Plan mode (seed 002) for a run id: enter, advance, exit (launching the plan's tasks),
+"""Plan mode (contract A) for a run id: enter, advance, exit (launching the plan's tasks),
 abandon; the active plan, which claims and completions check; and views for the CLI.
 
 The state lives in the ``plans`` table, at most one active plan per run id (and per slug):
@@ -36,7 +36,7 @@ from workq.domain.plan import (
     parse_tasks,
     plan_path,
     render_template,
-    require_complete,
+    require_content,
     validate_goal,
     validate_slug,
 )
@@ -47,6 +47,7 @@ from workq.errors import (
     NotFound,
     PlanEmpty,
     PlanModeActive,
+    Step,
     WorkqError,
 )
 from workq.plan_schemas import (
@@ -82,7 +83,7 @@ __all__ = [
     "show",
 ]
 
-# Seed 002's example launches 3 teammates; that is the default when teammateCount is absent.
+# Contract A's example launches 3 teammates; that is the default when teammateCount is absent.
 DEFAULT_TEAMMATES = 3
 
 # --- reading -------------------------------------------------------------------------------
@@ -153,9 +154,13 @@ def plan_mode_active(found: Planning, action: str) -> PlanModeActive:
         f"Run {found.run_id} is in plan mode (plan {found.slug}, phase "
         f"{PlanPhase(found.phase).display}): {action} is refused while planning, which is "
         "read-only work",
-        hint="finish the plan first (advance_plan_phase, then exit_plan_mode; on the command "
-        "line 'workq plan advance', then 'workq plan exit'); creating, listing and reading "
-        "issues stay allowed",
+        hint=(
+            "finish the plan first (",
+            Step.ADVANCE_PLAN,
+            ", then ",
+            Step.EXIT_PLAN,
+            "); creating, listing and reading issues stay allowed",
+        ),
         run_id=found.run_id,
         slug=found.slug,
     )
@@ -225,7 +230,13 @@ def enter(q: Queue, run_id: str, slug: str, goal: str, plans_dir: Path) -> Enter
             raise PlanModeActive(
                 f"Run {run_id} is already in plan mode: plan {mine.slug}, phase "
                 f"{PlanPhase(mine.phase).display} ({shown(mine.path)})",
-                hint="continue it (get_current_phase) or finish it with exit_plan_mode first",
+                hint=(
+                    "continue it (",
+                    Step.PLAN_PHASE,
+                    ") or finish it with ",
+                    Step.EXIT_PLAN,
+                    " first",
+                ),
                 slug=mine.slug,
             )
         other = conn.execute(select(plans.c.run_id).where(plans.c.active_slug == name)).first()
@@ -342,11 +353,10 @@ def exit_plan(
     if text is None:
         raise PlanEmpty(
             f"The plan file {plan.shown_path} is missing",
-            hint="write it again (sections Findings, Approach, Risks, Tasks), then call "
-            "exit_plan_mode",
+            hint=("write it again, then ", Step.EXIT_PLAN),
             empty_sections=list(REQUIRED_SECTIONS),
         )
-    require_complete(text, need_tasks=launch_swarm)
+    empty = require_content(text, render_template(plan.slug, plan.goal), need_tasks=launch_swarm)
     tasks = parse_tasks(text) if launch_swarm else []
     agents = assign_agents(tasks, count) if launch_swarm else []
 
@@ -355,7 +365,7 @@ def exit_plan(
         if row.id != plan.id:
             raise Conflict(
                 f"Run {run_id} left plan {plan.slug} and entered {row.slug} meanwhile",
-                hint="call exit_plan_mode again",
+                hint=(Step.EXIT_PLAN, " again"),
             )
         now = q.now()
         launched = (
@@ -390,7 +400,9 @@ def exit_plan(
             },
         )
         closed = _plan(row, status=PlanStatus.EXITED, updated_at=now, closed_at=now)
-        return Exited(plan=closed, launched=launched, teammate_count=count or None)
+        return Exited(
+            plan=closed, launched=launched, teammate_count=count or None, empty_sections=empty
+        )
 
     return q.db.write(work)
 
@@ -481,7 +493,7 @@ def show(q: Queue, *, run_id: str | None = None, slug: str | None = None) -> Pla
             if row is None:
                 raise NotFound(
                     f"No plan {slug}" + (f" of run {run_id}" if run_id else ""),
-                    hint="list plans with 'workq plan list'",
+                    hint=("see the plans with ", Step.LIST_PLANS),
                     slug=slug,
                 )
         elif run_id is not None:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from workq.config import Settings
+from workq.db import dialect
 from workq.db.engine import Database
 from workq.db.migrate import ensure_schema
 from workq.services import outbox
 from workq.services.context import Queue
+
+
+def check_driver(settings: Settings) -> None:
+    """Refuse now, not at the first call, a database whose driver is not installed."""
+    dialect.require_driver(settings.url)
 
 
 def open_database(settings: Settings) -> Database:

@@ -1,17 +1,17 @@
-"""Workflow phases of claimed issues (seed 000's ``advance_workflow`` and
+"""Workflow phases of claimed issues (contract B's ``advance_workflow`` and
 ``get_workflow_status``).
 
 A claimed issue starts at ``selection`` and moves by the rules of
 ``domain.workflow.check_transition``; only the claim's holder may move it. Entering
 ``branch`` (or any later phase) records the branch name ``{number}-{kebab-case-title}``;
-entering ``pr`` records a pull request title and body (given, or seed 000's defaults).
+entering ``pr`` records a pull request title and body (given, or contract B's defaults).
 Creating branches and pull requests is not done here.
 
 Each change is an event of kind ``workflow_advanced`` (before and after phase, what was
 recorded), and the phase history is read back from those events. A workflow belongs to a
 claim: once the claim ends (``completed``, ``released`` or ``blocked`` after the last phase
 change) the stored state is stale and the next holder starts again at selection. A takeover
-(an expired lease, ``force_claim``) keeps the phase, as seed 000's force claim does.
+(an expired lease, ``force_claim``) keeps the phase, as contract B's force claim does.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from workq.domain.workflow import (
     branch_name,
     check_transition,
 )
-from workq.errors import InvalidInput, NotHolder
+from workq.errors import InvalidInput, NotHolder, Step
 from workq.plan_schemas import PhaseChange, WorkflowChange, WorkflowStatus
 from workq.schemas import PAGE_MAX, TITLE_MAX, Status
 from workq.services.context import Queue, load, record
@@ -92,7 +92,7 @@ def _claimed(issue: Any, holders: Collection[str] | None) -> None:
     if issue.status != IN_PROGRESS or issue.claimed_by is None:
         raise NotHolder(
             f"Issue #{issue.number} is not locked by this session: it is not claimed",
-            hint="claim it first (issue_claim); a workflow belongs to a claim",
+            hint=("claim it first (", Step.CLAIM, "); a workflow belongs to a claim"),
             number=issue.number,
             reason="not_locked",
         )
@@ -120,7 +120,7 @@ def _held_issue(conn: Connection, number: int | None, holders: Collection[str]) 
     if not rows:
         raise NotHolder(
             "No issue is locked by this session",
-            hint="claim one first (issue_claim_next), or pass issueNumber",
+            hint=("claim one first (", Step.CLAIM_NEXT, "), or give ", Step.NAME_ISSUE),
             reason="not_locked",
         )
     if len(rows) > 1:
@@ -191,7 +191,7 @@ def status(
 
 
 def _default_pr_title(issue: Any) -> str:
-    """Seed 000's ``{type}: {title} (#{number})``, the title cut to fit."""
+    """Contract B's ``{type}: {title} (#{number})``, the title cut to fit."""
     head, tail = f"{issue.issue_type}: ", f" (#{issue.number})"
     room = TITLE_MAX - len(head) - len(tail)
     title = issue.title if len(issue.title) <= room else issue.title[: room - 1] + "…"
@@ -223,8 +223,8 @@ def advance(
     pr_body: str | None = None,
 ) -> WorkflowChange:
     """Move the workflow of issue ``number`` (default: the one issue ``holders`` hold) to
-    ``target``, by seed 000's matrix. ``pr_title``/``pr_body`` are recorded when given;
-    entering ``pr`` without them records seed 000's defaults.
+    ``target``, by contract B's matrix. ``pr_title``/``pr_body`` are recorded when given;
+    entering ``pr`` without them records contract B's defaults.
 
     Raises:
         NotHolder: the issue is not claimed by one of ``holders`` (reason ``not_locked``).

@@ -1,0 +1,70 @@
+"""What every command shares: help that reads `workq show NUMBER` with flags shown without
+a `<bool>` type, and a closed stdout (`| head`) that is not an error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from workq.cli.output import StdoutClosed
+
+
+def _restyle(params: list[Any]) -> None:
+    for param in params:
+        if param.param_type_name == "argument" and param.metavar is None:
+            param.metavar = (param.name or "value").upper()
+        elif getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # a flag takes no value: no type to show
+
+
+class Command(TyperCommand):
+    """A command whose usage line names arguments in capitals (Typer writes `{number}`)
+    and whose flags show no value type."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _restyle(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _restyle([option])
+        return option
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # Not left to click, which exits 1 on a closed pipe.
+            raise StdoutClosed() from None
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+class Group(TyperGroup):
+    """A group of commands, its options styled as a command's are."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _restyle(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _restyle([option])
+        return option
+
+
+def apply(app: typer.Typer) -> None:
+    """Give every command of ``app`` and its sub-apps this style."""
+    for info in app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = Command
+    for group in app.registered_groups:
+        if isinstance(group.typer_instance, typer.Typer):
+            group.typer_instance.info.cls = Group
+            apply(group.typer_instance)
