@@ -162,8 +162,7 @@ class Claim(_Model):
     already_held: bool = Field(default=False, description="The caller already held it")
     waits_on: list[int] = Field(
         default_factory=list,
-        description="Unfinished issues it waits on (a dependency added, or a blocker "
-        "reopened, since it was claimed): it cannot be completed until they are done",
+        description="Unfinished issues it now waits on: not completable until done",
     )
 
 
@@ -193,9 +192,7 @@ class ClaimedIssue(_Model):
     previous_holder: str | None = Field(
         default=None, description="Set when an expired claim was taken over"
     )
-    already_held: bool = Field(
-        default=False, description="It was the caller's own expired claim: renewed"
-    )
+    already_held: bool = Field(default=False, description="The caller's own expired claim, renewed")
 
 
 class ClaimedNext(_Model):
