@@ -10,11 +10,9 @@ import typer
 
 from workq.cli import copy, output
 from workq.cli.state import state
-from workq.db import migrate
-from workq.db.engine import Database
+from workq.config import Settings
 from workq.errors import SchemaMismatch
-from workq.services import maintenance
-from workq.services.runtime import open_database
+from workq.services import maintenance, schema
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -23,20 +21,20 @@ DbFile = Annotated[Path | None, typer.Option("--db", help="The SQLite file.")]
 DbUrl = Annotated[str | None, typer.Option("--database-url", help="A database URL.")]
 
 
-def _database(ctx: typer.Context, db_file: Path | None, database_url: str | None) -> Database:
+def _settings(ctx: typer.Context, db_file: Path | None, database_url: str | None) -> Settings:
     s = state(ctx)
     if db_file is not None:
         s.db, s.database_url = db_file, None
     if database_url is not None:
         s.database_url = database_url
-    return open_database(s.settings())
+    return s.settings()
 
 
 def init(ctx: typer.Context) -> None:
     """Create the database (if needed) and bring it to the latest schema."""
     s = state(ctx)
     s.queue(migrate=True)
-    output.line(f"Ready: {s.settings().url} at schema {migrate.HEAD}")
+    output.line(f"Ready: {s.settings().url} at schema {schema.HEAD}")
 
 
 @db_app.command()
@@ -47,12 +45,8 @@ def upgrade(
     database_url: DbUrl = None,
 ) -> None:
     """Migrate the schema up (to head by default)."""
-    db = _database(ctx, db_file, database_url)
-    try:
-        migrate.upgrade(db, revision)
-        output.line(f"Schema {migrate.status(db).describe()}")
-    finally:
-        db.dispose()
+    found = schema.upgrade(_settings(ctx, db_file, database_url), revision)
+    output.line(f"Schema {found.describe()}")
 
 
 @db_app.command()
@@ -63,12 +57,8 @@ def downgrade(
     database_url: DbUrl = None,
 ) -> None:
     """Migrate the schema down to REVISION ('base' removes every table)."""
-    db = _database(ctx, db_file, database_url)
-    try:
-        migrate.downgrade(db, revision)
-        output.line(f"Schema {migrate.status(db).describe()}")
-    finally:
-        db.dispose()
+    found = schema.downgrade(_settings(ctx, db_file, database_url), revision)
+    output.line(f"Schema {found.describe()}")
 
 
 @db_app.command()
@@ -76,13 +66,9 @@ def current(
     ctx: typer.Context, json_: JsonFlag = False, db_file: DbFile = None, database_url: DbUrl = None
 ) -> None:
     """Print the schema revision of the database."""
-    db = _database(ctx, db_file, database_url)
-    try:
-        found = migrate.status(db)
-    finally:
-        db.dispose()
+    found = schema.status(_settings(ctx, db_file, database_url))
     if json_:
-        output.emit_json({"state": found.state, "revision": found.revision, "head": migrate.HEAD})
+        output.emit_json({"state": found.state, "revision": found.revision, "head": schema.HEAD})
     else:
         output.line(found.revision or "none")
 
@@ -90,11 +76,7 @@ def current(
 @db_app.command()
 def check(ctx: typer.Context, db_file: DbFile = None, database_url: DbUrl = None) -> None:
     """Exit 0 if the schema is at head, else say what to run (exit 1)."""
-    db = _database(ctx, db_file, database_url)
-    try:
-        found = migrate.status(db)
-    finally:
-        db.dispose()
+    found = schema.status(_settings(ctx, db_file, database_url))
     if found.state != "current":
         raise SchemaMismatch(f"the schema is {found.describe()}", hint="run 'workq db upgrade'")
     output.line(f"Schema {found.describe()}")
