@@ -102,7 +102,7 @@ def _every_row(url: str) -> dict[str, list[tuple[object, ...]]]:
 
 
 def _export(queue: Queue) -> list[str]:
-    return list(maintenance.export_lines(queue))
+    return list(transfer.export_lines(queue))
 
 
 def test_round_trip_sqlite_postgresql_sqlite_is_identical(tmp_path: Path, pg_url: str) -> None:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 
-from workq.cli import copy, output
+from workq.cli import copy, output, progress
 from workq.cli.state import state
 from workq.config import Settings
-from workq.errors import SchemaMismatch
-from workq.services import maintenance, schema
+from workq.errors import InvalidInput, SchemaMismatch
+from workq.services import maintenance, schema, transfer
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -109,16 +110,17 @@ def export(
     path: Annotated[Path | None, typer.Argument(help="Output file (default: stdout).")] = None,
 ) -> None:
     """Write the whole queue as JSON lines (lossless: ids, numbers, history)."""
-    lines = maintenance.export_lines(state(ctx).queue())
+    lines = transfer.export_lines(state(ctx).queue())
     if path is None:
         for text in lines:
             sys.stdout.write(text + "\n")
         return
     count = 0
-    with path.open("x", encoding="utf-8") as out:
+    with path.open("x", encoding="utf-8") as out, progress.counting("Exporting rows") as advance:
         for text in lines:
             out.write(text + "\n")
             count += 1
+            advance(1)
     output.errors.print(f"Wrote {count} lines to {path}")
 
 
@@ -126,14 +128,29 @@ def import_(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="An export file ('-' for stdin).")],
 ) -> None:
-    """Load an export into an empty database."""
+    """Load an export into an empty database (all of it, or nothing on a bad line)."""
     q = state(ctx).queue(migrate=True)
     if str(path) == "-":
-        counts = maintenance.import_lines(q, sys.stdin)
+        with progress.counting("Importing", in_bytes=True) as advance:
+            counts = transfer.import_lines(q, _text(sys.stdin.buffer, advance))
     else:
-        with path.open(encoding="utf-8") as handle:
-            counts = maintenance.import_lines(q, handle)
+        size = path.stat().st_size
+        with (
+            path.open("rb") as handle,
+            progress.counting("Importing", total=size, in_bytes=True) as advance,
+        ):
+            counts = transfer.import_lines(q, _text(handle, advance))
     output.line("Imported " + ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()))
+
+
+def _text(handle: BinaryIO, advance: progress.Advance) -> Iterator[str]:
+    """The lines of ``handle`` as text, read one at a time, telling how many bytes."""
+    for n, raw in enumerate(handle, 1):
+        advance(len(raw))
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(f"line {n} is not UTF-8 text", line=n) from None
 
 
 def backup(
