@@ -105,7 +105,18 @@ def imported(root: Path, path: Path) -> list[tuple[int, str]]:
                     for alias in node.names
                     if (here / alias.name).is_dir() or (here / f"{alias.name}.py").is_file()
                 )
+        elif isinstance(node, ast.Call) and _dynamic(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.append((node.lineno, first.value))
     return found
+
+
+def _dynamic(func: ast.expr) -> bool:
+    """``importlib.import_module(...)``, ``import_module(...)`` or ``__import__(...)``."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
 
 
 def check(root: Path) -> list[Broken]:
@@ -190,6 +201,12 @@ def test_the_checker_passes_a_tree_that_follows_the_layers(tmp_path: Path) -> No
         ("cli/other.py", "from workq.server import app\n", "cli may not import server"),
         ("services/x.py", "from workq.server.app import build\n", "services may not import"),
         ("services/x.py", "from ..cli import admin\n", "services may not import cli"),
+        ("server/x.py", "x = __import__('workq.db.engine')\n", "server may not import db"),
+        (
+            "server/x.py",
+            "import importlib\nx = importlib.import_module('sqlalchemy')\n",
+            "sqlalchemy is not for server",
+        ),
         ("db/x.py", "from workq.services import issues\n", "db may not import services"),
         ("domain/x.py", "from workq.config import Settings\n", "domain may not import config"),
         ("domain/x.py", "import pydantic\n", "pydantic is not for domain"),
@@ -214,7 +231,7 @@ def test_the_checker_finds_a_broken_arrow(tmp_path: Path, path: str, source: str
     assert {b.path for b in broken} == {path}, broken
     assert all(why in b.why for b in broken), broken
     if "no entry" not in why:
-        assert {b.line for b in broken} == {3}
+        assert {b.line for b in broken} == {source.count("\n") + 2}
 
 
 def test_every_command_is_in_the_readme() -> None:
