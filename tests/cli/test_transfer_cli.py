@@ -10,10 +10,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.test_cli import ok, run
 from tests.services.test_transfer import ISSUES, export_of
 
 COMMAND = [sys.executable, "-m", "workq.cli.main"]
+
+
+def run(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env={**os.environ, "WORKQ_ACTOR": "tester"},
+    )
+
+
+def ok(cwd: Path, *args: str) -> str:
+    done = run(cwd, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_a_bad_line_near_the_end_leaves_the_database_as_it_was(tmp_path: Path) -> None:
