@@ -240,7 +240,7 @@ class QueueMachine(RuleBasedStateMachine):
 def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock) -> None:
     queue.lease_seconds = LEASE
     # A fresh subclass per engine: hypothesis settings may be applied to a class only once.
-    machine = type("Machine", (QueueMachine,), {"queue": queue, "clock": clock})
+    machine: type[QueueMachine] = type("Machine", (QueueMachine,), {"queue": queue, "clock": clock})
     run = settings(
         max_examples=40,
         stateful_step_count=30,
