@@ -33,7 +33,6 @@ from workq.github import (
     NotFoundOnGitHub,
     RateLimited,
     Unclear,
-    parse_link_header,
     rate_limit_retry_at,
 )
 
@@ -611,22 +610,6 @@ def test_rate_limit_rule():
     assert rate_limit_retry_at(429, http_date, None, now) == (now + timedelta(minutes=2), True)
 
 
-def test_parse_link_header():
-    value = (
-        '<https://api.github.com/repositories/1/issues?page=2&per_page=100>; rel="next", '
-        '<https://api.github.com/repositories/1/issues?page=5&per_page=100>; rel="last"'
-    )
-    assert parse_link_header(value) == {
-        "next": "https://api.github.com/repositories/1/issues?page=2&per_page=100",
-        "last": "https://api.github.com/repositories/1/issues?page=5&per_page=100",
-    }
-    assert parse_link_header(None) == {}
-    assert parse_link_header('<https://x/a?b=1,2>; rel="prev first"') == {
-        "prev": "https://x/a?b=1,2",
-        "first": "https://x/a?b=1,2",
-    }
-
-
 def test_bad_arguments(gh_client: GitHubClient):
     with pytest.raises(ValueError):
         GitHubClient("")
@@ -658,11 +641,11 @@ def test_fake_link_headers_and_label_conflicts(fake_github: FakeGitHub):
     auth = {"Authorization": f"Bearer {fake_github.token}"}
     with _raw(fake_github) as http:
         page2 = http.get(f"/repos/{REPO}/issues", params={"per_page": 3, "page": 2}, headers=auth)
-        links = parse_link_header(page2.headers["link"])
+        links = {rel: link["url"] for rel, link in page2.links.items()}
         assert set(links) == {"prev", "next", "last", "first"}
         assert "page=3" in links["next"] and "page=3" in links["last"]
         last = http.get(links["last"], headers=auth)
-        assert "next" not in parse_link_header(last.headers.get("link"))
+        assert "next" not in last.links
         assert len(last.json()) == 1
 
         assert http.post(f"/repos/{REPO}/labels", json={"name": "Bug"}, headers=auth).is_success

@@ -1,5 +1,5 @@
-"""The queue never waits for GitHub: MCP tools stay fast while the mirror's GitHub is down
-or hangs, with the sync running in the server's process (``start_background_sync``)."""
+"""The queue never waits for GitHub: MCP tools answer while the mirror's GitHub is down or
+does not answer, with the sync running in the server's process (``start_background_sync``)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ from workq.services.runtime import open_queue
 
 pytestmark = pytest.mark.anyio
 OPTIONS = Options(write_interval=0, backoff_base=0.5, backoff_max=2, poll_interval=0.05)
-# A tool call on a local SQLite file takes milliseconds; GitHub's waits take seconds.
-FAST_CALL = 1.0
 
 
 @pytest.fixture
@@ -45,11 +43,14 @@ def _wait_for(check: Callable[[], bool], seconds: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-async def _timed(client: Client, tool: str, **arguments: Any) -> float:
-    started = time.monotonic()
+async def _call(client: Client, tool: str, **arguments: Any) -> None:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
-    return time.monotonic() - started
+
+
+def _held(fake: ControlAPI) -> int:
+    """How many requests GitHub has held without an answer (a timeout fault)."""
+    return sum(1 for request in fake.requests() if request.fault == "timeout")
 
 
 def _pending(settings: Settings) -> int:
@@ -66,7 +67,7 @@ def fake_process() -> Iterator[FakeGitHubProcess]:
         yield fake
 
 
-async def test_tools_stay_fast_while_github_is_down(
+async def test_tools_answer_while_github_is_down(
     settings: Settings, fake_process: FakeGitHubProcess
 ) -> None:
     stop = start_background_sync(
@@ -74,35 +75,41 @@ async def test_tools_stay_fast_while_github_is_down(
     )
     try:
         async with Client(build_server(settings)) as client:
-            await _timed(client, "issue_create", title="before the outage")
+            await _call(client, "issue_create", title="before the outage")
             _wait_for(lambda: len(markers(fake_process)) == 1)
             fake_process.kill()  # GitHub is gone: connections are refused
-            took = [await _timed(client, "issue_create", title=f"offline {n}") for n in range(5)]
-            took.append(await _timed(client, "issue_claim", number=2))
-            took.append(await _timed(client, "issue_complete", number=2))
-            took.append(await _timed(client, "issue_update", number=3, title="renamed offline"))
-            assert max(took) < FAST_CALL, took
+            for n in range(5):
+                await _call(client, "issue_create", title=f"offline {n}")
+            await _call(client, "issue_claim", number=2)
+            await _call(client, "issue_complete", number=2)
+            await _call(client, "issue_update", number=3, title="renamed offline")
             _wait_for(lambda: _pending(settings) == 5)  # waiting for GitHub, none lost
     finally:
         stop()
 
 
-async def test_tools_stay_fast_while_github_hangs_and_the_mirror_catches_up(
+async def test_tools_answer_while_github_hangs_and_the_mirror_catches_up(
     settings: Settings, fake_github: FakeGitHub
 ) -> None:
     fake: ControlAPI = fake_github
     stop = start_background_sync(
-        settings, REPO, env=env_for(fake_github, fake_github.url), options=OPTIONS, timeout=1.5
+        settings, REPO, env=env_for(fake_github, fake_github.url), options=OPTIONS, timeout=30
     )
     try:
-        # Every request hangs until the client gives up.
-        fake.inject_fault("*", "**", kind="timeout", delay=3, count=1000)
+        # GitHub holds every request without an answer, until the faults are cleared.
+        fake.inject_fault("*", "**", kind="timeout", delay=120, count=1000)
         async with Client(build_server(settings)) as client:
-            took = [await _timed(client, "issue_create", title=f"n{n}") for n in range(6)]
-            time.sleep(0.5)  # the worker is inside a hanging request now
-            took += [await _timed(client, "issue_claim", number=n) for n in (1, 2)]
-            took.append(await _timed(client, "issue_complete", number=1))
-            assert max(took) < FAST_CALL, took
+            await _call(client, "issue_create", title="n0")
+            _wait_for(lambda: _held(fake) == 1)  # the worker is inside that request now
+            for n in range(1, 6):
+                await _call(client, "issue_create", title=f"n{n}")
+            await _call(client, "issue_claim", number=1)
+            await _call(client, "issue_claim", number=2)
+            await _call(client, "issue_complete", number=1)
+            # Every call answered while the worker's one request was still held: GitHub
+            # answered nothing, and the worker had not given up on it and tried again.
+            assert _held(fake) == 1
+            assert fake.issues() == []
             fake.clear_faults()
             _wait_for(lambda: _pending(settings) == 0, seconds=30)
         assert len(fake.issues()) == 6

@@ -28,8 +28,8 @@ segments). Kinds:
 
 - ``error``: answer ``status`` (default 500; a 502 comes as an HTML page, like GitHub's);
   ``when="before"`` leaves the state unchanged, ``when="after"`` applies the change first.
-- ``timeout``: hold the request for ``delay`` seconds (longer than the client's timeout), then
-  drop the connection without an answer; before or after applying.
+- ``timeout``: hold the request for ``delay`` seconds (longer than the client's timeout), or
+  until ``clear_faults``, then drop the connection without an answer; before or after applying.
 - ``disconnect``: drop the connection without an answer; before or after applying.
 - ``rate_limit``: the primary limit: 403 (or ``status=429``), ``x-ratelimit-remaining: 0``
   and ``x-ratelimit-reset`` ``reset_in`` seconds ahead. Never applied.
@@ -500,6 +500,7 @@ class FakeGitHub(ControlAPI):
         self.path_prefix = "/" + path_prefix.strip("/") if path_prefix.strip("/") else ""
         self._lock = threading.RLock()
         self._stopping = threading.Event()
+        self._release = threading.Event()  # set to let the requests a timeout holds go
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -525,6 +526,7 @@ class FakeGitHub(ControlAPI):
         if server is None:
             return
         self._stopping.set()
+        self._release.set()
         server.shutdown()
         with self._conn_lock:
             conns = list(self._connections)
@@ -855,6 +857,8 @@ class FakeGitHub(ControlAPI):
 
     def _op_clear_faults(self) -> None:
         self._faults.clear()
+        held, self._release = self._release, threading.Event()
+        held.set()  # the requests held by a timeout fault end now
 
     def _op_set_write_budget(self, limit: int | None, window: float = 60.0) -> None:
         self._budget_limit = limit
@@ -1113,7 +1117,7 @@ class FakeGitHub(ControlAPI):
     def _fault_response(self, fault: Fault, entry: LoggedRequest) -> _Response:
         if fault.kind in ("timeout", "disconnect"):
             if fault.kind == "timeout":
-                self._stopping.wait(fault.delay)
+                self._release.wait(fault.delay)
             return _Response(0, drop=True)
         with self._lock:
             if fault.kind == "rate_limit":

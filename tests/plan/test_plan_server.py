@@ -135,7 +135,7 @@ async def test_claiming_and_completing_are_refused_while_planning(tmp_path: Path
                 await call_ok(client, "issue_create", title=title)
             await call_ok(client, "issue_claim", number=1)
             await call_ok(client, "enter_plan_mode", slug="think-first", goal="plan it")
-            refusals = [
+            refusals: list[tuple[str, dict[str, Any], str]] = [
                 ("issue_claim", {"number": 2}, "Could not claim issue #2: PLAN_MODE_ACTIVE: "),
                 ("issue_claim", {"number": 2, "run_id": "alias"}, "Could not claim issue #2: "),
                 ("issue_claim_next", {}, "Could not claim the next issue: PLAN_MODE_ACTIVE: "),

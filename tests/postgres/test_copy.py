@@ -8,9 +8,10 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
-from sqlalchemy import create_engine, insert, select, text
+from sqlalchemy import Table, create_engine, insert, select, text
 
 from workq.config import Settings
 from workq.db import migrate, models
@@ -85,7 +86,7 @@ def _fill_the_rest(queue: Queue) -> None:
     }
     with queue.db.engine.begin() as conn:
         for model, values in rows.items():
-            conn.execute(insert(model.__table__), values)
+            conn.execute(insert(cast(Table, model.__table__)), values)
     issues.update_issue(queue, 2, description="mirrored")  # queues an outbox row
 
 
@@ -102,7 +103,7 @@ def _every_row(url: str) -> dict[str, list[tuple[object, ...]]]:
 
 
 def _export(queue: Queue) -> list[str]:
-    return list(maintenance.export_lines(queue))
+    return list(transfer.export_lines(queue))
 
 
 def test_round_trip_sqlite_postgresql_sqlite_is_identical(tmp_path: Path, pg_url: str) -> None:

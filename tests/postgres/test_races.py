@@ -75,7 +75,9 @@ def test_eight_processes_claim_every_issue_once_with_takeovers(
             kind
             for (kind,) in conn.execute(text("SELECT kind FROM events WHERE actor LIKE 'racer-%'"))
         )
-        holders = dict(conn.execute(text("SELECT number, claimed_by FROM issues")).all())
+        holders: dict[int, str] = dict(
+            conn.execute(text("SELECT number, claimed_by FROM issues")).all()
+        )
     assert kinds == {"claimed": 200, "claim_takeover": 200}
     for i, out in enumerate(outputs):
         for line in out.splitlines():

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from workq.errors import InvalidInput, NotFound, WorkqError
-from workq.services import claims, dependencies, issues, maintenance, notes
+from workq.services import claims, dependencies, issues, notes, transfer
 from workq.services.context import Queue
 
 
 def _snapshot(queue: Queue) -> list[str]:
-    return list(maintenance.export_lines(queue))
+    return list(transfer.export_lines(queue))
 
 
 BAD_CALLS: list[tuple[str, Callable[[Queue], Any], type[WorkqError]]] = [

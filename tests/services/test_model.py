@@ -396,7 +396,7 @@ class QueueMachine(RuleBasedStateMachine):
 def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock, tmp_path: Path) -> None:
     queue.lease_seconds = LEASE
     # A fresh subclass per engine: hypothesis settings may be applied to a class only once.
-    machine = type(
+    machine: type[QueueMachine] = type(
         "Machine",
         (QueueMachine,),
         {"queue": queue, "clock": clock, "plans_dir": tmp_path / "plans"},

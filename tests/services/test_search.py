@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from workq.errors import InvalidInput
+from workq.schemas import SearchPage
 from workq.services import claims, issues, search
 from workq.services.context import Queue
 
 
-def _numbers(page: search.SearchPage) -> list[int]:
+def _numbers(page: SearchPage) -> list[int]:
     return [hit.number for hit in page.items]
 
 

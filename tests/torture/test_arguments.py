@@ -25,7 +25,7 @@ from tests.torture.conftest import record
 from tests.torture.servers import code_of, stdio, text_of
 from workq.config import Settings
 from workq.errors import InvalidInput
-from workq.services import issues, maintenance, notes
+from workq.services import issues, notes, transfer
 from workq.services.runtime import open_queue
 
 TEN_MB = "x" * (10 << 20)
@@ -296,7 +296,7 @@ def test_an_edited_export_with_hostile_rows_is_refused_whole(
     try:
         issues.create(source, title="first", labels=["ok"])
         notes.comment(source, 1, "a note")
-        lines = list(maintenance.export_lines(source))
+        lines = list(transfer.export_lines(source))
     finally:
         source.db.dispose()
     edited = []
@@ -308,7 +308,7 @@ def test_an_edited_export_with_hostile_rows_is_refused_whole(
     target = open_queue(Settings(db_path=tmp_path / "target.db"))
     try:
         with pytest.raises(InvalidInput) as refusal:
-            maintenance.import_lines(target, edited)
+            transfer.import_lines(target, edited)
         TRIED[f"import: {table}.{column}"] += 1
         assert refusal.value.message.startswith("line "), refusal.value.message
         assert issues.list_issues(target).items == []  # nothing of it was stored

@@ -3,34 +3,29 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 
-from workq.cli import copy, output
+from workq.cli import copy, output, progress
 from workq.cli.state import state
 from workq.config import Settings
-from workq.db import migrate
-from workq.db.engine import Database
-from workq.errors import SchemaMismatch
-from workq.services import maintenance
-from workq.services.runtime import open_database
+from workq.errors import InvalidInput, SchemaMismatch
+from workq.services import maintenance, schema, transfer
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
 
-def _database(ctx: typer.Context) -> Database:
-    return open_database(state(ctx).settings())
-
-
 def init(ctx: typer.Context) -> None:
     """Create the database (if needed) and bring it to the latest schema."""
     s = state(ctx)
     s.queue(migrate=True)
-    output.line(f"Ready: {s.settings().url} at schema {migrate.HEAD}")
+    output.line(f"Ready: {s.settings().url} at schema {schema.HEAD}")
 
 
 @db_app.command()
@@ -39,12 +34,8 @@ def upgrade(
     revision: Annotated[str, typer.Argument()] = "head",
 ) -> None:
     """Migrate the schema up (to head by default)."""
-    db = _database(ctx)
-    try:
-        migrate.upgrade(db, revision)
-        output.line(f"Schema {migrate.status(db).describe()}")
-    finally:
-        db.dispose()
+    found = schema.upgrade(state(ctx).settings(), revision)
+    output.line(f"Schema {found.describe()}")
 
 
 @db_app.command()
@@ -53,24 +44,16 @@ def downgrade(
     revision: Annotated[str, typer.Argument()],
 ) -> None:
     """Migrate the schema down to REVISION ('base' removes every table)."""
-    db = _database(ctx)
-    try:
-        migrate.downgrade(db, revision)
-        output.line(f"Schema {migrate.status(db).describe()}")
-    finally:
-        db.dispose()
+    found = schema.downgrade(state(ctx).settings(), revision)
+    output.line(f"Schema {found.describe()}")
 
 
 @db_app.command()
 def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Print the schema revision of the database."""
-    db = _database(ctx)
-    try:
-        found = migrate.status(db)
-    finally:
-        db.dispose()
+    found = schema.status(state(ctx).settings())
     if json_:
-        output.emit_json({"state": found.state, "revision": found.revision, "head": migrate.HEAD})
+        output.emit_json({"state": found.state, "revision": found.revision, "head": schema.HEAD})
     else:
         output.line(found.revision or "none")
 
@@ -78,11 +61,7 @@ def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
 @db_app.command()
 def check(ctx: typer.Context) -> None:
     """Exit 0 if the schema is at head, else say what to run (exit 1)."""
-    db = _database(ctx)
-    try:
-        found = migrate.status(db)
-    finally:
-        db.dispose()
+    found = schema.status(state(ctx).settings())
     if found.state != "current":
         raise SchemaMismatch(f"the schema is {found.describe()}", hint="run 'workq db upgrade'")
     output.line(f"Schema {found.describe()}")
@@ -115,16 +94,17 @@ def export(
     path: Annotated[Path | None, typer.Argument(help="Output file ('-' or none: stdout).")] = None,
 ) -> None:
     """Write the whole queue as JSON lines (lossless: ids, numbers, history)."""
-    lines = maintenance.export_lines(state(ctx).queue())
+    lines = transfer.export_lines(state(ctx).queue())
     if path is None or str(path) == "-":
         for text in lines:
             sys.stdout.write(text + "\n")
         return
     count = 0
-    with path.open("x", encoding="utf-8") as out:
+    with path.open("x", encoding="utf-8") as out, progress.counting("Exporting rows") as advance:
         for text in lines:
             out.write(text + "\n")
             count += 1
+            advance(1)
     output.errors.print(f"Wrote {count} lines to {path}")
 
 
@@ -132,21 +112,28 @@ def import_(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="An export file ('-' for stdin).")],
 ) -> None:
-    """Load an export into an empty database (a new SQLite file is removed if it fails)."""
+    """Load an export into an empty database: all of it, or nothing on a bad line (a new
+    SQLite file is removed then)."""
     s = state(ctx)
     new_file = _new_sqlite_file(s.settings())
-    handle = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
-    try:
-        counts = maintenance.import_lines(s.queue(migrate=True), handle)
-    except BaseException:
-        if new_file is not None:
-            s.close()
-            for leftover in (new_file, *(Path(f"{new_file}{end}") for end in SQLITE_SIDE_FILES)):
-                leftover.unlink(missing_ok=True)
-        raise
-    finally:
-        if handle is not sys.stdin:
-            handle.close()
+    with ExitStack() as stack:
+        # The input is opened before the database, so a missing file creates nothing.
+        if str(path) == "-":
+            handle, size = sys.stdin.buffer, None
+        else:
+            handle, size = stack.enter_context(path.open("rb")), path.stat().st_size
+        advance = stack.enter_context(progress.counting("Importing", total=size, in_bytes=True))
+        try:
+            counts = transfer.import_lines(s.queue(migrate=True), _text(handle, advance))
+        except BaseException:
+            if new_file is not None:
+                s.close()
+                for leftover in (
+                    new_file,
+                    *(Path(f"{new_file}{end}") for end in SQLITE_SIDE_FILES),
+                ):
+                    leftover.unlink(missing_ok=True)
+            raise
     output.line(f"Imported {output.counts(counts)}")
 
 
@@ -155,6 +142,16 @@ def _new_sqlite_file(settings: Settings) -> Path | None:
     if not settings.is_sqlite or settings.database_url:
         return None
     return None if settings.db_path.exists() else settings.db_path.resolve()
+
+
+def _text(handle: BinaryIO, advance: progress.Advance) -> Iterator[str]:
+    """The lines of ``handle`` as text, read one at a time, telling how many bytes."""
+    for n, raw in enumerate(handle, 1):
+        advance(len(raw))
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(f"line {n} is not UTF-8 text", line=n) from None
 
 
 def backup(

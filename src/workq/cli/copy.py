@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from workq.cli import output
+from workq.cli import output, progress
 from workq.cli.state import state
 from workq.services import transfer
 
@@ -27,7 +27,10 @@ def copy(
 
     e.g. workq db copy --from autopilot.db --to postgresql+psycopg://workq:PW@db/workq
     """
-    report = transfer.copy_queue(state(ctx).settings(), source, target)
+    with progress.counting("Copying rows") as advance:
+        report = transfer.copy_queue(
+            state(ctx).settings(), source, target, lambda _table, rows: advance(rows)
+        )
     if json_:
         output.emit_json(report)
         return

@@ -16,7 +16,6 @@ from workq.github.client import (
     RateLimitInfo,
     Unclear,
     format_timestamp,
-    parse_link_header,
     rate_limit_retry_at,
 )
 from workq.github.models import GhComment, GhIssue, GhLabel, GhPermissions, GhRepo, GhUser
@@ -41,6 +40,5 @@ __all__ = [
     "RateLimited",
     "Unclear",
     "format_timestamp",
-    "parse_link_header",
     "rate_limit_retry_at",
 ]

@@ -48,8 +48,6 @@ IssueState = Literal["open", "closed"]
 StateReason = Literal["completed", "not_planned", "reopened", "duplicate"]
 
 _SECONDARY_PATTERN = re.compile(r"secondary rate limit|abuse detection", re.IGNORECASE)
-_LINK_PART = re.compile(r'<(?P<url>[^>]*)>\s*(?P<params>(?:;\s*[^,;]+=(?:"[^"]*"|[^,;]*)\s*)*)')
-_LINK_REL = re.compile(r';\s*rel\s*=\s*(?:"(?P<quoted>[^"]*)"|(?P<bare>[^;,\s]*))', re.IGNORECASE)
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -228,19 +226,6 @@ class Page(Generic[T]):
     @property
     def has_more(self) -> bool:
         return self.next_url is not None
-
-
-def parse_link_header(value: str | None) -> dict[str, str]:
-    """RFC 8288 (5988) ``Link`` header to ``{rel: url}``."""
-    links: dict[str, str] = {}
-    if not value:
-        return links
-    for match in _LINK_PART.finditer(value):
-        for rel_match in _LINK_REL.finditer(match.group("params")):
-            rels = rel_match.group("quoted") or rel_match.group("bare") or ""
-            for rel in rels.split():
-                links.setdefault(rel.lower(), match.group("url").strip())
-    return links
 
 
 def parse_retry_after(value: str | None, now: datetime) -> datetime | None:
@@ -547,7 +532,7 @@ class GitHubClient:
         if response.status_code == 304:
             return Page([], None, response.headers.get("etag") or etag, not_modified=True)
         items = self._models(model, response)
-        next_url = parse_link_header(response.headers.get("link")).get("next")
+        next_url = response.links.get("next", {}).get("url")
         return Page(items, next_url, response.headers.get("etag"))
 
     def _send(

@@ -1,42 +1,34 @@
-"""Keeping a queue healthy: doctor (check and repair), export/import (JSONL), backup."""
+"""Keeping a queue healthy: doctor (check and repair) and backup."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Boolean, Connection, Table, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
 from workq.db import dialect
-from workq.db.migrate import HEAD
-from workq.db.models import Base, UTCDateTime
 from workq.db.tables import (
     comments,
     counters,
     dependencies,
-    events,
     github_comments,
     issues,
     labels,
     plan_issues,
     workflows,
 )
-from workq.domain import fields
 from workq.errors import CorruptDatabase, InvalidInput, StorageError
 from workq.schemas import IssueType, Priority, Status
 from workq.services import blockers
 from workq.services.claims import clear_claim
 from workq.services.context import Queue, record
 from workq.services.issues import COUNTER
-
-EXPORT_FORMAT = "workq-export"
-EXPORT_VERSION = 1
 
 
 class Finding(BaseModel):
@@ -337,117 +329,6 @@ def _orphans(conn: Connection, repair: bool) -> Iterator[Finding]:
             )
             if repair:
                 conn.execute(delete(table).where(column.not_in(known)))
-
-
-# Export and import: one JSON object per line, every table, ids and timestamps kept.
-# A line's "type" is its table; tables come parents first, so an import inserts in order.
-
-
-def _tables() -> dict[str, Table]:
-    return {table.name: table for table in Base.metadata.sorted_tables}
-
-
-def _encode(column: Any, value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(column.type, Boolean) and value is not None:
-        return bool(value)
-    return value
-
-
-def export_lines(q: Queue) -> Iterator[str]:
-    """The whole queue as JSONL (every table: issues, history, plans, the GitHub mirror's
-    state), in a stable order, from one snapshot."""
-    with q.db.read() as conn:
-        yield json.dumps({"type": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema": HEAD})
-        for name, table in _tables().items():
-            order = list(table.primary_key.columns)
-            for row in conn.execute(select(table).order_by(*order)):
-                data = {c.name: _encode(c, row._mapping[c.name]) for c in table.columns}
-                yield json.dumps({"type": name, **data}, sort_keys=True)
-
-
-def _decode(table: Table, data: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    for column in table.columns:
-        if column.name not in data:
-            if column.nullable or column.default is not None or column.autoincrement is True:
-                continue
-            raise InvalidInput(f"{table.name} row without {column.name}")
-        value = data[column.name]
-        if value is not None and isinstance(column.type, UTCDateTime):
-            value = datetime.fromisoformat(value)
-        row[column.name] = value
-    return row
-
-
-def _valid(kind: str, row: dict[str, Any]) -> None:
-    """What the commands would refuse, an import refuses too: an edited or foreign file
-    must not bring in text or values no command could have stored."""
-    if kind == "issues":
-        fields.number(row.get("number"))  # type: ignore[arg-type]
-        fields.title(row.get("title"))  # type: ignore[arg-type]
-        fields.description(row.get("description"))
-        if row.get("status") not in _STATUSES:
-            raise InvalidInput(f"status {row.get('status')!r} is not valid")
-        if row.get("priority") not in _RANKS:
-            raise InvalidInput(f"priority {row.get('priority')!r} is not valid")
-        if row.get("issue_type") not in _TYPES:
-            raise InvalidInput(f"issue_type {row.get('issue_type')!r} is not valid")
-    elif kind == "comments":
-        fields.comment(row.get("body"))  # type: ignore[arg-type]
-    elif kind == "labels":
-        fields.labels([row.get("name")])  # type: ignore[list-item]
-
-
-def import_lines(q: Queue, lines: Iterable[str]) -> dict[str, int]:
-    """Load an export into an empty queue, in one transaction. Counts rows per table."""
-    tables = _tables()
-    batches: dict[str, list[dict[str, Any]]] = {name: [] for name in tables}
-    header_seen = False
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"line {n} is not JSON: {exc.msg}", line=n) from None
-        kind = data.pop("type", None) if isinstance(data, dict) else None
-        if kind == EXPORT_FORMAT:
-            if data.get("version") != EXPORT_VERSION:
-                raise InvalidInput(f"export version {data.get('version')} is not supported")
-            header_seen = True
-            continue
-        if kind not in tables:
-            raise InvalidInput(f"line {n} has an unknown type {kind!r}", line=n)
-        try:
-            row = _decode(tables[kind], data)
-            _valid(kind, row)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"line {n}: {exc}", line=n) from None
-        except InvalidInput as exc:
-            raise InvalidInput(f"line {n}: {exc.message}", line=n) from None
-        batches[kind].append(row)
-    if not header_seen:
-        raise InvalidInput("not a workq export: the header line is missing")
-
-    def work(conn: Connection) -> dict[str, int]:
-        present = conn.execute(select(func.count()).select_from(issues)).scalar_one()
-        present += conn.execute(select(func.count()).select_from(events)).scalar_one()
-        if present:
-            raise InvalidInput(
-                "the target queue is not empty",
-                hint="import into a new database file (--db NEW.db)",
-            )
-        for table in reversed(tables.values()):
-            conn.execute(delete(table))  # what the migrations seeded (the counter row)
-        for name, table in tables.items():
-            if batches[name]:
-                conn.execute(insert(table), batches[name])
-        dialect.reset_sequences(conn, list(tables.values()))
-        return {name: len(rows) for name, rows in batches.items() if rows}
-
-    return q.db.write(work)
 
 
 def backup(q: Queue, target: Path) -> int:

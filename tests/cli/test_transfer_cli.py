@@ -1,0 +1,114 @@
+"""`workq import`, `export` and `db copy` as real processes: all or nothing, and progress shown
+on a terminal only."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.services.test_transfer import ISSUES, export_of
+
+COMMAND = [sys.executable, "-m", "workq.cli.main"]
+
+
+def run(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env={**os.environ, "WORKQ_ACTOR": "tester"},
+    )
+
+
+def ok(cwd: Path, *args: str) -> str:
+    done = run(cwd, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_bad_line_near_the_end_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+    ok(tmp_path, "init")
+    before = ok(tmp_path, "export")
+    lines = export_of(ISSUES)
+    row = json.loads(lines[-2])
+    row[{"labels": "name", "comments": "body"}[row["type"]]] = "bad\x00text"
+    lines[-2] = json.dumps(row)
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    refused = run(tmp_path, "import", "bad.jsonl")
+    assert refused.returncode == 1
+    assert f"line {len(lines) - 1}:" in refused.stderr
+    assert ok(tmp_path, "export") == before
+
+
+def test_a_large_import_from_stdin_round_trips(tmp_path: Path) -> None:
+    text = "\n".join(export_of(ISSUES)) + "\n"
+    done = run(tmp_path, "import", "-", stdin=text)
+    assert done.returncode == 0, done.stderr
+    assert f"{ISSUES} issues(s)" in done.stdout
+    assert done.stderr == ""  # no progress into a pipe
+    assert ok(tmp_path, "export") == text
+    ok(tmp_path, "export", "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_text() == text
+
+
+def test_bytes_that_are_not_utf8_are_refused_with_their_line(tmp_path: Path) -> None:
+    lines = [line.encode() for line in export_of(2)]
+    lines[-1] = lines[-1].replace(b"bulk", b"bu\xfflk")
+    (tmp_path / "bad.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    refused = run(tmp_path, "import", "bad.jsonl")
+    assert refused.returncode == 1
+    assert f"line {len(lines)} is not UTF-8" in refused.stderr
+
+
+def _on_a_terminal(cwd: Path, *args: str) -> tuple[int, str]:
+    """Run workq with stderr on a pseudo-terminal; its exit status and what the terminal got."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FORCE_", "TTY_"))}
+    env.update(TERM="xterm-256color", COLUMNS="100", WORKQ_ACTOR="tester")
+    env.pop("NO_COLOR", None)
+    controller, terminal = pty.openpty()
+    child = subprocess.Popen(
+        [*COMMAND, *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+        env=env,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    return child.wait(timeout=120), shown.decode(errors="replace")
+
+
+def test_progress_is_shown_on_a_terminal_and_not_into_a_pipe(tmp_path: Path) -> None:
+    (tmp_path / "queue.jsonl").write_text("\n".join(export_of(50)) + "\n")
+    status, shown = _on_a_terminal(tmp_path, "import", "queue.jsonl")
+    assert status == 0, shown
+    assert "Importing" in shown
+    status, shown = _on_a_terminal(tmp_path, "export", "again.jsonl")
+    assert status == 0, shown
+    assert "Exporting rows" in shown
+    status, shown = _on_a_terminal(tmp_path, "db", "copy", "--from", "autopilot.db", "--to", "b.db")
+    assert status == 0, shown
+    assert "Copying rows" in shown
+
+    piped = run(tmp_path, "export", "third.jsonl")
+    assert piped.returncode == 0 and piped.stderr.startswith("Wrote ")
+    assert "Exporting" not in piped.stderr and "\x1b" not in piped.stderr
+    copied = run(tmp_path, "db", "copy", "--from", "autopilot.db", "--to", "c.db")
+    assert copied.returncode == 0 and copied.stderr == ""
