@@ -51,7 +51,7 @@ def test_a_large_import_from_stdin_round_trips(tmp_path: Path) -> None:
     text = "\n".join(export_of(ISSUES)) + "\n"
     done = run(tmp_path, "import", "-", stdin=text)
     assert done.returncode == 0, done.stderr
-    assert f"{ISSUES} issues(s)" in done.stdout
+    assert f"issues: {ISSUES}" in done.stdout
     assert done.stderr == ""  # no progress into a pipe
     assert ok(tmp_path, "export") == text
     ok(tmp_path, "export", "again.jsonl")

@@ -145,9 +145,10 @@ _IDLE_SINCE = "workq_idle_since"
 
 def drop_pooled(engine: Engine) -> None:
     """A connection was lost: the server may have restarted, so the other pooled
-    connections are not trusted either (each is replaced when next checked out)."""
+    connections are not trusted either. They are closed (a connection checked out now is
+    closed when it comes back), and the pool starts afresh."""
     if engine.dialect.name == "postgresql":
-        engine.dispose(close=False)
+        engine.dispose()
 
 
 def for_reading(conn: Connection) -> Connection:
