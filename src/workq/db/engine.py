@@ -279,7 +279,9 @@ class Database:
         exc: BaseException,
     ) -> T | None:
         """What a statement whose connection was lost did: its result, or None if nothing."""
-        if served is not None and dialect.end_backend(self.engine, served):
+        if served is None:
+            return None  # no connection was made: nothing was sent
+        if dialect.end_backend(self.engine, served):
             try:
                 with self.engine.connect() as conn, dialect.for_reading(conn).begin():
                     return settle(conn)
