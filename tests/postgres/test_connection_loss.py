@@ -241,3 +241,19 @@ def test_lost_claim_the_server_cannot_settle_is_reported_unknown(
     proxy.refusing = False
     assert claims.claim_next(proxied, "run-unknown") is None  # nothing left; no second claim
     assert _claimed_by(direct, "run-unknown") == [2]
+
+
+def test_claim_with_the_server_unreachable_changes_nothing_and_says_so(
+    direct: Queue, proxied: Queue, proxy: FaultProxy
+) -> None:
+    issues.create(direct, title="waits")
+    proxied.db.engine.dispose()  # no pooled connection to fall back on
+    proxy.refusing = True
+    with pytest.raises(ConnectionLost) as lost:
+        claims.claim_next(proxied, "run-refused")
+    assert lost.value.facts["applied"] is False
+    assert "nothing was changed" in (lost.value.hint or "")
+    proxy.refusing = False
+    assert _claimed_by(direct, "run-refused") == []
+    got = claims.claim_next(proxied, "run-refused")
+    assert got is not None and got.number == 1
