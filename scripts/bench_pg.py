@@ -13,8 +13,9 @@ Three ways to claim, each a process loop for ``--seconds`` after a common start 
   raw-txn  the statements claim_next runs, prepared, on raw psycopg: BEGIN, the two ready
            SELECTs FOR UPDATE SKIP LOCKED (open, expired lease), UPDATE, INSERT event, COMMIT
   service  workq.services.claims.claim_next: one statement (plan gate, both ready scans,
-           the claim, its audit event, the commit's transaction id) pipelined with BEGIN,
-           then COMMIT; pool, retries and the settling of a lost commit included
+           the claim, its audit event, the GitHub outbox row) that is its own transaction
+           (autocommit), one round trip; pool, retries and the settling of a lost answer
+           included
 Every figure comes from this run; compare ratios, not absolute numbers (a shared machine
 varies by 20-30%). The best of ``--rounds`` is kept. Double claims are counted (must be 0).
 """

@@ -184,3 +184,76 @@ def test_lost_in_a_hot_path_statement_is_retried_and_claims_once(
     finally:
         fresh.db.dispose()
     assert issues.get(direct, 2).claimed_by is None
+
+
+# claim_next on PostgreSQL is one statement that commits as it answers (autocommit): a lost
+# answer is settled by the mark the claim chose before sending (its run id and claimed_at).
+
+
+def _claimed_by(queue: Queue, run_id: str) -> list[int]:
+    with queue.db.read() as conn:
+        rows = conn.execute(
+            text("SELECT number FROM issues WHERE claimed_by = :r ORDER BY number"), {"r": run_id}
+        )
+        return [int(n) for (n,) in rows]
+
+
+def test_claim_whose_answer_is_lost_is_settled_by_its_mark(
+    direct: Queue, proxied: Queue, proxy: FaultProxy
+) -> None:
+    for title in ("first", "second"):
+        issues.create(direct, title=title)
+    proxy.arm(b"run-dark", deliver=True)  # the claim's parameters: it runs and commits
+    got = claims.claim_next(proxied, "run-dark")
+    assert proxy.fired == 1
+    assert got is not None and got.number == 1 and got.claimed_by == "run-dark"
+    assert _claimed_by(direct, "run-dark") == [1]  # claimed once, and the agent knows it
+    assert [e.kind for e in notes.history(direct, 1)] == ["created", "claimed"]
+    assert issues.get(direct, 1).claimed_at == got.claimed_at
+
+
+def test_claim_that_never_reached_the_server_is_run_again_once(
+    direct: Queue, proxied: Queue, proxy: FaultProxy
+) -> None:
+    for title in ("first", "second"):
+        issues.create(direct, title=title)
+    proxy.arm(b"run-cut", deliver=False)
+    got = claims.claim_next(proxied, "run-cut")
+    assert proxy.fired == 1
+    assert got is not None and got.number == 1
+    assert _claimed_by(direct, "run-cut") == [1]
+    assert [e.kind for e in notes.history(direct, 1)] == ["created", "claimed"]
+
+
+def test_lost_claim_the_server_cannot_settle_is_reported_unknown(
+    direct: Queue, proxied: Queue, proxy: FaultProxy
+) -> None:
+    issues.create(direct, title="in the dark")
+    claims.claim_next(proxied, "warm-up")  # takes #1; #2 is the one lost
+    issues.create(direct, title="lost")
+    proxy.arm(b"run-unknown", deliver=True)
+    proxy.refusing = True  # the claim commits, and no new connection can ask about it
+    with pytest.raises(ConnectionLost) as lost:
+        claims.claim_next(proxied, "run-unknown")
+    assert lost.value.facts["applied"] == "unknown"
+    assert "read it back" in (lost.value.hint or "")
+    assert _claimed_by(direct, "run-unknown") == [2]  # it was applied: "unknown" was honest
+    proxy.refusing = False
+    assert claims.claim_next(proxied, "run-unknown") is None  # nothing left; no second claim
+    assert _claimed_by(direct, "run-unknown") == [2]
+
+
+def test_claim_with_the_server_unreachable_changes_nothing_and_says_so(
+    direct: Queue, proxied: Queue, proxy: FaultProxy
+) -> None:
+    issues.create(direct, title="waits")
+    proxied.db.engine.dispose()  # no pooled connection to fall back on
+    proxy.refusing = True
+    with pytest.raises(ConnectionLost) as lost:
+        claims.claim_next(proxied, "run-refused")
+    assert lost.value.facts["applied"] is False
+    assert "nothing was changed" in (lost.value.hint or "")
+    proxy.refusing = False
+    assert _claimed_by(direct, "run-refused") == []
+    got = claims.claim_next(proxied, "run-refused")
+    assert got is not None and got.number == 1

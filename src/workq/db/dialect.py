@@ -12,7 +12,8 @@ for every statement of a read (an export, an issue with its labels), as SQLite's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -119,6 +120,14 @@ def postgres_engine(
         },
     )
 
+    @event.listens_for(engine, "connect")
+    def _remember_backend(dbapi_conn: Any, record: Any) -> None:
+        # Who serves this connection, to end that process if the connection is lost under
+        # a statement that commits on its own (see end_backend).
+        row = dbapi_conn.execute(_WHO).fetchone()
+        dbapi_conn.rollback()
+        record.info[_BACKEND] = Backend(int(row[0]), row[1]) if row else None
+
     @event.listens_for(engine, "checkin")
     def _idle_since(_dbapi_conn: Any, record: Any) -> None:
         record.info[_IDLE_SINCE] = time.monotonic()
@@ -137,6 +146,9 @@ def postgres_engine(
 
     return engine
 
+
+_WHO = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+_BACKEND = "workq_backend"
 
 # A pooled connection idle for longer than this is pinged before use.
 IDLE_PING_S = 2.0
@@ -193,6 +205,62 @@ class Transaction:
     server_started: datetime
 
 
+@dataclass(frozen=True)
+class Backend:
+    """The server process behind a connection: its pid, and when it started (a pid is
+    given out again once its process is gone)."""
+
+    pid: int
+    started: datetime
+
+
+def backend(conn: Connection) -> Backend | None:
+    """The server process serving ``conn``; None on SQLite."""
+    if conn.dialect.name != "postgresql":
+        return None
+    found: Backend | None = conn.connection.info.get(_BACKEND)
+    return found
+
+
+@contextmanager
+def autocommit(conn: Connection) -> Iterator[Connection]:
+    """``conn`` with each statement its own transaction (PostgreSQL commits it before it
+    answers): one round trip for a write that is one statement."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    driver.autocommit = True
+    try:
+        yield conn
+    finally:
+        if not (driver.closed or driver.broken):
+            driver.autocommit = False
+
+
+# Pauses between the checks that a lost connection's server process is gone.
+END_POLLS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+_END = text(
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    "WHERE pid = :pid AND backend_start = :started"
+)
+
+
+def end_backend(engine: Engine, gone: Backend) -> bool:
+    """Make sure the server process of a lost connection has ended (terminating it if it
+    still runs): whatever it was doing is then committed or rolled back for good, and it
+    can start nothing more. False if the server could not be asked."""
+    for pause in END_POLLS:
+        try:
+            with engine.connect() as conn:
+                alive = conn.execute(_END, {"pid": gone.pid, "started": gone.started}).first()
+                conn.rollback()
+            if alive is None:
+                return True
+        except (exc.DBAPIError, exc.TimeoutError, OSError):
+            pass  # the server cannot be reached yet: ask again
+        time.sleep(pause)
+    return False
+
+
 def hold_writers(conn: Connection) -> None:
     """Keep every other writer out until this transaction ends (readers go on): a repair
     compares counts read by several statements, which READ COMMITTED would not keep still.
@@ -210,28 +278,11 @@ _WRITTEN = Prepared(
 )
 
 
-_NOTED = "workq_written"
-
-
-def note_written(conn: Connection, written: Transaction) -> None:
-    """A statement of this transaction returned the transaction's id itself (the claim
-    chain does): ``transaction`` need not ask again."""
-    conn.info[_NOTED] = written
-
-
-def forget_written(conn: Connection) -> None:
-    """A new transaction starts on ``conn``: nothing is noted for it yet."""
-    conn.info.pop(_NOTED, None)
-
-
 def transaction(conn: Connection) -> Transaction | None:
     """The open transaction if it has written anything, to ask about its commit later;
     None on SQLite, or when nothing was written."""
     if conn.dialect.name != "postgresql":
         return None
-    noted: Transaction | None = conn.info.pop(_NOTED, None)
-    if noted is not None:
-        return noted
     row = _WRITTEN.rows(conn, {})[0]  # on every write: the driver's cursor, prepared
     return None if row.xid is None else Transaction(str(row.xid), row.started)
 

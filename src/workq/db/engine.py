@@ -163,7 +163,6 @@ class Database:
         try:
             with self._writer() as conn:
                 transaction = conn.begin()
-                dialect.forget_written(conn)
                 result = work(conn)
                 written = dialect.transaction(conn)
                 committing = True
@@ -229,6 +228,71 @@ class Database:
                     raise
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 4, 1.0)
+
+    def write_alone(
+        self, run: Callable[[Connection], T], settle: Callable[[Connection], T | None]
+    ) -> T:
+        """Run ``run``, a single statement that is its own transaction (PostgreSQL only):
+        it commits as it answers, one round trip. If the connection is lost under it, the
+        server process that ran it is ended first (then it has committed or rolled back for
+        good), and ``settle`` reads, by a mark the statement wrote (chosen before it was
+        sent), whether it was applied: its result, or None for "not applied", which is run
+        again once. A busy database is retried as in ``write``."""
+        delay = 0.01
+        busy = 0
+        lost = False
+        while True:
+            served: dialect.Backend | None = None
+            try:
+                with self.engine.connect() as conn:
+                    served = dialect.backend(conn)
+                    with dialect.autocommit(conn):
+                        return run(conn)
+            except DRIVER_ERRORS as exc:
+                error = self._translate(exc)
+                if isinstance(error, Busy):
+                    busy += 1
+                    if busy == WRITE_ATTEMPTS:
+                        raise error from exc
+                    time.sleep(delay * (1 + random.random()))
+                    delay = min(delay * 4, 1.0)
+                    continue
+                if not isinstance(error, ConnectionLost):
+                    raise error from exc
+                dialect.drop_pooled(self.engine)
+                settled = self._settle(served, settle, error, exc)
+                if settled is not None:
+                    return settled
+                if lost:
+                    raise ConnectionLost(
+                        hint="nothing was changed; retry when the database server is back",
+                        applied=False,
+                        cause=error.facts.get("cause"),
+                    ) from exc
+                lost = True
+
+    def _settle(
+        self,
+        served: dialect.Backend | None,
+        settle: Callable[[Connection], T | None],
+        error: WorkqError,
+        exc: BaseException,
+    ) -> T | None:
+        """What a statement whose connection was lost did: its result, or None if nothing."""
+        if served is None:
+            return None  # no connection was made: nothing was sent
+        if dialect.end_backend(self.engine, served):
+            try:
+                with self.engine.connect() as conn, dialect.for_reading(conn).begin():
+                    return settle(conn)
+            except DRIVER_ERRORS:
+                pass
+        raise ConnectionLost(
+            "the connection to the database was lost while writing",
+            hint="the change may or may not have been applied: read it back before retrying",
+            applied="unknown",
+            cause=error.facts.get("cause"),
+        ) from exc
 
     def dispose(self) -> None:
         with self._reader_lock:

@@ -48,9 +48,6 @@ class Prepared(Generic[R]):
         self, stmt: Select[Any] | UpdateBase | TextClause, row: Callable[..., Any] | None = None
     ) -> None:
         self.stmt = stmt
-        # Set for a statement that opens its transaction (on PostgreSQL it is then pipelined
-        # with the BEGIN).
-        self.first = False
         columns: Sequence[Any] = []
         if isinstance(stmt, Select):
             columns = list(stmt.selected_columns)
@@ -81,12 +78,6 @@ class Prepared(Generic[R]):
         assert driver is not None
         cursor = driver.cursor()
         try:
-            if fetch and self.first and not driver.info.transaction_status:
-                # The first statement of a transaction: psycopg's BEGIN travels with it
-                # in one round trip instead of one of its own.
-                with driver.pipeline():
-                    cursor.execute(sql, bound, prepare=True)
-                    return cursor.fetchall()
             cursor.execute(sql, bound, prepare=True)
             return cursor.fetchall() if fetch else cursor
         except driver.Error as err:

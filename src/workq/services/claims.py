@@ -36,11 +36,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnClause
 
-from workq.db import dialect
 from workq.db.engine import retry_lost_read
 from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
-from workq.db.tables import IssueRecord, events, github_mirror, github_outbox, issues
+from workq.db.tables import IssueRecord, events, github_outbox, issues
 from workq.db.tables import labels as labels_t
 from workq.domain import fields
 from workq.errors import (
@@ -388,10 +387,11 @@ def claim_next(
     fields.run_id(run_id)
     gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
+    if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
+        return _claim_next_alone(q, run_id, f, gate)
+
     def work(conn: Connection) -> ClaimedIssue | None:
         now = q.now()
-        if conn.dialect.name == "postgresql":
-            return _claim_next_in_one(q, conn, run_id, f, gate, now)
         plans.refuse_while_planning(conn, gate, "claiming")
         while True:
             rows = _ready_rows(conn, f, 1, now, lock=True)
@@ -409,8 +409,10 @@ def claim_next(
 # --- claim_next on PostgreSQL: one statement ---------------------------------------------
 #
 # The plan gate, both ready scans (SKIP LOCKED), the compare-and-set, the audit event and the
-# outbox row are one chain of CTEs: one round trip inside the transaction instead of six.
-# It also returns the transaction's id, so the commit can be settled if its reply is lost.
+# outbox row are one chain of CTEs, sent as a transaction of its own (autocommit): one round
+# trip, as the raw claim statement. Its writes commit together or not at all. If the
+# connection is lost under it, the claim is looked up by the mark it chose before sending:
+# its run id and the exact lease end it sent (see _SETTLED).
 # The scans carry only what the choice needs; the issue comes back from the UPDATE.
 
 
@@ -425,9 +427,6 @@ class ChainRow(NamedTuple):
     created_at: datetime
     previous: str | None
     claimed_at: datetime
-    xid: str
-    started: datetime
-    mirrored: bool
 
 
 _PICK_COLUMNS = (
@@ -453,19 +452,25 @@ def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[Cha
     # Constants are written into the SQL, not bound: the planner then sees what a custom
     # plan would, and keeps one generic plan for the prepared statement.
     unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == _sql("0"))  # noqa: E712
+    # The expired-lease scan: what the lease index finds (usually nothing), then sorted.
+    # Ordered as the ready index is, or with the time as a plain parameter, the prepared
+    # statement's generic plan walks every claimed issue in ready order testing its lease
+    # (a cost that grows with the number of claims), or PostgreSQL plans it anew each time.
+    by_lease = (issues.c.priority + _sql("0"), issues.c.created_at, issues.c.number)
     scans = []
-    for name, where in (
-        ("fresh", (issues.c.status == _sql(f"'{OPEN}'"),)),
+    for name, where, order in (
+        ("fresh", (issues.c.status == _sql(f"'{OPEN}'"),), _ORDER),
         (
             "stale",
             (
                 issues.c.status == _sql(f"'{IN_PROGRESS}'"),
-                issues.c.lease_expires_at <= bindparam("now"),
+                issues.c.lease_expires_at <= select(bindparam("now")).scalar_subquery(),
             ),
+            by_lease,
         ),
     ):
         scan = select(*_PICK_COLUMNS).where(*where, unblocked)
-        scan = _filtered(scan, shape, arrays=True).order_by(*_ORDER).limit(_sql("1"))
+        scan = _filtered(scan, shape, arrays=True).order_by(*order).limit(_sql("1"))
         scans.append(select(scan.with_for_update(skip_locked=True).cte(name)))
     pick = union_all(*scans).order_by("priority", "created_at", "number").limit(_sql("1"))
     chosen = pick.cte("pick")
@@ -554,44 +559,90 @@ def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[Cha
         taken.c.created_at,
         taken.c.previous,
         taken.c.claimed_at,
-        cast(func.pg_current_xact_id(), Text).label("xid"),
-        func.pg_postmaster_start_time().label("started"),
-        exists().where(github_mirror.c.repo.is_not(None)).label("mirrored"),
     ).add_cte(*extra)
     cached = _chains[key] = Prepared(result, ChainRow)
-    cached.first = True
     return cached
 
 
-def _claim_next_in_one(
-    q: Queue,
-    conn: Connection,
-    run_id: str,
-    f: ReadyFilter | None,
-    gate: Collection[str],
-    now: datetime,
-) -> ClaimedIssue | None:
-    shape, params = _params(f)
-    until = q.lease_until(now)
-    after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
-    params.update(
-        plans.gate_params(gate),
-        run_id=run_id,
-        now=now,
-        until=until,
-        after=json.dumps(after, sort_keys=True),
+# A claim's mark: its holder and the exact lease end it sent (a renewal of the holder's own
+# expired claim keeps its claimed_at and writes no event, but sets the lease too).
+_SETTLED = (
+    select(
+        issues.c.id,
+        issues.c.number,
+        issues.c.title,
+        issues.c.description,
+        issues.c.priority,
+        issues.c.issue_type,
+        issues.c.agent,
+        issues.c.created_at,
+        issues.c.claimed_at,
+        events.c.before,
+        events.c.id.label("event"),
     )
-    # The outbox row is part of the chain once this queue has seen a mirror; until then the
-    # chain only says whether one exists (an INSERT that writes nothing still costs).
-    hook = outbox.hook_of(q)
-    feeding = hook is not None and hook.mirrored
-    found = _chain(shape, feeding).rows(conn, params)
-    if not found:
+    .outerjoin(
+        events,
+        and_(
+            events.c.number == issues.c.number,
+            events.c.actor == bindparam("run_id"),
+            events.c.created_at == bindparam("now", type_=UTCDateTime),
+            events.c.kind.in_(("claimed", "claim_takeover")),
+        ),
+    )
+    .where(
+        issues.c.claimed_by == bindparam("run_id"),
+        issues.c.lease_expires_at == bindparam("until", type_=UTCDateTime),
+    )
+)
+
+
+def _claim_next_alone(
+    q: Queue, run_id: str, f: ReadyFilter | None, gate: Collection[str]
+) -> ClaimedIssue | None:
+    shape, filters = _params(f)
+    # With the outbox installed, its row is part of the chain (it writes nothing while no
+    # mirror is configured): the claim cannot commit without it.
+    chain = _chain(shape, outbox.hook_of(q) is not None)
+    sent: dict[str, Any] = {}
+
+    def run(conn: Connection) -> ClaimedIssue | None:
+        now = q.now()
+        until = q.lease_until(now)
+        after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
+        params = {
+            **filters,
+            **plans.gate_params(gate),
+            "run_id": run_id,
+            "now": now,
+            "until": until,
+            "after": json.dumps(after, sort_keys=True),
+        }
+        sent.update(now=now, until=until)
+        found = chain.rows(conn, params)
+        return _claim_of(found[0], run_id, now, until) if found else None
+
+    def settle(conn: Connection) -> ClaimedIssue | None:
+        params = {"run_id": run_id, "now": sent["now"], "until": sent["until"]}
+        row = conn.execute(_SETTLED, params).first()
+        if row is None:
+            return None
+        if row.event is None:  # no event: the renewal of its own expired claim
+            previous: str | None = run_id
+        else:
+            before = json.loads(row.before) if row.before else None
+            previous = before.get("claimed_by") if before else None
+        chained = ChainRow(*row[:8], previous, row.claimed_at)
+        return _claim_of(chained, run_id, sent["now"], sent["until"])
+
+    claimed = q.db.write_alone(run, settle)
+    if claimed is None:
         # Nothing claimed: nothing ready, or the gate closed the scans (then say why).
-        plans.refuse_while_planning(conn, gate, "claiming")
-        return None
-    row = found[0]
-    dialect.note_written(conn, dialect.Transaction(row.xid, row.started))
+        with q.db.read() as conn:
+            plans.refuse_while_planning(conn, gate, "claiming")
+    return claimed
+
+
+def _claim_of(row: ChainRow, run_id: str, now: datetime, until: datetime) -> ClaimedIssue:
     if row.previous == run_id:  # its own expired claim: a renewal, as claim's
         renewed = Claim(
             number=row.number,
@@ -602,14 +653,6 @@ def _claim_next_in_one(
             already_held=True,
         )
         return _claimed(row, renewed)
-    kind = "claimed" if row.previous is None else "claim_takeover"
-    if hook is not None:
-        hook.mirrored = row.mirrored
-        if row.mirrored and not feeding:
-            hook(conn, row.id, row.number, kind)
-    for other in q.on_change:
-        if other is not hook:
-            other(conn, row.id, row.number, kind)
     taken = Claim(
         number=row.number,
         title=row.title,

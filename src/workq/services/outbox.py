@@ -120,9 +120,6 @@ def install(q: Queue) -> None:
 class Hook:
     def __init__(self, q: Queue) -> None:
         self.q = q
-        # Whether the last claim_next saw a mirror configured: it then writes the outbox row
-        # in its own statement (services/claims.py).
-        self.mirrored = False
 
     def __call__(self, conn: Connection, issue_id: str, number: int, kind: str) -> None:
         queue_change(conn, issue_id, number, kind, self.q.now())
