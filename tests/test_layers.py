@@ -27,7 +27,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "domain": frozenset({"errors", "schemas"}),
     "plan_schemas": frozenset({"errors", "schemas", "domain"}),
     "db": frozenset({"errors"}),
-    "services": frozenset({"errors", "schemas", "plan_schemas", "config", "domain", "db"}),
+    "vcs": frozenset({"errors"}),
+    "services": frozenset({"errors", "schemas", "plan_schemas", "config", "domain", "db", "vcs"}),
     "github": frozenset(
         {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services"}
     ),

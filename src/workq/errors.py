@@ -256,3 +256,17 @@ class GitHubError(WorkqError):
     """The GitHub API refused the request."""
 
     code = "GITHUB_API_ERROR"
+
+
+class GitFailed(WorkqError):
+    """A git command failed."""
+
+    code = "GIT_FAILED"
+    hint = "read git's message above, fix the repository state, then call again"
+
+
+class GitMissing(GitFailed):
+    """git is missing or too old for what was asked."""
+
+    code = "GIT_UNAVAILABLE"
+    hint = "install git 2.38 or newer and make sure it is on PATH"

@@ -1,0 +1,1 @@
+"""Version control: the one typed wrapper over the git CLI."""

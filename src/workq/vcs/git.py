@@ -1,0 +1,177 @@
+"""The git CLI, run the one way workq runs it.
+
+Every call is an argument list (never a shell string), with a timeout, no pager, no
+terminal prompt, no user or system config that could start an editor or a credential
+helper, and stdin closed. A failure becomes ``GitFailed`` carrying git's own message.
+Worktrees and ``merge-tree --write-tree`` are CLI features, so workq drives the CLI
+rather than a library that reimplements part of git.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from workq.errors import GitFailed, GitMissing
+
+DEFAULT_TIMEOUT = 60.0
+# Output kept from a failing command, so a chatty hook cannot flood an error.
+MESSAGE_LIMIT = 4000
+# The first git that has `merge-tree --write-tree` (merge checks without a checkout).
+MERGE_TREE_VERSION = (2, 38)
+
+
+@dataclass(frozen=True)
+class Result:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment git runs in: the caller's PATH and HOME, nothing that could prompt,
+    page or read a user's config (``GIT_CONFIG_GLOBAL``/``SYSTEM`` point at nothing)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        PAGER="cat",
+        GIT_EDITOR="true",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_ASKPASS="",
+        SSH_ASKPASS="",
+        GCM_INTERACTIVE="never",
+        LC_ALL="C",
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def executable() -> str:
+    found = shutil.which("git")
+    if found is None:
+        raise GitMissing("git is not installed or not on PATH")
+    return found
+
+
+def run(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float = DEFAULT_TIMEOUT,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+    hooks: bool = False,
+) -> Result:
+    """Run ``git <args>`` in ``cwd``. With ``check``, a non-zero exit raises ``GitFailed``.
+    The repository's hooks run only with ``hooks=True``."""
+    argv = [executable(), *([] if hooks else ["-c", "core.hooksPath=" + os.devnull]), *args]
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=clean_env(env),
+            input=input_text,
+            stdin=None if input_text is not None else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise GitFailed(
+            f"git {' '.join(args[:2])} did not finish within {timeout:g} s",
+            command=" ".join(args),
+        ) from exc
+    except FileNotFoundError as exc:
+        raise GitMissing(f"cannot run git in {cwd}: {exc.strerror}") from exc
+    result = Result(tuple(args), done.returncode, done.stdout, done.stderr)
+    if check and done.returncode != 0:
+        message = (done.stderr.strip() or done.stdout.strip())[-MESSAGE_LIMIT:]
+        raise GitFailed(
+            f"git {args[0]} failed: {message or f'exit {done.returncode}'}",
+            command=" ".join(args),
+            exit_code=done.returncode,
+        )
+    return result
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """``git version 2.39.5`` -> ``(2, 39, 5)``; vendor suffixes are ignored."""
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if found is None:
+        raise GitMissing(f"cannot read git's version from {text.strip()!r}")
+    return tuple(int(part) for part in found.groups() if part is not None)
+
+
+@cache
+def version() -> tuple[int, ...]:
+    return parse_version(run(["version"], cwd=Path.cwd(), timeout=10).stdout)
+
+
+def require(minimum: tuple[int, ...], feature: str) -> None:
+    """Refuse, naming the feature, when this machine's git is older than ``minimum``."""
+    have = version()
+    if have < minimum:
+        raise GitMissing(
+            f"{feature} needs git {'.'.join(map(str, minimum))} or newer; "
+            f"this machine has {'.'.join(map(str, have))}",
+            hint="upgrade git",
+        )
+
+
+def toplevel(path: Path) -> Path:
+    """The root of the work tree ``path`` stands in."""
+    return Path(run(["rev-parse", "--show-toplevel"], cwd=path).stdout.strip())
+
+
+def common_dir(path: Path) -> Path:
+    """The repository's shared git directory: the same from every worktree of it, so it
+    is what identifies a repository (a worktree's own ``.git`` is not)."""
+    text = run(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
+    return Path(text.stdout.strip())
+
+
+def current_branch(path: Path) -> str | None:
+    """The checked-out branch, or None on a detached HEAD."""
+    done = run(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False)
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def head(path: Path, ref: str = "HEAD") -> str:
+    return run(["rev-parse", "--verify", "--quiet", ref + "^{commit}"], cwd=path).stdout.strip()
+
+
+def is_valid_branch_name(name: str, cwd: Path) -> bool:
+    done = run(["check-ref-format", "--branch", name], cwd=cwd, check=False)
+    return done.returncode == 0
+
+
+def dirty_paths(path: Path) -> list[str]:
+    """Paths with uncommitted changes (staged, unstaged or untracked), NUL-safe."""
+    out = run(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=path).stdout
+    paths: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if not entry:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":
+            next(entries, None)  # a rename's second field is its old path
+    return paths
