@@ -11,96 +11,27 @@ the interpreter and workq's imports, before any row is touched.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 WORKQ = Path(sys.executable).with_name("workq")
 
 
 def build_export(path: Path, issues: int) -> None:
     """An export as `workq export` writes it: the header, then every table, parents first."""
-    from workq.db.migrate import HEAD
-    from workq.db.models import Base
+    from tests.services.export_rows import export_lines
 
-    stamp = "2026-01-02T03:04:05.123456+00:00"
     text = "A description of the work to do, long enough to look like a real one. " * 3
-
-    def issue_id(n: int) -> str:
-        return f"{n:032x}"
-
-    def events() -> Iterator[dict[str, object]]:
-        for n in range(1, issues + 1):
-            after = {"agent": "claude", "title": f"Issue {n}", "labels": ["bench"]}
-            yield {
-                "id": n,
-                "issue_id": issue_id(n),
-                "number": n,
-                "kind": "created",
-                "actor": "bench",
-                "before": None,
-                "after": json.dumps(after, sort_keys=True),
-                "created_at": stamp,
-            }
-
-    def issue_rows() -> Iterator[dict[str, object]]:
-        for n in range(1, issues + 1):
-            yield {
-                "id": issue_id(n),
-                "number": n,
-                "title": f"Issue {n}",
-                "description": text,
-                "status": "open",
-                "priority": 2,
-                "issue_type": "task",
-                "agent": "claude",
-                "is_blocked": False,
-                "blocked_reason": None,
-                "open_blockers": 0,
-                "claimed_by": None,
-                "claimed_at": None,
-                "lease_expires_at": None,
-                "created_at": stamp,
-                "updated_at": stamp,
-                "closed_at": None,
-            }
-
-    def labels() -> Iterator[dict[str, object]]:
-        for n in range(1, issues + 1):
-            yield {"issue_id": issue_id(n), "name": "bench"}
-
-    def comments() -> Iterator[dict[str, object]]:
-        for n in range(1, issues + 1):
-            yield {
-                "id": n,
-                "issue_id": issue_id(n),
-                "kind": "note",
-                "body": f"A note on issue {n}.",
-                "author": "bench",
-                "created_at": stamp,
-            }
-
-    def counters() -> Iterator[dict[str, object]]:
-        yield {"name": "issue_number", "value": issues}
-
-    made = {
-        "counters": counters,
-        "events": events,
-        "issues": issue_rows,
-        "labels": labels,
-        "comments": comments,
-    }
     with path.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"type": "workq-export", "version": 1, "schema": HEAD}) + "\n")
-        for table in Base.metadata.sorted_tables:  # the export's order: parents first
-            for row in made.get(table.name, lambda: iter(()))():
-                out.write(json.dumps({"type": table.name, **row}, sort_keys=True) + "\n")
+        for line in export_lines(issues, description=text, actor="bench", label="bench"):
+            out.write(line + "\n")
 
 
 def measure(args: list[str], env: dict[str, str]) -> tuple[float, float, float]:

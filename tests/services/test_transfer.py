@@ -3,84 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
-from workq.db.migrate import HEAD
+from tests.services.export_rows import export_lines
 from workq.errors import InvalidInput
 from workq.services import issues, transfer
 from workq.services.context import Queue
 
 # More rows than one batch, so an import has written batches before it meets a late line.
 ISSUES = transfer.BATCH * 2 + 7
-STAMP = "2026-01-02T03:04:05.123456+00:00"
 
 
 def export_of(count: int) -> list[str]:
-    """An export as `workq export` writes it, of ``count`` issues with a label, a comment and
-    their created events."""
-
-    def ident(n: int) -> str:
-        return f"{n:032x}"
-
-    tables: dict[str, Iterator[dict[str, object]]] = {
-        "counters": iter([{"name": "issue_number", "value": count}]),
-        "events": (
-            {
-                "id": n,
-                "issue_id": ident(n),
-                "number": n,
-                "kind": "created",
-                "actor": "test",
-                "before": None,
-                "after": json.dumps({"title": f"Issue {n}"}),
-                "created_at": STAMP,
-            }
-            for n in range(1, count + 1)
-        ),
-        "issues": (
-            {
-                "id": ident(n),
-                "number": n,
-                "title": f"Issue {n}",
-                "description": 'é, 中文 and \\ quotes "',
-                "status": "open",
-                "priority": 2,
-                "issue_type": "task",
-                "agent": "claude",
-                "is_blocked": False,
-                "blocked_reason": None,
-                "open_blockers": 0,
-                "claimed_by": None,
-                "claimed_at": None,
-                "lease_expires_at": None,
-                "created_at": STAMP,
-                "updated_at": STAMP,
-                "closed_at": None,
-            }
-            for n in range(1, count + 1)
-        ),
-        "labels": ({"issue_id": ident(n), "name": "bulk"} for n in range(1, count + 1)),
-        "comments": (
-            {
-                "id": n,
-                "issue_id": ident(n),
-                "kind": "note",
-                "body": f"note {n}",
-                "author": "test",
-                "created_at": STAMP,
-            }
-            for n in range(1, count + 1)
-        ),
-    }
-    lines = [json.dumps({"type": "workq-export", "version": 1, "schema": HEAD})]
-    for table in transfer._tables():
-        lines.extend(
-            json.dumps({"type": table.name, **row}, sort_keys=True)
-            for row in tables.get(table.name, iter(()))
-        )
-    return lines
+    return list(export_lines(count, description='é, 中文 and \\ quotes "'))
 
 
 def test_a_large_round_trip_is_lossless(queue: Queue) -> None:

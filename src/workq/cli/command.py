@@ -19,19 +19,25 @@ def _restyle(params: list[Any]) -> None:
             param.metavar = ""  # a flag takes no value: no type to show
 
 
-class Command(TyperCommand):
-    """A command whose usage line names arguments in capitals (Typer writes `{number}`)
-    and whose flags show no value type."""
+class _Styled:
+    """Arguments in capitals, flags with no value type, for the help option too."""
+
+    params: list[Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _restyle(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             _restyle([option])
         return option
+
+
+class Command(_Styled, TyperCommand):
+    """A command whose usage line names arguments in capitals (Typer writes `{number}`)
+    and whose flags show no value type."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -45,18 +51,8 @@ class Command(TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-class Group(TyperGroup):
+class Group(_Styled, TyperGroup):
     """A group of commands, its options styled as a command's are."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _restyle(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _restyle([option])
-        return option
 
 
 def apply(app: typer.Typer) -> None:

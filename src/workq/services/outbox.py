@@ -49,6 +49,19 @@ PENDING = "pending"
 DEAD = "dead"
 
 
+# The outbox columns a :func:`feed` SELECT fills, in its order.
+FED_COLUMNS = [
+    "issue_id",
+    "number",
+    "kind",
+    "version",
+    "state",
+    "attempts",
+    "next_attempt_at",
+    "changed_at",
+]
+
+
 def feed(issue_id: Any, number: Any, kind: Any, now: Any) -> Select[Any]:
     """The outbox row for one change, as a SELECT that yields nothing while no mirror is
     configured. Its arguments are columns or parameters (a claim's CTE feeds its own rows)."""
@@ -64,16 +77,7 @@ def upsert(dialect_name: str, source: Select[Any]) -> Insert:
     """Insert ``source``'s rows (see :func:`feed`) or refresh the issue's pending row: a
     newer version, due as it was, or due now if it had been parked as dead."""
     stmt = dialect.insert_for(dialect_name)(github_outbox).from_select(
-        [
-            "issue_id",
-            "number",
-            "kind",
-            "version",
-            "state",
-            "attempts",
-            "next_attempt_at",
-            "changed_at",
-        ],
+        FED_COLUMNS,
         source,
     )
     o, excluded = github_outbox.c, stmt.excluded
@@ -200,16 +204,7 @@ def _queue_unlinked(conn: Connection, now: datetime) -> int:
     stmt = (
         insert(github_outbox)
         .from_select(
-            [
-                "issue_id",
-                "number",
-                "kind",
-                "version",
-                "state",
-                "attempts",
-                "next_attempt_at",
-                "changed_at",
-            ],
+            FED_COLUMNS,
             unlinked,
         )
         .returning(github_outbox.c.issue_id)
