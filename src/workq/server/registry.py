@@ -80,12 +80,11 @@ class TextStaysText(FuncMetadata):
 
     @classmethod
     def of(cls, metadata: FuncMetadata, parameters: dict[str, Any]) -> TextStaysText:
+        # Every field the SDK's model has, so that one a later SDK adds is carried over.
+        fields = {name: getattr(metadata, name) for name in type(metadata).model_fields}
         output_schema = metadata.output_schema
         return cls(
-            arg_model=metadata.arg_model,
-            output_schema=compact_output(output_schema) if output_schema is not None else None,
-            output_model=metadata.output_model,
-            wrap_output=metadata.wrap_output,
+            **fields | {"output_schema": compact_output(output_schema) if output_schema else None},
             structured=frozenset(
                 name
                 for name, schema in parameters.get("properties", {}).items()
