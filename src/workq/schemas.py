@@ -267,3 +267,72 @@ class SearchPage(_Model):
     items: list[SearchHit]
     has_more: bool
     next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")
+
+
+# The board (issue 16): what its pages show, read by services/board.py.
+
+
+class BoardCard(_Model):
+    """An issue on a board column."""
+
+    number: int
+    title: str
+    priority: Priority
+    issue_type: IssueType
+    agent: str
+    labels: list[str] = Field(default_factory=list)
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
+    phase: str | None = None
+    waiting_on: list[int] = Field(default_factory=list)
+    blocked_reason: str | None = None
+    since: datetime | None = Field(default=None, description="Blocked or done since")
+
+
+class BoardColumn(_Model):
+    name: str
+    count: int
+    cards: list[BoardCard]
+    page: int
+    has_more: bool
+
+
+class BoardFilter(_Model):
+    agent: str | None = None
+    label: str | None = None
+    issue_type: IssueType | None = None
+
+
+class BoardView(_Model):
+    columns: list[BoardColumn]
+    last_event: int = Field(description="The newest event id when the view was read")
+    now: datetime
+
+
+class AgentClaim(_Model):
+    number: int
+    title: str
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+
+
+class BoardAgent(_Model):
+    """A run id that holds claims, and its last sign of life (the newest lease renewal)."""
+
+    run_id: str
+    claims: list[AgentClaim]
+    last_heartbeat: datetime | None
+
+
+class BoardChange(_Model):
+    id: int
+    number: int | None
+    kind: str
+    actor: str | None
+
+
+class GraphNode(_Model):
+    number: int
+    title: str
+    status: Status
+    is_blocked: bool

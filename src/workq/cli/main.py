@@ -129,6 +129,24 @@ def serve(
             stop_sync()
 
 
+@app.command()
+def board(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8766).", min=1, max=65535)] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(help="Token the board requires, to read and to act (env WORKQ_TOKEN)."),
+    ] = None,
+) -> None:
+    """Serve the live board (a web page) on 127.0.0.1; see docs/board.md."""
+    from workq.board.main import run  # only this command needs the web stack
+
+    s = ctx.find_root().obj
+    assert isinstance(s, State)
+    run(s.settings(token=token), host=host, port=port)
+
+
 _GLOBAL_OPTIONS_WITH_VALUES = {"--db", "--database-url", "--as"}
 _GLOBAL_FLAGS = {"--verbose", "-v"}
 _loaded = False

@@ -1,0 +1,380 @@
+"""The board's Starlette application: pages rendered on the server, a change feed, and the
+actions a person may take. Every read and write goes through the services the CLI uses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from workq.board import graph
+from workq.board.auth import COOKIE, Guard
+from workq.board.feed import ChangeFeed
+from workq.board.markdown import render
+from workq.errors import InvalidInput, NotFound, Step, WorkqError
+from workq.schemas import (
+    COMMENT_MAX,
+    FORCE_CLAIM_CONFIRMATION,
+    BoardFilter,
+    IssueType,
+    Priority,
+)
+from workq.services import board, claims, issues, mirror, notes, plans, search
+from workq.services.context import Queue
+
+HERE = Path(__file__).parent
+KEEPALIVE = 15.0
+ACTOR_RE = re.compile(r"^[A-Za-z0-9._@-]{1,48}$")
+HISTORY_PAGE = 200
+
+_BOARD_STEPS: dict[Step, str] = {
+    Step.UNBLOCK: "the Unblock button",
+    Step.FORCE_CLAIM: "Force-claim",
+    Step.RELEASE_ANYWAY: "the Release button",
+    Step.CONFIRM: f"the confirmation '{FORCE_CLAIM_CONFIRMATION}'",
+    Step.SHOW_ISSUE: "the issue's page",
+}
+
+
+def board_step(step: Step, facts: Mapping[str, Any]) -> str:
+    """How a hint's step reads on the board: the button to press."""
+    return _BOARD_STEPS.get(step, step.value)
+
+
+def _error(exc: WorkqError, status: int) -> JSONResponse:
+    return JSONResponse(
+        {"code": exc.code, "message": exc.message, "hint": exc.hint_for(board_step)},
+        status_code=status,
+    )
+
+
+def _status_of(exc: WorkqError) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, InvalidInput):
+        return 400
+    return 409
+
+
+FORBIDDEN = {
+    "code": "FORBIDDEN",
+    "message": "this board requires its token for that",
+    "hint": "log in with the board's --token / WORKQ_TOKEN, from the board's own page",
+}
+
+
+class Board:
+    """The application's state: the queue, the guard, the templates and the feed."""
+
+    def __init__(self, queue: Queue, *, token: str | None, actor: str = "board") -> None:
+        self.queue = queue
+        self.guard = Guard(token)
+        self.actor = actor
+        self.env = Environment(
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters["markdown"] = render
+        self.env.filters["stamp"] = _stamp
+        self.env.filters["tojson_attr"] = lambda v: json.dumps(v)
+        self.feed = ChangeFeed(
+            lambda: board.last_change(queue), lambda after: board.changes(queue, after)
+        )
+
+    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        base = request.scope.get("root_path", "").rstrip("/")
+        html = self.env.get_template(name).render(
+            base=base, token_needed=bool(self.guard.token), **context
+        )
+        return HTMLResponse(
+            html,
+            status_code=status,
+            headers={
+                "content-security-policy": "default-src 'self'; img-src 'self' data:; "
+                "style-src 'self'; script-src 'self'; frame-ancestors 'none'; "
+                "base-uri 'none'; form-action 'self'",
+                "x-content-type-options": "nosniff",
+                "referrer-policy": "no-referrer",
+                "cache-control": "no-store",
+            },
+        )
+
+    def refused(self, request: Request) -> Response:
+        if not self.guard.host_ok(request):
+            return Response("unknown host", status_code=403)
+        return self.page(request, "login.html", status=403, failed=False)
+
+    # Pages
+
+    def _filters(self, request: Request) -> tuple[BoardFilter, dict[str, str]]:
+        p = request.query_params
+        kind = p.get("type") or None
+        try:
+            f = BoardFilter(
+                agent=p.get("agent") or None,
+                label=p.get("label") or None,
+                issue_type=IssueType(kind) if kind else None,
+            )
+        except ValueError:
+            f = BoardFilter()
+        kept = {k: v for k, v in (("agent", f.agent), ("label", f.label)) if v}
+        if f.issue_type:
+            kept["type"] = f.issue_type.value
+        return f, kept
+
+    def _view(self, request: Request) -> dict[str, Any]:
+        f, kept = self._filters(request)
+        pages = {}
+        for name in board.COLUMNS:
+            raw = request.query_params.get(f"page_{name}", "0")
+            pages[name] = int(raw) if raw.isdigit() else 0
+        view = board.view(self.queue, f, pages)
+        return {"view": view, "kept": kept, "pages": pages, "types": list(IssueType)}
+
+    async def home(self, request: Request) -> Response:
+        if not self.guard.may_read(request):
+            return self.refused(request)
+        context = await asyncio.to_thread(self._view, request)
+        query = request.query_params.get("q", "").strip()
+        found = None
+        error = None
+        if query:
+            try:
+                found = await asyncio.to_thread(search.search, self.queue, query, limit=50)
+            except WorkqError as exc:
+                error = exc.message
+        return self.page(request, "board.html", query=query, found=found, error=error, **context)
+
+    async def columns(self, request: Request) -> Response:
+        if not self.guard.may_read(request):
+            return self.refused(request)
+        context = await asyncio.to_thread(self._view, request)
+        return self.page(request, "columns.html", **context)
+
+    def _issue(self, number: int) -> dict[str, Any]:
+        issue = issues.get(self.queue, number)
+        linked = sorted({*issue.blocked_by, *issue.blocks})
+        titles = {s.number: s for s in issues.summaries(self.queue, linked)} if linked else {}
+        history = []
+        after = 0
+        while True:
+            batch = notes.history(self.queue, number, limit=HISTORY_PAGE, after_id=after)
+            history.extend(batch)
+            if len(batch) < HISTORY_PAGE:
+                break
+            after = batch[-1].id
+        return {
+            "issue": issue,
+            "titles": titles,
+            "comments": notes.comments(self.queue, number, limit=200),
+            "history": history,
+            "link": mirror.github_link(self.queue, number),
+            "priorities": list(Priority),
+            "confirmation": FORCE_CLAIM_CONFIRMATION,
+        }
+
+    async def issue(self, request: Request) -> Response:
+        if not self.guard.may_read(request):
+            return self.refused(request)
+        raw = request.path_params["number"]
+        try:
+            context = await asyncio.to_thread(self._issue, int(raw))
+        except (WorkqError, ValueError) as exc:
+            message = exc.message if isinstance(exc, WorkqError) else "not an issue number"
+            return self.page(request, "missing.html", status=404, message=message)
+        return self.page(request, "issue.html", **context)
+
+    def _agents(self) -> dict[str, Any]:
+        return {
+            "agents": board.agents(self.queue),
+            "plans": plans.list_plans(self.queue, active_only=True, limit=200),
+        }
+
+    async def agents(self, request: Request) -> Response:
+        if not self.guard.may_read(request):
+            return self.refused(request)
+        context = await asyncio.to_thread(self._agents)
+        return self.page(request, "agents.html", **context)
+
+    async def graph_page(self, request: Request) -> Response:
+        if not self.guard.may_read(request):
+            return self.refused(request)
+        nodes, edges, more = await asyncio.to_thread(board.open_graph, self.queue)
+        drawing = graph.layout(nodes, edges)
+        return self.page(request, "graph.html", drawing=drawing, more=more)
+
+    # Logging in
+
+    async def login(self, request: Request) -> Response:
+        if not self.guard.host_ok(request):
+            return Response("unknown host", status_code=403)
+        if request.method == "GET":
+            return self.page(request, "login.html", failed=False)
+        form = await request.form()
+        given = form.get("token")
+        base = request.scope.get("root_path", "").rstrip("/")
+        if not isinstance(given, str) or not self.guard.login_ok(request, given):
+            return self.page(request, "login.html", status=403, failed=True)
+        response = RedirectResponse(f"{base}/", status_code=303)
+        response.set_cookie(COOKIE, given, httponly=True, samesite="strict", path=f"{base}/")
+        return response
+
+    # The feed
+
+    async def events(self, request: Request) -> Response:
+        if not self.guard.may_read(request):
+            return self.refused(request)
+        last_seen = request.headers.get("last-event-id", "")
+        replay: list[Any] = []
+        if last_seen.isdigit():  # a reconnecting client: what it missed, once
+            replay = await asyncio.to_thread(board.changes, self.queue, int(last_seen))
+        queue = self.feed.listen()
+
+        async def stream() -> AsyncIterator[str]:
+            try:
+                yield "retry: 1000\n\n"
+                if replay:
+                    yield _sse(replay)
+                while True:
+                    try:
+                        batch = await asyncio.wait_for(queue.get(), KEEPALIVE)
+                    except TimeoutError:
+                        yield ": keepalive\n\n"
+                        continue
+                    yield _sse(batch)
+            finally:
+                self.feed.leave(queue)
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    # Actions
+
+    async def act(self, request: Request) -> Response:
+        if not self.guard.may_act(request):
+            return JSONResponse(FORBIDDEN, status_code=403)
+        action = request.path_params["action"]
+        try:
+            number = int(request.path_params["number"])
+            body = await request.json() if await request.body() else {}
+            if not isinstance(body, dict):
+                raise InvalidInput("the body must be a JSON object")
+            who = request.headers.get("x-workq-actor", "")
+            actor = f"board:{who}" if ACTOR_RE.match(who) else self.actor
+            run = ACTIONS.get(action)
+            if run is None:
+                raise NotFound(f"no action {action!r}", hint="see docs/board.md")
+            message = await asyncio.to_thread(run, self.queue, number, body, actor)
+        except WorkqError as exc:
+            return _error(exc, _status_of(exc))
+        except (ValueError, json.JSONDecodeError):
+            return _error(InvalidInput("the issue number and the body must be valid"), 400)
+        return JSONResponse({"ok": True, "message": message})
+
+
+def _sse(batch: list[Any]) -> str:
+    data = json.dumps([c.model_dump() for c in batch])
+    return f"id: {batch[-1].id}\nevent: change\ndata: {data}\n\n"
+
+
+def _stamp(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value else ""
+
+
+def _text(body: dict[str, Any], key: str, *, required: bool = True) -> str | None:
+    value = body.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise InvalidInput(f"{key} must be text", field=key)
+    return value
+
+
+def _reprioritise(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+    priority = _text(body, "priority")
+    issue = issues.update_issue(q, number, priority=priority, actor=actor)
+    return f"Issue #{number} is now {issue.priority.value}"
+
+
+def _unblock(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+    claims.unblock(q, number, actor=actor)
+    return f"Unblocked issue #{number}"
+
+
+def _release(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+    reason = _text(body, "reason", required=False) or None
+    claims.release(q, number, None, reason=reason, actor=actor)
+    return f"Released issue #{number}"
+
+
+def _force_claim(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+    run_id = _text(body, "run_id", required=False) or actor
+    confirmation = _text(body, "confirmation", required=False) or ""
+    taken = claims.force_claim(q, number, run_id, confirmation)
+    return f"Issue #{number} is now held by {taken.claimed_by}"
+
+
+def _comment(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+    text = _text(body, "body")
+    assert text is not None
+    if len(text) > COMMENT_MAX:
+        raise InvalidInput(f"a comment holds at most {COMMENT_MAX} characters", field="body")
+    notes.comment(q, number, text, author=actor)
+    return f"Commented on issue #{number}"
+
+
+ACTIONS: dict[str, Callable[[Queue, int, dict[str, Any], str], str]] = {
+    "priority": _reprioritise,
+    "unblock": _unblock,
+    "release": _release,
+    "force-claim": _force_claim,
+    "comment": _comment,
+}
+
+
+def build_app(queue: Queue, *, token: str | None, actor: str = "board") -> Starlette:
+    """The board as an ASGI app; ``serve --http`` mounts it under /board."""
+    state = Board(queue, token=token, actor=actor)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await state.feed.stop()
+
+    routes: list[Route | Mount] = [
+        Route("/", state.home),
+        Route("/columns", state.columns),
+        Route("/issues/{number}", state.issue),
+        Route("/agents", state.agents),
+        Route("/graph", state.graph_page),
+        Route("/events", state.events),
+        Route("/login", state.login, methods=["GET", "POST"]),
+        Route("/api/issues/{number}/{action}", state.act, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.board = state
+    return app

@@ -1,0 +1,73 @@
+"""The change feed: one watcher reads the events table for every client of the board.
+
+While anyone listens, one task asks for the newest event id a few times a second (one
+indexed query, whatever the number of clients) and, when it moved, reads the new events
+once and hands them to every listener. With no listener it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from workq.errors import WorkqError
+from workq.schemas import BoardChange
+
+log = logging.getLogger(__name__)
+TICK = 0.25
+
+
+class ChangeFeed:
+    def __init__(
+        self,
+        last_change: Callable[[], int],
+        changes: Callable[[int], list[BoardChange]],
+        *,
+        tick: float = TICK,
+    ) -> None:
+        self._last_change = last_change
+        self._changes = changes
+        self._tick = tick
+        self._listeners: set[asyncio.Queue[list[BoardChange]]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.last = -1
+        self.queries = 0  # how many times the events table was asked (tests read it)
+
+    def listen(self) -> asyncio.Queue[list[BoardChange]]:
+        queue: asyncio.Queue[list[BoardChange]] = asyncio.Queue()
+        self._listeners.add(queue)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+        return queue
+
+    def leave(self, queue: asyncio.Queue[list[BoardChange]]) -> None:
+        self._listeners.discard(queue)
+
+    async def _watch(self) -> None:
+        if self.last < 0:
+            self.last = await asyncio.to_thread(self._last_change)
+            self.queries += 1
+        while self._listeners:
+            try:
+                newest = await asyncio.to_thread(self._last_change)
+                self.queries += 1
+                while newest > self.last:
+                    batch = await asyncio.to_thread(self._changes, self.last)
+                    self.queries += 1
+                    if not batch:
+                        break
+                    self.last = batch[-1].id
+                    for queue in list(self._listeners):
+                        queue.put_nowait(batch)
+            except WorkqError:  # a lost database must not end the feed for good
+                log.exception("board: reading the events table failed; trying again")
+            await asyncio.sleep(self._tick)
+
+    async def stop(self) -> None:
+        self._listeners.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

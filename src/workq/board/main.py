@@ -1,0 +1,49 @@
+"""``run()``: what ``workq board`` runs."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from workq.bind import check_bind
+from workq.config import Settings
+from workq.services.preflight import check_storage, describe_database
+from workq.services.runtime import open_queue
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8766
+
+
+def run(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
+    """Serve the board until interrupted.
+
+    Raises:
+        InvalidInput: a non-loopback bind without a token.
+        StorageError: a database that cannot open. Nothing was served when one is raised.
+    """
+    import uvicorn
+
+    from workq.board.app import build_app
+
+    host = host or DEFAULT_HOST
+    port = port or DEFAULT_PORT
+    check_bind(host, settings.token)
+    check_storage(settings)
+    queue = open_queue(settings)
+    logging.getLogger("workq").setLevel(logging.INFO)
+    shown = f"[{host}]" if ":" in host else host
+    sys.stderr.write(
+        f"workq: board at http://{shown}:{port}/ (database {describe_database(settings)})\n"
+    )
+    sys.stderr.flush()
+    config = uvicorn.Config(
+        build_app(queue, token=settings.token),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        queue.db.dispose()
