@@ -191,6 +191,7 @@ class Board:
             "link": mirror.github_link(self.queue, number),
             "priorities": list(Priority),
             "confirmation": FORCE_CLAIM_CONFIRMATION,
+            "last_event": board.last_change(self.queue),
         }
 
     async def issue(self, request: Request) -> Response:
@@ -244,9 +245,11 @@ class Board:
     async def events(self, request: Request) -> Response:
         if not self.guard.may_read(request):
             return self.refused(request)
-        last_seen = request.headers.get("last-event-id", "")
+        # A reconnecting client says what it saw last; a page, the newest event it was
+        # drawn from. Either gets what it missed, once; then the shared feed.
+        last_seen = request.headers.get("last-event-id") or request.query_params.get("after", "")
         replay: list[Any] = []
-        if last_seen.isdigit():  # a reconnecting client: what it missed, once
+        if last_seen.isdigit():
             replay = await asyncio.to_thread(board.changes, self.queue, int(last_seen))
         queue = self.feed.listen()
 

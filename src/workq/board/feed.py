@@ -46,24 +46,28 @@ class ChangeFeed:
         self._listeners.discard(queue)
 
     async def _watch(self) -> None:
-        if self.last < 0:
-            self.last = await asyncio.to_thread(self._last_change)
-            self.queries += 1
         while self._listeners:
             try:
-                newest = await asyncio.to_thread(self._last_change)
-                self.queries += 1
-                while newest > self.last:
-                    batch = await asyncio.to_thread(self._changes, self.last)
-                    self.queries += 1
-                    if not batch:
-                        break
-                    self.last = batch[-1].id
-                    for queue in list(self._listeners):
-                        queue.put_nowait(batch)
+                await self.poll()
             except WorkqError:  # a lost database must not end the feed for good
                 log.exception("board: reading the events table failed; trying again")
             await asyncio.sleep(self._tick)
+
+    async def poll(self) -> None:
+        """One look at the events table for every listener: the newest id, and the new
+        events once when it moved."""
+        newest = await asyncio.to_thread(self._last_change)
+        self.queries += 1
+        if self.last < 0:  # the first look: only what happens from now on
+            self.last = newest
+        while newest > self.last:
+            batch = await asyncio.to_thread(self._changes, self.last)
+            self.queries += 1
+            if not batch:
+                break
+            self.last = batch[-1].id
+            for queue in list(self._listeners):
+                queue.put_nowait(batch)
 
     async def stop(self) -> None:
         self._listeners.clear()

@@ -42,11 +42,14 @@
   function schedule() { if (!pending) pending = setTimeout(refresh, 100); }
 
   if (window.EventSource && body.dataset.page !== "other") {
-    const source = new EventSource(base + "/events");
+    let seen = Number(body.dataset.last || 0);
+    const source = new EventSource(base + "/events?after=" + seen);
     source.addEventListener("open", () => { live.textContent = "live"; live.classList.add("on"); });
     source.addEventListener("error", () => { live.textContent = "reconnecting"; live.classList.remove("on"); });
     source.addEventListener("change", (event) => {
-      const batch = JSON.parse(event.data);
+      const batch = JSON.parse(event.data).filter((c) => c.id > seen);
+      if (!batch.length) return;
+      seen = batch[batch.length - 1].id;
       live.textContent = "live · change " + batch[batch.length - 1].id;
       body.dataset.lastChange = String(batch[batch.length - 1].id);
       const number = Number(body.dataset.number || 0);

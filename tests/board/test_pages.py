@@ -1,0 +1,179 @@
+"""The board's pages, read over HTTP from a real `workq board` process."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx2
+
+from tests.board.conftest import board_server, cli
+from tests.board.html_check import column_numbers, unsafe
+from workq.services import claims, dependencies, issues, notes
+from workq.services.context import Queue
+
+HOSTILE_TITLE = '<script>alert("t")</script><img src=x onerror=alert(1)>'
+HOSTILE_BODY = "\n\n".join(
+    [
+        "<script>alert('d')</script>",
+        "[click](javascript:alert(1)) [upper](JaVaScRiPt:alert(2)) [data](data:text/html,x)",
+        '<a href="javascript:alert(3)">raw</a> <iframe src="https://example.org"></iframe>',
+        "<img src=x onerror=alert(4)> ![img](javascript:alert(5))",
+        "[ok](https://example.org/page) and **bold**",
+        "`<script>` in code",
+    ]
+)
+
+
+def new(q: Queue, title: str, **kw: object) -> int:
+    return issues.create(q, title=title, actor="cli-test", **kw).number  # type: ignore[arg-type]
+
+
+def test_each_issue_is_in_its_column(db: Path, q: Queue, client: httpx2.Client) -> None:
+    ready, held, waiting, blocked, done = (new(q, f"{n} one") for n in range(5))
+    claims.claim(q, held, "run-a")
+    dependencies.depend(q, blocker=ready, blocked=waiting)
+    claims.block(q, blocked, "needs a decision")
+    claims.claim(q, done, "run-b")
+    claims.complete(q, done, ["run-b"])
+    with board_server(db) as url:
+        page = client.get(f"{url}/")
+    assert page.status_code == 200
+    assert column_numbers(page.text) == {
+        "ready": [ready],
+        "in_progress": [held],
+        "waiting": [waiting],
+        "blocked": [blocked],
+        "done": [done],
+    }
+    assert "run-a" in page.text
+    assert "needs a decision" in page.text
+    assert f'href="/issues/{ready}"' in page.text  # what it waits on, as a link
+
+
+def test_ready_is_in_claim_order_and_pages(db: Path, q: Queue, client: httpx2.Client) -> None:
+    for i in range(55):
+        new(q, f"task {i}", priority=["low", "medium", "high", "urgent"][i % 4])
+    order = [r.number for r in claims.ready(q, limit=60)]
+    with board_server(db) as url:
+        first = client.get(f"{url}/")
+        second = client.get(f"{url}/", params={"page_ready": "1"})
+    shown = column_numbers(first.text)["ready"] + column_numbers(second.text)["ready"]
+    assert shown == order
+    assert len(column_numbers(first.text)["ready"]) == 50
+    assert 'data-count="ready">55<' in first.text
+    assert 'rel="next"' in first.text and 'rel="prev"' in second.text
+
+
+def test_filters_and_search(db: Path, q: Queue, client: httpx2.Client) -> None:
+    bug = new(q, "crash on start", issue_type="bug", labels=["ui"])
+    chore = new(q, "tidy the docs", issue_type="chore", agent="gemini")
+    with board_server(db) as url:
+        by_type = client.get(f"{url}/", params={"type": "bug"})
+        by_label = client.get(f"{url}/", params={"label": "ui"})
+        by_agent = client.get(f"{url}/", params={"agent": "gemini"})
+        found = client.get(f"{url}/", params={"q": "tidy"})
+    assert column_numbers(by_type.text)["ready"] == [bug]
+    assert column_numbers(by_label.text)["ready"] == [bug]
+    assert column_numbers(by_agent.text)["ready"] == [chore]
+    results = found.text.split('<div id="columns"')[0]
+    assert re.search(rf'href="/issues/{chore}">#{chore} tidy the docs', results)
+    assert f'href="/issues/{bug}"' not in results
+
+
+def test_hostile_text_is_shown_as_text(db: Path, q: Queue, client: httpx2.Client) -> None:
+    number = new(q, HOSTILE_TITLE, description=HOSTILE_BODY)
+    notes.comment(q, number, HOSTILE_BODY, author="someone")
+    huge = new(q, "huge", description="word " * 13_000)
+    claims.block(q, huge, "<script>alert('reason')</script>")
+    with board_server(db) as url:
+        pages = {
+            "board": client.get(f"{url}/"),
+            "issue": client.get(f"{url}/issues/{number}"),
+            "huge": client.get(f"{url}/issues/{huge}"),
+            "search": client.get(f"{url}/", params={"q": "script"}),
+        }
+    for name, page in pages.items():
+        assert page.status_code == 200, name
+        assert unsafe(page.text) == [], name
+        assert "default-src 'self'" in page.headers["content-security-policy"]
+    issue = pages["issue"].text
+    assert "&lt;script&gt;alert(&#34;t&#34;)&lt;/script&gt;" in issue  # the title, as text
+    assert '<a href="https://example.org/page" rel="noopener noreferrer nofollow">ok</a>' in issue
+    assert "<strong>bold</strong>" in issue
+    assert "<code>&lt;script&gt;</code>" in issue
+    assert "&lt;script&gt;alert(&#39;reason&#39;)" in pages["board"].text
+    assert pages["huge"].text.count("word") >= 13_000
+
+
+def test_the_issue_view(db: Path, q: Queue, client: httpx2.Client) -> None:
+    first, second, third = new(q, "first"), new(q, "second"), new(q, "third")
+    dependencies.depend(q, blocker=first, blocked=second, actor="cli-test")
+    dependencies.depend(q, blocker=second, blocked=third, actor="cli-test")
+    notes.comment(q, second, "looked at it", author="cli-test")
+    issues.update_issue(q, second, priority="high", actor="cli-test")
+    with board_server(db) as url:
+        page = client.get(f"{url}/issues/{second}").text
+        missing = client.get(f"{url}/issues/999")
+        nonsense = client.get(f"{url}/issues/abc")
+    waits, blocks = page.split("Waits on:")[1].split("Blocks:")
+    assert f'href="/issues/{first}">#{first} first (open)' in waits
+    assert f'href="/issues/{third}">#{third} third (open)' in blocks
+    assert "looked at it" in page
+    for kind in ("created", "dependency_added", "commented", "updated"):
+        assert f"<b>{kind}</b> by cli-test" in page
+    assert missing.status_code == 404 and nonsense.status_code == 404
+
+
+def test_agents_and_graph(db: Path, q: Queue, client: httpx2.Client) -> None:
+    a, b, c = new(q, "base"), new(q, "middle"), new(q, "top")
+    dependencies.depend(q, blocker=a, blocked=b)
+    dependencies.depend(q, blocker=b, blocked=c)
+    claims.claim(q, a, "run-7")
+    with board_server(db) as url:
+        agents = client.get(f"{url}/agents").text
+        graph = client.get(f"{url}/graph").text
+    assert "<td>run-7</td>" in agents and f'href="/issues/{a}"' in agents
+    boxes = re.findall(
+        r'href="/issues/(\d+)"><g[^>]*>\s*<title>[^<]*</title>\s*<rect x="(\d+)"', graph
+    )
+    xs = {int(n): int(x) for n, x in boxes}
+    assert xs[a] < xs[b] < xs[c]
+    assert graph.count('class="edge"') == 2
+
+
+def test_without_a_token_only_loopback_host_names_are_served(
+    db: Path, q: Queue, client: httpx2.Client
+) -> None:
+    with board_server(db) as url:
+        rebound = client.get(f"{url}/", headers={"host": "attacker.example:80"})
+        local = client.get(f"{url}/", headers={"host": "localhost"})
+    assert rebound.status_code == 403
+    assert local.status_code == 200
+
+
+def test_with_a_token_every_page_needs_it(db: Path, q: Queue, client: httpx2.Client) -> None:
+    new(q, "secret work")
+    with board_server(db, "--token", "s3cret") as url:
+        bare = client.get(f"{url}/")
+        feed = client.get(f"{url}/events")
+        bearer = client.get(f"{url}/", headers={"authorization": "Bearer s3cret"})
+        wrong = client.post(f"{url}/login", data={"token": "nope"})
+        right = client.post(f"{url}/login", data={"token": "s3cret"})
+        cookie = right.cookies.get("workq_board")
+        after = client.get(f"{url}/")  # the client keeps the cookie
+    assert bare.status_code == 403 and "secret work" not in bare.text
+    assert 'name="token"' in bare.text
+    assert feed.status_code == 403
+    assert bearer.status_code == 200 and "secret work" in bearer.text
+    assert wrong.status_code == 403
+    assert right.status_code == 303 and cookie == "s3cret"
+    assert "httponly" in right.headers["set-cookie"].lower()
+    assert "samesite=strict" in right.headers["set-cookie"].lower()
+    assert after.status_code == 200
+
+
+def test_a_public_bind_needs_a_token(db: Path) -> None:
+    done = cli(db, "board", "--host", "0.0.0.0", check=False)
+    assert done.returncode == 1
+    assert "INVALID_INPUT" in done.stderr and "--token" in done.stderr
