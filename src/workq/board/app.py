@@ -29,7 +29,7 @@ from workq.board import graph
 from workq.board.auth import COOKIE, Guard
 from workq.board.feed import ChangeFeed
 from workq.board.markdown import render
-from workq.errors import InvalidInput, NotFound, Step, WorkqError
+from workq.errors import InvalidConfirmation, InvalidInput, NotFound, Step, WorkqError
 from workq.schemas import (
     COMMENT_MAX,
     FORCE_CLAIM_CONFIRMATION,
@@ -69,7 +69,7 @@ def _error(exc: WorkqError, status: int) -> JSONResponse:
 def _status_of(exc: WorkqError) -> int:
     if isinstance(exc, NotFound):
         return 404
-    if isinstance(exc, InvalidInput):
+    if isinstance(exc, InvalidInput | InvalidConfirmation):
         return 400
     return 409
 
