@@ -128,7 +128,7 @@ def test_eight_agents_and_no_missed_change(db: Path, q: Queue) -> None:
         for agent in agents:
             _, err = agent.communicate(timeout=300)
             assert agent.returncode == 0, err
-        every = set()
+        every: set[int] = set()
         after = 0
         while batch := board.changes(q, after):
             every.update(c.id for c in batch)
