@@ -149,7 +149,13 @@ class Board:
             raw = request.query_params.get(f"page_{name}", "0")
             pages[name] = int(raw) if raw.isdigit() else 0
         view = board.view(self.queue, f, pages)
-        return {"view": view, "kept": kept, "pages": pages, "types": list(IssueType)}
+        return {
+            "view": view,
+            "kept": kept,
+            "pages": pages,
+            "types": list(IssueType),
+            "count_cap": board.COUNT_CAP,
+        }
 
     async def home(self, request: Request) -> Response:
         if not self.guard.may_read(request):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, exists, func, select
+from sqlalchemy import Connection, Select, and_, func, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from workq.db.engine import retry_lost_read
@@ -30,6 +30,7 @@ from workq.services.context import Queue
 
 COLUMNS = ("ready", "in_progress", "waiting", "blocked", "done")
 PAGE = 50
+COUNT_CAP = 10_000
 PAGE_LIMIT = 2_000  # deep pages of an offset scan cost more than anyone reads
 _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
 _OPEN = Status.OPEN.value
@@ -37,6 +38,8 @@ _IN_PROGRESS = Status.IN_PROGRESS.value
 _DONE = Status.DONE.value
 _free = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
 _blocker = issues.alias("blocker")
+# What a card shows: every column but the description.
+_CARD = tuple(c for c in issues.c if c.name != "description")
 
 
 def _where(f: BoardFilter) -> list[ColumnElement[bool]]:
@@ -46,7 +49,8 @@ def _where(f: BoardFilter) -> list[ColumnElement[bool]]:
     if f.issue_type:
         found.append(issues.c.issue_type == f.issue_type.value)
     if f.label:
-        found.append(exists().where(labels_t.c.issue_id == issues.c.id, labels_t.c.name == f.label))
+        # From the label's index: a rare label costs little.
+        found.append(issues.c.id.in_(select(labels_t.c.issue_id).where(labels_t.c.name == f.label)))
     return found
 
 
@@ -54,10 +58,11 @@ def _conditions(column: str, now: datetime) -> list[list[ColumnElement[bool]]]:
     """Each column as one or more disjoint conditions, each an indexed range of its own
     (an OR of them would sort the whole table instead of walking the ready index)."""
     if column == "ready":
-        return [
-            [issues.c.status == _OPEN, _free],
-            [issues.c.status == _IN_PROGRESS, issues.c.lease_expires_at <= now, _free],
-        ]
+        # Expired claims are found on the lease index (usually few), then filtered.
+        expired = select(issues.c.id).where(
+            issues.c.status == _IN_PROGRESS, issues.c.lease_expires_at <= now
+        )
+        return [[issues.c.status == _OPEN, _free], [issues.c.id.in_(expired), _free]]
     if column == "in_progress":
         return [[issues.c.status == _IN_PROGRESS, issues.c.lease_expires_at > now]]
     if column == "waiting":
@@ -69,15 +74,26 @@ def _conditions(column: str, now: datetime) -> list[list[ColumnElement[bool]]]:
             ]
         ]
     if column == "blocked":
-        return [[issues.c.status != _DONE, issues.c.is_blocked == True]]  # noqa: E712
+        return [
+            [issues.c.status == status, issues.c.is_blocked == True]  # noqa: E712
+            for status in (_OPEN, _IN_PROGRESS)
+        ]
     return [[issues.c.status == _DONE]]
 
 
 def _count(conn: Connection, column: str, f: BoardFilter, now: datetime) -> int:
+    """How many, counted up to COUNT_CAP (past it the board says "10000+")."""
     total = 0
     for cond in _conditions(column, now):
-        stmt = select(func.count()).select_from(issues).where(*cond, *_where(f))
-        total += conn.execute(stmt).scalar_one()
+        some = (  # a constant: the count reads the index alone where it can
+            select(literal_column("1"))
+            .select_from(issues)
+            .where(*cond, *_where(f))
+            .limit(COUNT_CAP - total)
+        )
+        total += conn.execute(select(func.count()).select_from(some.subquery())).scalar_one()
+        if total >= COUNT_CAP:
+            break
     return total
 
 
@@ -86,18 +102,15 @@ def _rows(conn: Connection, column: str, f: BoardFilter, now: datetime, page: in
     start, want = page * PAGE, PAGE + 1
     if column == "done":
         return _done_rows(conn, f, start, want)
-    order: tuple[Any, ...] = _ORDER
-    if column == "in_progress":
-        order = (issues.c.lease_expires_at, issues.c.number)
-    elif column == "blocked":
-        order = (issues.c.updated_at.desc(), issues.c.number)
+    # Leases in the order they run out: the lease index's own order, so no sort.
+    order: tuple[Any, ...] = (issues.c.lease_expires_at,) if column == "in_progress" else _ORDER
     rows: list[Any] = []
     for cond in _conditions(column, now):
         stmt: Select[Any] = (
-            select(issues).where(*cond, *_where(f)).order_by(*order).limit(start + want)
+            select(*_CARD).where(*cond, *_where(f)).order_by(*order).limit(start + want)
         )
         rows.extend(conn.execute(stmt))
-    if column == "ready":
+    if column in ("ready", "blocked"):
         rows.sort(key=lambda r: (r.priority, r.created_at, r.number))
     return rows[start : start + want]
 
@@ -106,7 +119,7 @@ def _done_rows(conn: Connection, f: BoardFilter, start: int, want: int) -> list[
     """Done issues, most recently completed first: walked from the newest completion event
     backwards (the events' primary key), so no sort over every done issue."""
     stmt = (
-        select(issues)
+        select(*_CARD)
         .join(events, events.c.number == issues.c.number)
         .where(events.c.kind == "completed", issues.c.status == _DONE, *_where(f))
         .order_by(events.c.id.desc())
