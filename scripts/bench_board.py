@@ -38,7 +38,10 @@ def build(db: Path, count: int) -> None:
     rng = random.Random(16)
     now = datetime.now(UTC)
     text = "A description of the work to do, long enough to look like a real one. " * 3
-    issue_rows, labels, deps, events = [], [], [], []
+    issue_rows: list[tuple[object, ...]] = []
+    labels: list[tuple[str, str]] = []
+    deps: list[tuple[str, str, str]] = []
+    events: list[tuple[object, ...]] = []
     for n in range(1, count + 1):
         roll = rng.random()
         created = to_sqlite(now - timedelta(minutes=count - n))
@@ -72,7 +75,7 @@ def build(db: Path, count: int) -> None:
     issue_rows = [
         (*r[:10], 1 if r[1] in waiting else 0, *r[11:]) if r[10] else r for r in issue_rows
     ]
-    events.sort(key=lambda e: e[6])
+    events.sort(key=lambda e: str(e[6]))
     with sqlite3.connect(db) as conn:
         conn.executemany(f"INSERT INTO issues VALUES ({','.join('?' * 17)})", issue_rows)
         conn.executemany("INSERT INTO labels VALUES (?, ?)", labels)

@@ -85,7 +85,7 @@ def _count(conn: Connection, column: str, f: BoardFilter, now: datetime) -> int:
     """How many, counted up to COUNT_CAP (past it the board says "10000+")."""
     total = 0
     for cond in _conditions(column, now):
-        some = (  # a constant: the count reads the index alone where it can
+        some: Select[Any] = (  # a constant: the count reads the index alone where it can
             select(literal_column("1"))
             .select_from(issues)
             .where(*cond, *_where(f))
