@@ -90,6 +90,9 @@ def serve(
     migrate: Annotated[
         bool, typer.Option("--migrate", help="Migrate a server database before serving.")
     ] = False,
+    board: Annotated[
+        bool, typer.Option("--board", help="With --http, also serve the board under /board.")
+    ] = False,
     sync_github: Annotated[
         str | None,
         typer.Option(
@@ -123,6 +126,7 @@ def serve(
             host=host,
             port=port,
             migrate=True if migrate else None,
+            board=board,
         )
     finally:
         if stop_sync is not None:

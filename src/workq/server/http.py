@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workq.bind import check_bind, is_loopback
 
-__all__ = ["BearerToken", "check_bind", "is_loopback", "run"]
+__all__ = ["BearerToken", "WithBoard", "check_bind", "is_loopback", "run"]
 
 
 class BearerToken:
@@ -60,11 +60,44 @@ class BearerToken:
         )
 
 
-def run(server: Any, *, host: str, port: int, token: str | None) -> None:
+class WithBoard:
+    """Requests under ``/board`` go to the board (its own login and token rules, see
+    workq.board.auth); everything else, lifespan included, to the MCP app."""
+
+    PREFIX = "/board"
+
+    def __init__(self, app: ASGIApp, board: ASGIApp) -> None:
+        self.app = app
+        self.board = board
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path == self.PREFIX:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 307,
+                    "headers": [(b"location", f"{self.PREFIX}/".encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if scope["type"] == "http" and path.startswith(self.PREFIX + "/"):
+            root = scope.get("root_path", "") + self.PREFIX
+            await self.board({**scope, "root_path": root}, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def run(
+    server: Any, *, host: str, port: int, token: str | None, board: ASGIApp | None = None
+) -> None:
     import uvicorn
 
     app: ASGIApp = server.streamable_http_app(host=host)
     if token:
         app = BearerToken(app, token)
+    if board is not None:
+        app = WithBoard(app, board)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()

@@ -32,6 +32,7 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     migrate: bool | None = None,
+    board: bool = False,
 ) -> None:
     """Serve the queue over stdio (default) or Streamable HTTP until the client leaves.
 
@@ -45,6 +46,12 @@ def serve(
     kind = TRANSPORTS.get(transport)
     if kind is None:
         raise InvalidInput(f"unknown transport {transport!r}", hint="use stdio or http")
+    if kind == "stdio" and board:
+        raise InvalidInput(
+            "the board is a web page: it needs HTTP",
+            hint="add --http, or run 'workq board' on its own",
+            field="board",
+        )
     if kind == "stdio" and (host is not None or port is not None):
         raise InvalidInput(
             "--host and --port set where HTTP listens, but this server would speak stdio",
@@ -70,4 +77,11 @@ def serve(
     if kind == "stdio":
         server.run()
     else:
-        http.run(server, host=host, port=port, token=settings.token)
+        page = None
+        if board:
+            from workq.board.app import build_app
+            from workq.services.runtime import open_queue
+
+            page = build_app(open_queue(settings), token=settings.token)
+            sys.stderr.write(f"workq: board at http://{host}:{port}/board/\n")
+        http.run(server, host=host, port=port, token=settings.token, board=page)
