@@ -114,7 +114,7 @@ class Board:
                 "style-src 'self'; script-src 'self'; frame-ancestors 'none'; "
                 "base-uri 'none'; form-action 'self'",
                 "x-content-type-options": "nosniff",
-                "referrer-policy": "no-referrer",
+                "referrer-policy": "same-origin",  # "no-referrer" would send "Origin: null"
                 "cache-control": "no-store",
             },
         )

@@ -12,6 +12,7 @@ from workq.services.runtime import open_queue
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8766
+SHUTDOWN_SECONDS = 2
 
 
 def run(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
@@ -42,6 +43,8 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
         port=port,
         log_level="warning",
         access_log=False,
+        # Open change feeds never end by themselves: give them a moment, then close them.
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
     )
     try:
         uvicorn.Server(config).run()

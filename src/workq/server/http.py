@@ -99,5 +99,13 @@ def run(
         app = BearerToken(app, token)
     if board is not None:
         app = WithBoard(app, board)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        # The board's change feeds never end by themselves.
+        timeout_graceful_shutdown=2 if board is not None else None,
+    )
     uvicorn.Server(config).run()
