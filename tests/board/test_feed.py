@@ -64,15 +64,18 @@ class Listener(threading.Thread):
         ):
             assert response.status_code == 200
             self.connected.set()
-            for line in response.iter_lines():
-                if self.stop.is_set():
-                    return
-                if line.startswith("data: "):
-                    with self.changed:
-                        for change in json.loads(line[6:]):
-                            self.seen.add(change["id"])
-                            self.numbers.add(change["number"])
-                        self.changed.notify_all()
+            try:
+                for line in response.iter_lines():
+                    if self.stop.is_set():
+                        return
+                    if line.startswith("data: "):
+                        with self.changed:
+                            for change in json.loads(line[6:]):
+                                self.seen.add(change["id"])
+                                self.numbers.add(change["number"])
+                            self.changed.notify_all()
+            except httpx2.RemoteProtocolError:  # the board stopped, its stream cut short
+                return
 
     def wait_for(self, test: object) -> bool:
         with self.changed:

@@ -4,6 +4,7 @@ actions a person may take. Every read and write goes through the services the CL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -254,10 +255,12 @@ class Board:
         # A reconnecting client says what it saw last; a page, the newest event it was
         # drawn from. Either gets what it missed, once; then the shared feed.
         last_seen = request.headers.get("last-event-id") or request.query_params.get("after", "")
-        replay: list[Any] = []
-        if last_seen.isdigit():
-            replay = await asyncio.to_thread(board.changes, self.queue, int(last_seen))
         queue = self.feed.listen()
+        replay: list[Any] = []
+        if last_seen.isdigit():  # read once the feed knows where it starts: no gap between
+            with contextlib.suppress(TimeoutError):  # a feed that cannot read: replay anyway
+                await asyncio.wait_for(self.feed.started.wait(), KEEPALIVE)
+            replay = await asyncio.to_thread(board.changes, self.queue, int(last_seen))
 
         async def stream() -> AsyncIterator[str]:
             try:

@@ -33,12 +33,16 @@ class ChangeFeed:
         self._listeners: set[asyncio.Queue[list[BoardChange]]] = set()
         self._task: asyncio.Task[None] | None = None
         self.last = -1
+        # Set once ``last`` is known: from then on every newer event reaches the listeners.
+        self.started = asyncio.Event()
         self.queries = 0  # how many times the events table was asked (tests read it)
 
     def listen(self) -> asyncio.Queue[list[BoardChange]]:
         queue: asyncio.Queue[list[BoardChange]] = asyncio.Queue()
         self._listeners.add(queue)
         if self._task is None or self._task.done():
+            self.last = -1  # a fresh start: from now on, not from when it last stopped
+            self.started.clear()
             self._task = asyncio.get_running_loop().create_task(self._watch())
         return queue
 
@@ -60,6 +64,7 @@ class ChangeFeed:
         self.queries += 1
         if self.last < 0:  # the first look: only what happens from now on
             self.last = newest
+            self.started.set()
         while newest > self.last:
             batch = await asyncio.to_thread(self._changes, self.last)
             self.queries += 1
