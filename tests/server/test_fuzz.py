@@ -28,9 +28,10 @@ Json = Any
 
 # Characters the text rules are about, drawn often (plain st.text() seldom draws them): C0
 # and C1 controls (CSI U+009B, NEL U+0085), DEL, the Unicode line and paragraph separators,
-# and white space that trimming removes.
+# and white space that trimming removes. Lone surrogates are left out: no UTF-8 client can
+# send one, so they would fail in the test's own client, never reaching the server.
 AWKWARD = "\x00\x1b\x7f\x80\x85\x9b\x9f\u2028\u2029\t\n\r \u00a0\u3000\ufeff"
-CHARACTERS = st.one_of(st.characters(), st.sampled_from(AWKWARD))
+CHARACTERS = st.one_of(st.characters(codec="utf-8"), st.sampled_from(AWKWARD))
 # What no stored text holds, and what one-line text holds on top of that.
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 LINE_BREAK = re.compile(r"[\n\r\u2028\u2029]")
