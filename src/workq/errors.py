@@ -150,6 +150,16 @@ class NotHolder(Conflict):
     next_step = ("claim the issue first (", Step.CLAIM, "), or ask its holder to release it")
 
 
+class StaleClaim(Conflict):
+    """The claim this fencing token belongs to has ended: the issue was claimed again."""
+
+    code = "STALE_CLAIM"
+    next_step = (
+        "stop working on it: its newer holder owns it now; pick other work with ",
+        Step.READY,
+    )
+
+
 class OpenBlockers(Conflict):
     """The issue waits on issues that are not done."""
 

@@ -148,6 +148,9 @@ class ReadyFilter(_Model):
     labels: list[str] | None = Field(default=None, description="Issues must carry all of these")
 
 
+FENCE_DOC = "Pass as fence to complete/release/block/heartbeat: refused once stale"
+
+
 class Claim(_Model):
     """The result of a successful claim."""
 
@@ -156,6 +159,7 @@ class Claim(_Model):
     claimed_by: str
     claimed_at: datetime
     lease_expires_at: datetime
+    fence: int = Field(description=FENCE_DOC)
     previous_holder: str | None = Field(
         default=None, description="Set when an expired or forced claim was taken over"
     )
@@ -189,6 +193,7 @@ class ClaimedIssue(_Model):
     claimed_by: str
     claimed_at: datetime
     lease_expires_at: datetime
+    fence: int = Field(description=FENCE_DOC)
     previous_holder: str | None = Field(
         default=None, description="Set when an expired claim was taken over"
     )

@@ -16,7 +16,7 @@ from workq.db import migrate
 from workq.db.engine import Database
 from workq.db.models import Base
 from workq.errors import SchemaMismatch
-from workq.services import issues
+from workq.services import claims, issues
 from workq.services.runtime import open_database, open_queue
 
 
@@ -136,3 +136,37 @@ def test_a_database_behind_is_not_migrated_without_consent(settings: Settings) -
         assert migrate.ensure_schema(db, migrate=True).state == "current"
     finally:
         db.dispose()
+
+
+def test_fence_revision_gives_live_claims_a_token(settings: Settings) -> None:
+    db = open_database(settings)
+    try:
+        script = ScriptDirectory.from_config(migrate.alembic_config(db))
+        previous = script.get_revision("0006_wait_fence").down_revision
+        assert isinstance(previous, str)
+        migrate.upgrade(db, previous)
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        with db.engine.begin() as conn:
+            conn.execute(text(SEED), {"now": now})
+            conn.execute(text(SEED.replace("'a1', 1", "'a2', 2")), {"now": now})
+            conn.execute(
+                text(
+                    "UPDATE issues SET status = 'in_progress', claimed_by = 'run-a',"
+                    " claimed_at = :now, lease_expires_at = :now WHERE number = 2"
+                ),
+                {"now": now},
+            )
+        migrate.upgrade(db, "0006_wait_fence")
+        with db.engine.connect() as conn:
+            fences = conn.execute(text("SELECT number, fence FROM issues ORDER BY number"))
+            assert [tuple(r) for r in fences] == [(1, 0), (2, 1)]
+        migrate.upgrade(db)
+    finally:
+        db.dispose()
+    queue = open_queue(settings)
+    try:
+        # The claim from before the upgrade works without a token and with its token 1.
+        claims.heartbeat(queue, 2, {"run-a"}, fence=1)
+        assert claims.claim(queue, 1, "run-b").fence == 1
+    finally:
+        queue.db.dispose()

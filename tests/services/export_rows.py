@@ -55,6 +55,7 @@ def export_lines(
                     "created_at": STAMP,
                     "updated_at": STAMP,
                     "closed_at": None,
+                    "fence": 0,
                 }
             elif table == "labels":
                 yield {"issue_id": ident(n), "name": label}

@@ -26,6 +26,12 @@ RunId = Annotated[
     typer.Option("--run-id", help="Whom the claim is for (default: WORKQ_RUN_ID or --as)."),
 ]
 
+Fence = Annotated[
+    int | None,
+    typer.Option(
+        "--fence", min=1, help="The claim's fencing token: refused if it is no longer current."
+    ),
+]
 
 IgnorePlanMode = Annotated[
     bool,
@@ -108,7 +114,7 @@ def _claimed(claim: Claim | ClaimedIssue, json_: bool) -> None:
     took = f" (taken over from {claim.previous_holder})" if claim.previous_holder else ""
     output.line(
         f"Claimed issue #{claim.number}: {claim.title} for {claim.claimed_by}, "
-        f"lease until {output.when(claim.lease_expires_at)}{took}"
+        f"lease until {output.when(claim.lease_expires_at)}, fence {claim.fence}{took}"
     )
     if isinstance(claim, Claim):
         _waiting(claim)
@@ -155,10 +161,12 @@ def claim_next(
     _claimed(got, json_)
 
 
-def heartbeat(ctx: typer.Context, number: Number, run_id: RunId = None) -> None:
+def heartbeat(
+    ctx: typer.Context, number: Number, run_id: RunId = None, fence: Fence = None
+) -> None:
     """Extend the lease of a claim you hold."""
     s = state(ctx)
-    got = claims.heartbeat(s.queue(), number, {_run_id(s, run_id)})
+    got = claims.heartbeat(s.queue(), number, {_run_id(s, run_id)}, fence=fence)
     output.line(f"Lease of issue #{number} extended until {output.when(got.lease_expires_at)}")
     _waiting(got)
 
@@ -168,6 +176,7 @@ def complete(
     number: Number,
     run_id: RunId = None,
     force: Annotated[bool, typer.Option(help="Complete whoever holds it (admin).")] = False,
+    fence: Fence = None,
     ignore_plan_mode: IgnorePlanMode = False,
     json_: JsonFlag = False,
 ) -> None:
@@ -183,6 +192,7 @@ def complete(
             force=force,
             actor=s.actor,
             plan_runs=() if ignore_plan_mode else {me},
+            fence=fence,
         )
     except OpenBlockers as exc:
         exc.hint = "finish those first (the claim stays yours), or complete it anyway with --force"
@@ -203,13 +213,14 @@ def block(
     force: Annotated[
         bool, typer.Option(help="Block it even if someone else holds it (admin).")
     ] = False,
+    fence: Fence = None,
 ) -> None:
     """Block an issue with a reason: its claim is released and it leaves the queue. Another
     run's live claim is only overridden with --force (recorded in the history)."""
     s = state(ctx)
     holders = None if force else {_run_id(s, run_id)}
     try:
-        claims.block(s.queue(), number, reason, holders=holders, actor=s.actor)
+        claims.block(s.queue(), number, reason, holders=holders, actor=s.actor, fence=fence)
     except NotHolder as exc:
         exc.hint = "ask its holder, or block it anyway with --force (recorded in its history)"
         raise
@@ -229,11 +240,12 @@ def release(
     run_id: RunId = None,
     force: Annotated[bool, typer.Option(help="Release whoever holds it (admin).")] = False,
     reason: Annotated[str | None, typer.Option()] = None,
+    fence: Fence = None,
 ) -> None:
     """Give a claim up: the issue goes back to the queue."""
     s = state(ctx)
     holders = None if force else {_run_id(s, run_id)}
-    claims.release(s.queue(), number, holders, reason=reason, actor=s.actor)
+    claims.release(s.queue(), number, holders, reason=reason, actor=s.actor, fence=fence)
     output.line(f"Released issue #{number}")
 
 

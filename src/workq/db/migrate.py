@@ -25,6 +25,7 @@ REVISIONS: tuple[str, ...] = (
     "0003_pg_search",
     "0004_outbox",
     "0005_plans",
+    "0006_wait_fence",
 )
 HEAD = REVISIONS[-1]
 

@@ -62,3 +62,4 @@ class IssueRecord(NamedTuple):
     created_at: datetime
     updated_at: datetime
     closed_at: datetime | None
+    fence: int

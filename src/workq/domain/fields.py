@@ -147,6 +147,15 @@ def number(value: int, field: str = "number") -> int:
     return value
 
 
+def fence(value: int | None) -> int | None:
+    """A fencing token, when given: a positive integer."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**62:
+        raise InvalidInput("fence must be a positive integer (a claim's token)", field="fence")
+    return value
+
+
 def priority(value: str | Priority) -> Priority:
     if isinstance(value, Priority):
         return value

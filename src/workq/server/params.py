@@ -31,6 +31,8 @@ RunId = Annotated[
         description="Default: this server's run id",
     ),
 ]
+# A claim's fencing token (described once, on the claim's own ``fence`` field).
+Fence = Annotated[int | None, Field(strict=True, ge=1)]
 # The title's limit is checked once it is trimmed (workq.domain.fields), so the schema
 # cannot state it as a maxLength of the raw string.
 Title = Annotated[str, Field(min_length=1, description=f"One line, <= {TITLE_MAX} chars trimmed")]

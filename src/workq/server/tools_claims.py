@@ -9,6 +9,7 @@ from typing import Annotated
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from workq.errors import InvalidInput
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
     Claim,
@@ -18,7 +19,7 @@ from workq.schemas import (
     ReadyFilter,
 )
 from workq.server.outputs import Ready, Renewed, Waiting
-from workq.server.params import Agent, Labels, Number, Reason, RunId, Types
+from workq.server.params import Agent, Fence, Labels, Number, Reason, RunId, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
 from workq.server.results import ok, when, worded
@@ -122,7 +123,7 @@ def register_core(reg: Registry) -> None:
 
     @reg.tool(writes(idempotent=True))
     def issue_complete(
-        number: Number, run_id: RunId = None
+        number: Number, run_id: RunId = None, fence: Fence = None
     ) -> Annotated[CallToolResult, Completed]:
         """Mark a claimed issue done. Only its holder may (a run id this server claimed
         with, or run_id)."""
@@ -134,6 +135,7 @@ def register_core(reg: Registry) -> None:
                 number,
                 state.acting_as(run_id),
                 plan_runs={state.run_id} if run_id is None else {state.run_id, run_id},
+                fence=fence,
             )
         text = f"Completed issue #{number}"
         if done.unblocked:
@@ -142,7 +144,7 @@ def register_core(reg: Registry) -> None:
 
     @reg.tool(writes(idempotent=True))
     def issue_block(
-        number: Number, reason: Reason, run_id: RunId = None
+        number: Number, reason: Reason, run_id: RunId = None, fence: Fence = None
     ) -> Annotated[CallToolResult, IssueSummary]:
         """Block an issue with a reason: releases the claim and keeps it out of issue_ready
         until unblocked."""
@@ -155,6 +157,7 @@ def register_core(reg: Registry) -> None:
                 reason,
                 holders=state.acting_as(run_id),
                 actor=run_id or state.run_id,
+                fence=fence,
             )
         return ok(f"Blocked issue #{number}: {reason}", blocked.summary())
 
@@ -163,12 +166,15 @@ def register_core(reg: Registry) -> None:
         number: Number,
         reason: Reason | None = None,
         run_id: RunId = None,
+        fence: Fence = None,
     ) -> Annotated[CallToolResult, IssueSummary]:
         """Give up a claim without finishing: the issue goes back to the queue."""
         from workq.services import claims
 
         with worded(f"Could not release issue #{number}"):
-            released = claims.release(state.queue(), number, state.acting_as(run_id), reason=reason)
+            released = claims.release(
+                state.queue(), number, state.acting_as(run_id), reason=reason, fence=fence
+            )
         return ok(f"Released issue #{number}", released.summary())
 
     @reg.tool(writes(idempotent=True))
@@ -177,6 +183,7 @@ def register_core(reg: Registry) -> None:
             Number | None, Field(description="Default: every claim of this run")
         ] = None,
         run_id: RunId = None,
+        fence: Fence = None,
     ) -> Annotated[CallToolResult, Renewed]:
         """Extend the lease of a claim. This server renews its own claims while it runs;
         call this over HTTP or for a run id claimed elsewhere."""
@@ -185,7 +192,7 @@ def register_core(reg: Registry) -> None:
         q = state.queue()
         if number is not None:
             with worded(f"Could not renew the claim on issue #{number}"):
-                claim = claims.heartbeat(q, number, state.acting_as(run_id))
+                claim = claims.heartbeat(q, number, state.acting_as(run_id), fence=fence)
             text = f"Renewed claim on issue #{number} until {when(claim.lease_expires_at)}"
             text += _waiting(number, claim.waits_on)
             waiting = [Waiting(number=number, waits_on=claim.waits_on)] if claim.waits_on else []
@@ -193,6 +200,8 @@ def register_core(reg: Registry) -> None:
                 text,
                 Renewed(renewed=1, lease_expires_at=claim.lease_expires_at, waiting=waiting),
             )
+        if fence is not None:
+            raise InvalidInput("fence needs the number of its issue", field="fence")
         holders = state.acting_as(run_id)
         count = claims.renew_leases(q, holders)
         until = q.lease_until(q.now())

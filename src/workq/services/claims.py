@@ -49,6 +49,7 @@ from workq.errors import (
     NotClaimable,
     NotHolder,
     OpenBlockers,
+    StaleClaim,
     Step,
 )
 from workq.schemas import (
@@ -83,6 +84,7 @@ _READY_COLUMNS = (
     issues.c.claimed_by,
     issues.c.claimed_at,
     issues.c.open_blockers,
+    issues.c.fence,
 )
 
 
@@ -99,6 +101,7 @@ class ReadyRow(NamedTuple):
     claimed_by: str | None
     claimed_at: datetime | None
     open_blockers: int
+    fence: int
 
 
 _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
@@ -230,6 +233,7 @@ _take = Prepared(
         claimed_at=bindparam("now"),
         lease_expires_at=bindparam("until"),
         updated_at=bindparam("now"),
+        fence=issues.c.fence + 1,
     )
 )
 
@@ -271,6 +275,7 @@ def _take_claim(
         claimed_by=run_id,
         claimed_at=now,
         lease_expires_at=until,
+        fence=row.fence + 1,  # the row is locked by this transaction
         previous_holder=previous,
     )
 
@@ -294,8 +299,9 @@ def claim(
         row = load(conn, number, for_update=True)
         now = q.now()
         if row.claimed_by == run_id and row.status == IN_PROGRESS:
-            # The holder's own claim stays its own, whatever it has come to wait on.
-            return _renewal(q, conn, row, run_id, now)
+            # The holder's own claim stays its own, whatever it has come to wait on; once
+            # its lease has lapsed, under a new fencing token (the caller may be a restart).
+            return _renewal(q, conn, row, run_id, now, refence=_lapsed(row, now))
         _check_claimable(row, number)
         if row.claimed_by is not None and row.lease_expires_at and row.lease_expires_at > now:
             raise AlreadyClaimed(
@@ -313,17 +319,26 @@ def claim(
     return q.db.write(work)
 
 
-def _renewal(q: Queue, conn: Connection, row: Any, holder: str, now: datetime) -> Claim:
+def _lapsed(row: Any, now: datetime) -> bool:
+    return row.lease_expires_at is not None and row.lease_expires_at <= now
+
+
+def _renewal(
+    q: Queue, conn: Connection, row: Any, holder: str, now: datetime, *, refence: bool = False
+) -> Claim:
     """Renew ``holder``'s own claim on ``row``: a new lease, the same claim (no event, and
-    ``claimed_at`` kept), with what it now waits on."""
+    ``claimed_at`` kept), with what it now waits on. ``refence``: under a new fencing token
+    (its lease had lapsed: whoever held the old one must not act on it any more)."""
     until = q.lease_until(now)
-    _renew.count(conn, {"issue_id": row.id, "holder": holder, "until": until})
+    renew = _renew_refenced if refence else _renew
+    renew.count(conn, {"issue_id": row.id, "holder": holder, "until": until})
     return Claim(
         number=row.number,
         title=row.title,
         claimed_by=holder,
         claimed_at=row.claimed_at or now,
         lease_expires_at=until,
+        fence=row.fence + 1 if refence else row.fence,
         already_held=True,
         waits_on=blockers.waits_on(conn, row),
     )
@@ -398,7 +413,7 @@ def claim_next(
             if not rows:
                 return None
             if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
-                return _claimed(rows[0], _renewal(q, conn, rows[0], run_id, now))
+                return _claimed(rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True))
             taken = _take_claim(q, conn, rows[0], run_id, now)
             if taken is not None:
                 return _claimed(rows[0], taken)
@@ -427,6 +442,7 @@ class ChainRow(NamedTuple):
     created_at: datetime
     previous: str | None
     claimed_at: datetime
+    fence: int
 
 
 _PICK_COLUMNS = (
@@ -491,6 +507,8 @@ def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[Cha
             ),
             lease_expires_at=bindparam("until"),
             updated_at=bindparam("now"),
+            # Every claim the chain makes follows an open issue or a lapsed lease.
+            fence=issues.c.fence + _sql("1"),
         )
         .returning(
             issues.c.id,
@@ -504,6 +522,7 @@ def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[Cha
             chosen.c.claimed_by.label("previous"),
             chosen.c.status.label("previous_status"),
             issues.c.claimed_at,
+            issues.c.fence,
         )
         .cte("taken")
     )
@@ -559,6 +578,7 @@ def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[Cha
         taken.c.created_at,
         taken.c.previous,
         taken.c.claimed_at,
+        taken.c.fence,
     ).add_cte(*extra)
     cached = _chains[key] = Prepared(result, ChainRow)
     return cached
@@ -577,6 +597,7 @@ _SETTLED = (
         issues.c.agent,
         issues.c.created_at,
         issues.c.claimed_at,
+        issues.c.fence,
         events.c.before,
         events.c.id.label("event"),
     )
@@ -631,7 +652,7 @@ def _claim_next_alone(
         else:
             before = json.loads(row.before) if row.before else None
             previous = before.get("claimed_by") if before else None
-        chained = ChainRow(*row[:8], previous, row.claimed_at)
+        chained = ChainRow(*row[:8], previous, row.claimed_at, row.fence)
         return _claim_of(chained, run_id, sent["now"], sent["until"])
 
     claimed = q.db.write_alone(run, settle)
@@ -650,6 +671,7 @@ def _claim_of(row: ChainRow, run_id: str, now: datetime, until: datetime) -> Cla
             claimed_by=run_id,
             claimed_at=row.claimed_at,
             lease_expires_at=until,
+            fence=row.fence,
             already_held=True,
         )
         return _claimed(row, renewed)
@@ -659,6 +681,7 @@ def _claim_of(row: ChainRow, run_id: str, now: datetime, until: datetime) -> Cla
         claimed_by=run_id,
         claimed_at=now,
         lease_expires_at=until,
+        fence=row.fence,
         previous_holder=row.previous,
     )
     return _claimed(row, taken)
@@ -675,6 +698,7 @@ def _claimed(row: ReadyRow | ChainRow, taken: Claim) -> ClaimedIssue:
         claimed_by=taken.claimed_by,
         claimed_at=taken.claimed_at,
         lease_expires_at=taken.lease_expires_at,
+        fence=taken.fence,
         previous_holder=taken.previous_holder,
         already_held=taken.already_held,
     )
@@ -689,6 +713,39 @@ _renew = Prepared(
     )
     .values(lease_expires_at=bindparam("until"))
 )
+_renew_refenced = Prepared(
+    update(issues)
+    .where(
+        issues.c.id == bindparam("issue_id"),
+        issues.c.claimed_by == bindparam("holder"),
+        issues.c.status == IN_PROGRESS,
+    )
+    .values(lease_expires_at=bindparam("until"), fence=issues.c.fence + 1)
+)
+
+
+def _fenced(row: IssueRecord, fence: int | None, number: int) -> None:
+    """StaleClaim unless ``fence`` (when given) is the token of the issue's latest claim."""
+    if fence is None or fence == row.fence:
+        return
+    if fence > row.fence:
+        raise InvalidInput(
+            f"Issue #{number} has had no claim with fencing token {fence} "
+            f"(its latest is {row.fence})",
+            field="fence",
+        )
+    if row.claimed_by is not None:
+        newer = f"claim {row.fence}, held by {row.claimed_by}"
+    else:
+        newer = f"claim {row.fence}, since ended ({row.status})"
+    raise StaleClaim(
+        f"Issue #{number} was claimed again after your claim {fence}: {newer}",
+        number=number,
+        fence=fence,
+        latest_fence=row.fence,
+        holder=row.claimed_by,
+        status=row.status,
+    )
 
 
 def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action: str) -> str:
@@ -715,12 +772,16 @@ def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action
     return str(row.claimed_by)
 
 
-def heartbeat(q: Queue, number: int, holders: Collection[str]) -> Claim:
-    """Extend the lease of a claim the caller holds."""
+def heartbeat(
+    q: Queue, number: int, holders: Collection[str], *, fence: int | None = None
+) -> Claim:
+    """Extend the lease of a claim the caller holds (with ``fence``: that very claim)."""
     fields.number(number)
+    fields.fence(fence)
 
     def work(conn: Connection) -> Claim:
         row = load(conn, number, for_update=True)
+        _fenced(row, fence, number)
         return _renewal(q, conn, row, _held(row, holders, number, "heartbeat"), q.now())
 
     return q.db.write(work)
@@ -785,15 +846,18 @@ def complete(
     force: bool = False,
     actor: str | None = None,
     plan_runs: Collection[str] = (),
+    fence: int | None = None,
 ) -> Completed:
-    """Mark done. Only the holder may (``holders``), and only once every issue it waits on
-    is done, unless ``force``; done is idempotent. Refused while one of ``plan_runs`` is in
-    plan mode."""
+    """Mark done. Only the holder may (``holders``; with ``fence``, only that claim), and
+    only once every issue it waits on is done, unless ``force``; done is idempotent.
+    Refused while one of ``plan_runs`` is in plan mode."""
     fields.number(number)
+    fields.fence(fence)
 
     def work(conn: Connection) -> Completed:
         plans.refuse_while_planning(conn, plan_runs, "completing")
         row = load(conn, number, for_update=True)
+        _fenced(row, fence, number)
         if row.status == DONE:
             return Completed(number=number, title=row.title, already_done=True)
         holder = row.claimed_by if force else _held(row, holders, number, "complete")
@@ -840,17 +904,21 @@ def block(
     *,
     holders: Collection[str] | None = None,
     actor: str | None = None,
+    fence: int | None = None,
 ) -> Issue:
     """Record why, release any claim, keep it out of ready until unblocked.
 
     With ``holders`` given, an issue claimed by someone else (with a live lease) is refused;
-    without, that claim is overridden and the event records ``forced``.
+    without, that claim is overridden and the event records ``forced``. With ``fence``, a
+    claim other than that one is refused (StaleClaim).
     """
     fields.number(number)
+    fields.fence(fence)
     why = fields.reason(reason)
 
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)
+        _fenced(row, fence, number)
         now = q.now()
         if row.status == DONE:
             raise NotClaimable(f"Issue #{number} is done; nothing to block", number=number)
@@ -910,13 +978,17 @@ def release(
     *,
     reason: str | None = None,
     actor: str | None = None,
+    fence: int | None = None,
 ) -> Issue:
-    """Give the claim up: the issue goes back to the queue. ``holders=None`` is an admin."""
+    """Give the claim up: the issue goes back to the queue. ``holders=None`` is an admin.
+    With ``fence``, only that claim (StaleClaim otherwise)."""
     fields.number(number)
+    fields.fence(fence)
     why = fields.reason(reason) if reason else None
 
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)
+        _fenced(row, fence, number)
         holder = _held(row, holders, number, "release")
         now = q.now()
         clear_claim(conn, row.id, now=now)

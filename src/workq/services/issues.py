@@ -145,6 +145,7 @@ _insert = Prepared(
         created_at=bindparam("now"),
         updated_at=bindparam("now"),
         closed_at=bindparam("closed_at"),
+        fence=0,
     )
 )
 _insert_label = Prepared(

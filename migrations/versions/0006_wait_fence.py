@@ -1,0 +1,31 @@
+"""Fencing tokens: a number per issue that grows with every claim of it.
+
+Claims live at the upgrade get token 1, so every claim has one.
+
+Revision ID: 0006_wait_fence
+Revises: 0005_plans
+Create Date: 2026-11-23
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0006_wait_fence"
+down_revision = "0005_plans"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    # A plain ADD COLUMN: a batch (copy and move) would drop the search triggers on SQLite.
+    op.add_column(
+        "issues",
+        sa.Column("fence", sa.Integer(), server_default=sa.text("0"), nullable=False),
+    )
+    op.execute("UPDATE issues SET fence = 1 WHERE claimed_by IS NOT NULL")
+
+
+def downgrade() -> None:
+    op.drop_column("issues", "fence")
