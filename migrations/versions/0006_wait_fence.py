@@ -1,4 +1,5 @@
-"""Fencing tokens: a number per issue that grows with every claim of it.
+"""Fencing tokens: a number per issue that grows with every claim of it. On PostgreSQL,
+a NOTIFY on channel workq_changes at each commit that wrote events (waiting calls listen).
 
 Claims live at the upgrade get token 1, so every claim has one.
 
@@ -25,7 +26,19 @@ def upgrade() -> None:
         sa.Column("fence", sa.Integer(), server_default=sa.text("0"), nullable=False),
     )
     op.execute("UPDATE issues SET fence = 1 WHERE claimed_by IS NOT NULL")
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(
+            "CREATE FUNCTION workq_notify_changes() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_notify('workq_changes', ''); RETURN NULL; END $$"
+        )
+        op.execute(
+            "CREATE TRIGGER events_notify_changes AFTER INSERT ON events "
+            "FOR EACH STATEMENT EXECUTE FUNCTION workq_notify_changes()"
+        )
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER events_notify_changes ON events")
+        op.execute("DROP FUNCTION workq_notify_changes()")
     op.drop_column("issues", "fence")

@@ -21,9 +21,10 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.pool import NullPool, Pool, QueuePool
+from sqlalchemy.pool import NullPool, Pool, PoolProxiedConnection, QueuePool
 
 from workq.db import dialect
+from workq.db.changes import ChangeFeed
 from workq.db.failures import explain_sqlite, translate
 from workq.db.files import check_sqlite_path
 from workq.errors import Busy, ConnectionLost, StorageError, WorkqError
@@ -77,6 +78,14 @@ class Database:
                 pool_timeout_s=pool_timeout_s,
                 connect_timeout_s=connect_timeout_s,
             )
+
+        self.changes = ChangeFeed(self)
+
+    def own_connection(self) -> PoolProxiedConnection:
+        """A driver connection of its own, outside every pool (close it when done)."""
+        raw = (self._read_engine or self.engine).raw_connection()
+        raw.detach()
+        return raw
 
     @property
     def is_sqlite(self) -> bool:
@@ -212,7 +221,9 @@ class Database:
         lost = False
         while True:
             try:
-                return self._write_once(work)
+                result = self._write_once(work)
+                self.changes.poke()
+                return result
             except ConnectionLost as error:
                 if error.facts.get("applied") == "unknown":
                     raise
@@ -247,7 +258,9 @@ class Database:
                 with self.engine.connect() as conn:
                     served = dialect.backend(conn)
                     with dialect.autocommit(conn):
-                        return run(conn)
+                        result = run(conn)
+                self.changes.poke()
+                return result
             except DRIVER_ERRORS as exc:
                 error = self._translate(exc)
                 if isinstance(error, Busy):

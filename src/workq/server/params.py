@@ -31,6 +31,9 @@ RunId = Annotated[
         description="Default: this server's run id",
     ),
 ]
+WaitSeconds = Annotated[
+    int, Field(strict=True, ge=0, le=300, description="While none is ready, wait up to this")
+]
 # A claim's fencing token (described once, on the claim's own ``fence`` field).
 Fence = Annotated[int | None, Field(strict=True, ge=1)]
 # The title's limit is checked once it is trimmed (workq.domain.fields), so the schema

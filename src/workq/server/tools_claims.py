@@ -13,16 +13,27 @@ from workq.errors import InvalidInput
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
     Claim,
+    ClaimedIssue,
     ClaimedNext,
     Completed,
     IssueSummary,
     ReadyFilter,
 )
 from workq.server.outputs import Ready, Renewed, Waiting
-from workq.server.params import Agent, Fence, Labels, Number, Reason, RunId, Types
+from workq.server.params import (
+    Agent,
+    Fence,
+    Labels,
+    Number,
+    Reason,
+    RunId,
+    Types,
+    WaitSeconds,
+)
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
 from workq.server.results import ok, when, worded
+from workq.server.waits import until_found
 
 NOTHING_READY = "No ready issues available"
 
@@ -62,17 +73,21 @@ def register_core(reg: Registry) -> None:
     state = reg.state
 
     @reg.tool(READ_ONLY)
-    def issue_ready(
+    async def issue_ready(
         agent: Agent | None = None,
         include_types: Types | None = None,
         exclude_types: Types | None = None,
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
+        wait_seconds: WaitSeconds = 0,
     ) -> Annotated[CallToolResult, Ready]:
         """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
         Does not claim it (issue_claim or issue_claim_next does)."""
         from workq.services import claims
 
-        found = claims.ready(state.queue(), _filter(agent, include_types, exclude_types, labels))
+        wanted = _filter(agent, include_types, exclude_types, labels)
+        found = await until_found(
+            state, lambda: claims.ready(state.queue(), wanted) or None, wait_seconds
+        )
         if not found:
             return ok(NOTHING_READY, Ready(issue=None))
         return ok(ready_text(found[0]), Ready(issue=found[0]))
@@ -91,25 +106,26 @@ def register_core(reg: Registry) -> None:
         return ok(f"Claimed issue #{number}" + _waiting(number, claim.waits_on), claim)
 
     @reg.tool(writes(idempotent=False))
-    def issue_claim_next(
+    async def issue_claim_next(
         run_id: RunId = None,
         agent: Agent | None = None,
         include_types: Types | None = None,
         exclude_types: Types | None = None,
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
+        wait_seconds: WaitSeconds = 0,
     ) -> Annotated[CallToolResult, ClaimedNext]:
         """Claim the next ready issue in one step (no race with other agents) and return
         it with its description."""
         from workq.services import claims
 
         holder = run_id or state.run_id
+        wanted = _filter(agent, include_types, exclude_types, labels)
+
+        def attempt() -> ClaimedIssue | None:
+            return claims.claim_next(state.queue(), holder, wanted, plan_runs={state.run_id})
+
         with worded("Could not claim the next issue"):
-            issue = claims.claim_next(
-                state.queue(),
-                holder,
-                _filter(agent, include_types, exclude_types, labels),
-                plan_runs={state.run_id},
-            )
+            issue = await until_found(state, attempt, wait_seconds)
         if issue is None:
             return ok(NOTHING_READY, ClaimedNext(issue=None))
         state.claimed_with(holder)

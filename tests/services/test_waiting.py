@@ -1,0 +1,119 @@
+"""Waiting for work: waiters sleep on an empty queue, a change wakes every one of them, and
+claim_next still hands each issue to exactly one; a wait ends at its bound."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from workq.config import Settings
+from workq.errors import InvalidInput
+from workq.schemas import ClaimedIssue
+from workq.services import claims, dependencies, issues, waiting
+from workq.services.context import Queue
+
+WAITERS = 4
+LONG = 120  # never reached: each waiter is woken by a change
+
+
+class Waiters:
+    """``count`` threads, each in ``until_found(claim_next)``; counts their attempts."""
+
+    def __init__(self, queue: Queue, count: int) -> None:
+        self.queue = queue
+        self.attempts: Counter[int] = Counter()
+        self.got: dict[int, ClaimedIssue | None] = {}
+        self.threads = [
+            threading.Thread(target=self._wait, args=(i,), daemon=True) for i in range(count)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _wait(self, i: int) -> None:
+        def attempt() -> ClaimedIssue | None:
+            self.attempts[i] += 1
+            return claims.claim_next(self.queue, f"waiter-{i}")
+
+        self.got[i] = waiting.until_found(self.queue, attempt, LONG)
+
+    def settle(self, check: Callable[[], bool]) -> None:
+        """Until ``check()`` holds (what the test waits for; the bound only ends a hang)."""
+        deadline = time.monotonic() + LONG
+        while not check():
+            assert time.monotonic() < deadline, "the waiters never got there"
+            time.sleep(0.01)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=LONG)
+            assert not thread.is_alive()
+
+
+def test_one_new_issue_wakes_every_waiter_and_one_claims_it(queue: Queue) -> None:
+    group = Waiters(queue, WAITERS)
+    group.settle(lambda: len(group.attempts) == WAITERS)
+    before = dict(group.attempts)
+    issues.create(queue, title="the only one")
+    group.settle(lambda: len(group.got) == 1)
+    # Every waiter tried again after the change (all woke), and only one got it.
+    group.settle(lambda: all(group.attempts[i] > before[i] for i in range(WAITERS)))
+    assert [g.number for g in group.got.values() if g is not None] == [1]
+    for n in range(WAITERS - 1):
+        issues.create(queue, title=f"more {n}")
+    group.join()
+    numbers = sorted(g.number for g in group.got.values() if g is not None)
+    assert numbers == list(range(1, WAITERS + 1))  # each issue to exactly one
+
+
+def test_a_completed_blocker_wakes_a_waiter(queue: Queue) -> None:
+    issues.create(queue, title="blocker")
+    issues.create(queue, title="waits")
+    dependencies.depend(queue, blocker=1, blocked=2)
+    claims.claim(queue, 1, "worker")
+    group = Waiters(queue, 1)
+    group.settle(lambda: group.attempts[0] >= 1)
+    claims.complete(queue, 1, {"worker"})
+    group.join()
+    got = group.got[0]
+    assert got is not None and got.number == 2
+
+
+def test_a_wait_returns_nothing_at_its_bound(queue: Queue) -> None:
+    assert waiting.until_found(queue, lambda: claims.claim_next(queue, "w"), 1) is None
+    assert waiting.until_found(queue, lambda: claims.ready(queue) or None, 0) is None
+
+
+@pytest.mark.parametrize("bad", [-1, 301, True])
+def test_a_wait_out_of_bounds_is_refused(queue: Queue, bad: int) -> None:
+    with pytest.raises(InvalidInput, match="wait_seconds"):
+        waiting.until_found(queue, lambda: None, bad)
+
+
+def test_a_change_by_another_process_wakes_a_waiter(queue: Queue, settings: Settings) -> None:
+    """No in-process signal here: the poller (SQLite) or LISTEN (PostgreSQL) must see it."""
+    group = Waiters(queue, 2)
+    group.settle(lambda: len(group.attempts) == 2)
+    where = (
+        ["--db", str(settings.db_path)]
+        if settings.database_url is None
+        else ["--database-url", settings.database_url]
+    )
+    workq = str(Path(sys.executable).with_name("workq"))
+    for title in ("from afar", "and another"):
+        subprocess.run(
+            [workq, *where, "create", title],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "WORKQ_ACTOR": "tester"},
+        )
+    group.join()
+    assert sorted(g.number for g in group.got.values() if g is not None) == [1, 2]
