@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -17,7 +18,7 @@ from workq.schemas import (
     IssueType,
     ReadyFilter,
 )
-from workq.services import claims, reports
+from workq.services import claims, reports, waiting
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
@@ -30,6 +31,17 @@ Fence = Annotated[
     int | None,
     typer.Option(
         "--fence", min=1, help="The claim's fencing token: refused if it is no longer current."
+    ),
+]
+
+Wait = Annotated[
+    int,
+    typer.Option(
+        "--wait",
+        min=0,
+        max=waiting.WAIT_MAX,
+        metavar="SECONDS",
+        help="While nothing is ready, wait up to this long for something to become ready.",
     ),
 ]
 
@@ -73,10 +85,13 @@ def ready(
     exclude: Exclude = None,
     label: Label = None,
     limit: Annotated[int, typer.Option(min=1, max=200)] = 10,
+    wait: Wait = 0,
     json_: JsonFlag = False,
 ) -> None:
     """Show the issues that would be claimed next, in order."""
-    found = claims.ready(state(ctx).queue(), _filter(agent, include, exclude, label), limit=limit)
+    q, wanted = state(ctx).queue(), _filter(agent, include, exclude, label)
+    found = waiting.until_found(q, lambda: claims.ready(q, wanted, limit=limit) or None, wait)
+    found = found or []
     if json_:
         output.emit_json(found)
     elif not found:
@@ -140,17 +155,19 @@ def claim_next(
     include: Include = None,
     exclude: Exclude = None,
     label: Label = None,
+    wait: Wait = 0,
     ignore_plan_mode: IgnorePlanMode = False,
     json_: JsonFlag = False,
 ) -> None:
-    """Claim the first ready issue, atomically. Exit status 2 when nothing is ready.
+    """Claim the first ready issue, atomically. Exit status 2 when nothing is ready (with
+    --wait: when nothing became ready in time).
     --json prints what the issue_claim_next tool returns: {"issue": ...}."""
     s = state(ctx)
-    got = claims.claim_next(
-        s.queue(),
-        _run_id(s, run_id),
-        _filter(agent, include, exclude, label),
-        ignore_plan_mode=ignore_plan_mode,
+    q, me, wanted = s.queue(), _run_id(s, run_id), _filter(agent, include, exclude, label)
+    got = waiting.until_found(
+        q,
+        lambda: claims.claim_next(q, me, wanted, ignore_plan_mode=ignore_plan_mode),
+        wait,
     )
     if got is None:
         if json_:
@@ -317,6 +334,38 @@ def stats(ctx: typer.Context, json_: JsonFlag = False) -> None:
     )
 
 
+WATCH_BATCH = 100
+
+
+def watch(
+    ctx: typer.Context,
+    count: Annotated[
+        int | None, typer.Option("--count", min=1, help="Stop after this many changes.")
+    ] = None,
+    since: Annotated[
+        int | None, typer.Option(min=0, help="Start after this event id (default: now).")
+    ] = None,
+) -> None:
+    """Print a line per change to the queue as it happens (Ctrl-C to stop)."""
+    q = state(ctx).queue()
+    last = waiting.latest_event(q) if since is None else since
+    shown = 0
+    with waiting.Waiter(q, waiting.WAIT_MAX) as feed:
+        while count is None or shown < count:
+            seen = feed.mark()
+            batch = waiting.events_after(q, last, limit=WATCH_BATCH)
+            for event in batch:
+                last = event.id
+                by = f" by {event.actor}" if event.actor else ""
+                output.line(f"{output.when(event.created_at)}  #{event.number} {event.kind}{by}")
+                shown += 1
+                if count is not None and shown >= count:
+                    return
+            sys.stdout.flush()
+            if len(batch) < WATCH_BATCH:
+                feed.sleep(seen, waiting.LEASE_RECHECK_SECONDS)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(ready)
     app.command()(claim)
@@ -329,3 +378,4 @@ def register(app: typer.Typer) -> None:
     app.command("force-claim")(force_claim)
     app.command()(backlog)
     app.command()(stats)
+    app.command()(watch)

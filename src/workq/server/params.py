@@ -32,10 +32,11 @@ RunId = Annotated[
     ),
 ]
 WaitSeconds = Annotated[
-    int, Field(strict=True, ge=0, le=300, description="While none is ready, wait up to this")
+    int | None, Field(strict=True, ge=0, le=300, description="Wait while none is ready")
 ]
-# A claim's fencing token (described once, on the claim's own ``fence`` field).
-Fence = Annotated[int | None, Field(strict=True, ge=1)]
+# A claim's fencing token (described once, on the claim's own ``fence`` field; its bounds
+# are the service's to check, to keep four schemas small).
+Fence = Annotated[int | None, Field(strict=True)]
 # The title's limit is checked once it is trimmed (workq.domain.fields), so the schema
 # cannot state it as a maxLength of the raw string.
 Title = Annotated[str, Field(min_length=1, description=f"One line, <= {TITLE_MAX} chars trimmed")]

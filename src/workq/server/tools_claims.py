@@ -78,7 +78,7 @@ def register_core(reg: Registry) -> None:
         include_types: Types | None = None,
         exclude_types: Types | None = None,
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
-        wait_seconds: WaitSeconds = 0,
+        wait_seconds: WaitSeconds = None,
     ) -> Annotated[CallToolResult, Ready]:
         """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
         Does not claim it (issue_claim or issue_claim_next does)."""
@@ -86,7 +86,7 @@ def register_core(reg: Registry) -> None:
 
         wanted = _filter(agent, include_types, exclude_types, labels)
         found = await until_found(
-            state, lambda: claims.ready(state.queue(), wanted) or None, wait_seconds
+            state, lambda: claims.ready(state.queue(), wanted) or None, wait_seconds or 0
         )
         if not found:
             return ok(NOTHING_READY, Ready(issue=None))
@@ -112,7 +112,7 @@ def register_core(reg: Registry) -> None:
         include_types: Types | None = None,
         exclude_types: Types | None = None,
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
-        wait_seconds: WaitSeconds = 0,
+        wait_seconds: WaitSeconds = None,
     ) -> Annotated[CallToolResult, ClaimedNext]:
         """Claim the next ready issue in one step (no race with other agents) and return
         it with its description."""
@@ -125,7 +125,7 @@ def register_core(reg: Registry) -> None:
             return claims.claim_next(state.queue(), holder, wanted, plan_runs={state.run_id})
 
         with worded("Could not claim the next issue"):
-            issue = await until_found(state, attempt, wait_seconds)
+            issue = await until_found(state, attempt, wait_seconds or 0)
         if issue is None:
             return ok(NOTHING_READY, ClaimedNext(issue=None))
         state.claimed_with(holder)
