@@ -32,8 +32,11 @@ def upgrade() -> None:
             "$$ BEGIN PERFORM pg_notify('workq_changes', ''); RETURN NULL; END $$"
         )
         op.execute(
+            # Per row: a statement that inserted no event (a claim attempt that found
+            # nothing) must not wake anyone. PostgreSQL folds the notifications of one
+            # transaction into one.
             "CREATE TRIGGER events_notify_changes AFTER INSERT ON events "
-            "FOR EACH STATEMENT EXECUTE FUNCTION workq_notify_changes()"
+            "FOR EACH ROW EXECUTE FUNCTION workq_notify_changes()"
         )
 
 

@@ -117,3 +117,18 @@ def test_a_change_by_another_process_wakes_a_waiter(queue: Queue, settings: Sett
         )
     group.join()
     assert sorted(g.number for g in group.got.values() if g is not None) == [1, 2]
+
+
+def test_a_lapsing_lease_wakes_a_waiter(db_path: Path) -> None:
+    """No event marks a lease lapsing: the waiter wakes for its time (real clock, the
+    shortest lease the settings allow)."""
+    from workq.services.runtime import open_queue
+
+    queue = open_queue(Settings(db_path=db_path, lease_seconds=5), migrate=True)
+    try:
+        issues.create(queue, title="held by a dead agent")
+        claims.claim(queue, 1, "dead")
+        got = waiting.until_found(queue, lambda: claims.claim_next(queue, "alive"), LONG)
+        assert got is not None and got.previous_holder == "dead" and got.fence == 2
+    finally:
+        queue.db.dispose()

@@ -6,11 +6,12 @@ unblocked, released ...), so "the events table grew" is the signal:
 
 - SQLite: one thread polls ``max(events.id)`` (an index lookup) every ``POLL_SECONDS``
   while anyone waits, in an autocommit read that holds no lock between polls.
-- PostgreSQL: one connection LISTENs on ``CHANNEL``; a statement trigger on ``events``
+- PostgreSQL: one connection LISTENs on ``CHANNEL``; a row trigger on ``events``
   (revision 0006_wait_fence) NOTIFYs at each commit that wrote events.
 
-Writes of this process also move the counter at once (``poke``). The thread runs only
-while somebody watches; it stops by itself after the last one left.
+The thread runs only while somebody watches; it stops by itself after the last one left.
+(Writes of this process are seen the same way: a write that found nothing to do, such as
+a waiter's own fruitless claim attempt, must not wake the other waiters.)
 """
 
 from __future__ import annotations
@@ -52,13 +53,6 @@ class ChangeFeed:
     def version(self) -> int:
         with self._cond:
             return self._version
-
-    def poke(self) -> None:
-        """Something changed (a write of this process committed)."""
-        with self._cond:
-            if self._watchers:
-                self._version += 1
-                self._cond.notify_all()
 
     def wait_past(self, seen: int, timeout: float) -> bool:
         """Sleep until the counter passes ``seen`` or ``timeout`` seconds went by; whether
@@ -115,7 +109,7 @@ class ChangeFeed:
     def _poll(self, stop: threading.Event, started: threading.Event) -> None:
         raw = self._db.own_connection()
         try:
-            sqlite: Any = raw.driver_connection  # autocommit: no transaction between polls
+            sqlite: Any = raw.dbapi_connection  # autocommit: no transaction between polls
             last = sqlite.execute(LATEST).fetchone()[0]
             started.set()
             while not stop.wait(POLL_SECONDS):
@@ -129,7 +123,7 @@ class ChangeFeed:
     def _listen(self, stop: threading.Event, started: threading.Event) -> None:
         raw = self._db.own_connection()
         try:
-            pg: Any = raw.driver_connection
+            pg: Any = raw.dbapi_connection
             pg.rollback()
             pg.autocommit = True
             pg.execute(f"LISTEN {CHANNEL}")

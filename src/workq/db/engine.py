@@ -221,9 +221,7 @@ class Database:
         lost = False
         while True:
             try:
-                result = self._write_once(work)
-                self.changes.poke()
-                return result
+                return self._write_once(work)
             except ConnectionLost as error:
                 if error.facts.get("applied") == "unknown":
                     raise
@@ -258,9 +256,7 @@ class Database:
                 with self.engine.connect() as conn:
                     served = dialect.backend(conn)
                     with dialect.autocommit(conn):
-                        result = run(conn)
-                self.changes.poke()
-                return result
+                        return run(conn)
             except DRIVER_ERRORS as exc:
                 error = self._translate(exc)
                 if isinstance(error, Busy):
