@@ -25,12 +25,14 @@ LONG = 120  # never reached: each waiter is woken by a change
 
 
 class Waiters:
-    """``count`` threads, each in ``until_found(claim_next)``; counts their attempts."""
+    """``count`` threads, each in ``until_found(claim_next)``; counts their finished
+    attempts."""
 
     def __init__(self, queue: Queue, count: int) -> None:
         self.queue = queue
         self.attempts: Counter[int] = Counter()
         self.got: dict[int, ClaimedIssue | None] = {}
+        self.failed: list[BaseException] = []
         self.threads = [
             threading.Thread(target=self._wait, args=(i,), daemon=True) for i in range(count)
         ]
@@ -39,16 +41,25 @@ class Waiters:
 
     def _wait(self, i: int) -> None:
         def attempt() -> ClaimedIssue | None:
-            self.attempts[i] += 1
-            return claims.claim_next(self.queue, f"waiter-{i}")
+            got = claims.claim_next(self.queue, f"waiter-{i}")
+            self.attempts[i] += 1  # counted once done: a waiter with a count is asleep or
+            return got  # about to be, and tries again only when woken
 
-        self.got[i] = waiting.until_found(self.queue, attempt, LONG)
+        try:
+            self.got[i] = waiting.until_found(self.queue, attempt, LONG)
+        except BaseException as exc:
+            self.failed.append(exc)
+            raise
 
     def settle(self, check: Callable[[], bool]) -> None:
         """Until ``check()`` holds (what the test waits for; the bound only ends a hang)."""
         deadline = time.monotonic() + LONG
         while not check():
-            assert time.monotonic() < deadline, "the waiters never got there"
+            assert not self.failed, self.failed
+            assert time.monotonic() < deadline, (
+                f"the waiters never got there: attempts {dict(self.attempts)}, "
+                f"got {self.got}, feed at {self.queue.db.changes.version()}"
+            )
             time.sleep(0.01)
 
     def join(self) -> None:
@@ -65,6 +76,7 @@ def test_one_new_issue_wakes_every_waiter_and_one_claims_it(queue: Queue) -> Non
     group.settle(lambda: len(group.got) == 1)
     # Every waiter tried again after the change (all woke), and only one got it.
     group.settle(lambda: all(group.attempts[i] > before[i] for i in range(WAITERS)))
+    assert sum(1 for g in group.got.values() if g is not None) == 1
     assert [g.number for g in group.got.values() if g is not None] == [1]
     for n in range(WAITERS - 1):
         issues.create(queue, title=f"more {n}")

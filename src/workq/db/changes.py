@@ -47,6 +47,7 @@ class ChangeFeed:
         self._version = 0
         self._watchers = 0
         self._stop: threading.Event | None = None
+        self._started = threading.Event()
 
     # -- the counter -------------------------------------------------------------------
 
@@ -67,20 +68,19 @@ class ChangeFeed:
         """While inside, the counter follows the database. The source is listening (or has
         read its starting point) before this returns, so a change committed after it is
         never missed."""
-        started: threading.Event | None = None
         with self._cond:
             self._watchers += 1
             if self._stop is None:
                 self._stop = threading.Event()
-                started = threading.Event()
+                self._started = threading.Event()
                 threading.Thread(
                     target=self._follow,
-                    args=(self._stop, started),
+                    args=(self._stop, self._started),
                     name="workq-changes",
                     daemon=True,
                 ).start()
-        if started is not None:
-            started.wait(START_TIMEOUT_SECONDS)
+            started = self._started
+        started.wait(START_TIMEOUT_SECONDS)
         try:
             yield self
         finally:
