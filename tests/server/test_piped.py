@@ -244,3 +244,20 @@ def test_the_catalog_knows_every_tool_of_every_toolset(tmp_path: Path) -> None:
     register(catalog, list(TOOLSETS))
     assert catalog.toolset_of == full.toolset_of
     assert catalog.tools == {}
+
+
+def test_end_of_input_ends_a_waiting_call_and_it_claims_nothing(db: Path) -> None:
+    """A piped client that asked to wait and left: the server answers that call at once
+    (nothing ready) and exits, rather than waiting out its 300 s and claiming an issue
+    for nobody."""
+    answers, done = pipe(
+        db,
+        request(1, "initialize", INITIALIZE),
+        INITIALIZED,
+        call(2, "issue_claim_next", wait_seconds=300),
+        call(3, "issue_list"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert not answers[2]["result"].get("isError")
+    assert answers[2]["result"]["structuredContent"] == {"issue": None}
+    assert not answers[3]["result"].get("isError")

@@ -48,6 +48,7 @@ class ServerState:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._opener: threading.Thread | None = None
+        self._waits_ended = threading.Event()
 
     # -- identity ---------------------------------------------------------------------
 
@@ -64,6 +65,15 @@ class ServerState:
     def acting_as(self, run_id: str | None) -> frozenset[str]:
         """The holders a call acts as: the run id it names, else every one of this process."""
         return frozenset((run_id,)) if run_id else self.holders()
+
+    # -- waiting calls ----------------------------------------------------------------
+
+    def end_waits(self) -> None:
+        """The client has gone (end of input): calls waiting for work stop waiting."""
+        self._waits_ended.set()
+
+    def waits_ended(self) -> bool:
+        return self._waits_ended.is_set()
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -2,13 +2,16 @@
 
 - Every ``initialize`` read gets its missing required fields filled (``handshake.py``).
 - End of input ends the connection only once every request already read has been
-  answered. The SDK's loop cancels the calls still running when stdin closes, so
+  answered; calls waiting for work (``wait_seconds``) are told to stop waiting first, so
+  they neither hold up the exit nor claim an issue for a client that has gone. The
+  SDK's loop cancels the calls still running when stdin closes, so
   ``printf '...' | workq serve`` used to lose the answers of writes that were applied.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -60,9 +63,15 @@ class Unanswered:
 class _Reader:
     """The read side: notes each request, completes ``initialize``, delays end of input."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], pending: Unanswered):
+    def __init__(
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        pending: Unanswered,
+        on_end: Callable[[], None] = lambda: None,
+    ):
         self._inner = inner
         self._pending = pending
+        self._on_end = on_end
 
     @property
     def last_context(self) -> Any:
@@ -73,6 +82,7 @@ class _Reader:
         try:
             item = await self._inner.receive()
         except anyio.EndOfStream:
+            self._on_end()
             await self._pending.wait_until_none()
             raise
         return self._note(item)
@@ -149,16 +159,19 @@ class _Writer:
 
 
 def wrap(
-    read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]
+    read: ReadStream[SessionMessage | Exception],
+    write: WriteStream[SessionMessage],
+    on_end: Callable[[], None] = lambda: None,
 ) -> tuple[_Reader, _Writer]:
     pending = Unanswered()
-    return _Reader(read, pending), _Writer(write, pending)
+    return _Reader(read, pending, on_end), _Writer(write, pending)
 
 
 async def serve(server: MCPServer[Any]) -> None:
     """Serve ``server`` (an ``MCPServer``) over this process's stdin and stdout."""
     async with stdio_server() as (read, write):
-        reader, writer = wrap(read, write)
+        state = getattr(server, "state", None)
+        reader, writer = wrap(read, write, state.end_waits if state is not None else lambda: None)
         # The SDK's own stdio runner, with the streams wrapped (MCPServer.run_stdio_async
         # offers no way to pass streams).
         lowlevel = server._lowlevel_server

@@ -41,7 +41,7 @@ async def until_found(
     waiter = Waiter(queue, wait_seconds)
     await anyio.to_thread.run_sync(waiter.__enter__)
     try:
-        while True:
+        while not state.waits_ended():
             seen = waiter.mark()
             found = await anyio.to_thread.run_sync(attempt)
             if found is not None:
@@ -51,7 +51,7 @@ async def until_found(
                 return None
             let_others_go()
             end = time.monotonic() + pause
-            while (left := end - time.monotonic()) > 0:
+            while (left := end - time.monotonic()) > 0 and not state.waits_ended():
                 changed = await anyio.to_thread.run_sync(
                     waiter.sleep,
                     seen,
@@ -61,5 +61,6 @@ async def until_found(
                 )
                 if changed:
                     break
+        return None
     finally:
         waiter.__exit__(None, None, None)
