@@ -44,6 +44,27 @@ def test_one_poll_serves_every_listener(q: Queue) -> None:
     asyncio.run(scenario())
 
 
+def test_with_the_database_signal_an_idle_feed_does_not_ask(q: Queue) -> None:
+    async def scenario() -> None:
+        feed = ChangeFeed(
+            lambda: board.last_change(q),
+            lambda after: board.changes(q, after),
+            signal=q.db.changes,
+            tick=0.01,  # the timer a feed without a signal would poll on
+        )
+        listener = feed.listen()
+        await asyncio.wait_for(feed.started.wait(), WAIT)
+        asked = feed.queries
+        await asyncio.sleep(0.5)  # fifty ticks with nothing written
+        assert feed.queries == asked
+        await asyncio.to_thread(issues.create, q, title="wakes the feed")
+        batch = await asyncio.wait_for(listener.get(), WAIT)
+        assert [(c.number, c.kind) for c in batch] == [(1, "created")]
+        await feed.stop()
+
+    asyncio.run(scenario())
+
+
 class Listener(threading.Thread):
     """An SSE client of the board: every event id it was told about."""
 

@@ -99,7 +99,9 @@ class Board:
         self.env.filters["stamp"] = _stamp
         self.env.filters["tojson_attr"] = lambda v: json.dumps(v)
         self.feed = ChangeFeed(
-            lambda: board.last_change(queue), lambda after: board.changes(queue, after)
+            lambda: board.last_change(queue),
+            lambda after: board.changes(queue, after),
+            signal=queue.db.changes,
         )
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
