@@ -280,3 +280,17 @@ class GitMissing(GitFailed):
 
     code = "GIT_UNAVAILABLE"
     hint = "install git 2.38 or newer and make sure it is on PATH"
+
+
+class NoIssuesAvailable(WorkqError):
+    """No issues match the criteria."""
+
+    code = "NO_ISSUES_AVAILABLE"
+    hint = "create one, or widen includeTypes/excludeTypes"
+
+
+class AllIssuesLocked(Conflict):
+    """All matching issues are locked by other sessions."""
+
+    code = "ALL_ISSUES_LOCKED"
+    hint = "wait for a lock to be released, or take one over with force_claim"

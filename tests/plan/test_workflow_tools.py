@@ -28,7 +28,7 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
             await call_ok(a, "issue_create", title="Fix the login page", issue_type="bug")
             none = await call_ok(a, "get_workflow_status")
             assert text(none) == "This session holds no claimed issues"
-            assert none.structured_content == {"workflows": []}
+            assert none.structured_content == {"success": True, "workflows": []}
             refused = await call_error(a, "advance_workflow", targetPhase="research")
             assert error_of(refused)["code"] == "NOT_HOLDER"
             assert "No issue is locked by this session" in text(refused)

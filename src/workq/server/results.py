@@ -66,8 +66,18 @@ def failure(error: WorkqError, prefix: str | None = None) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         is_error=True,
-        _meta={ERROR_META: {"success": False, **error.to_dict()}},
+        _meta={ERROR_META: seed_error(error)},
     )
+
+
+def seed_error(error: WorkqError) -> dict[str, Any]:
+    """Seed 000's error object: ``success``, ``error``, ``code``, ``reason`` (when the
+    error names one), ``details``, and workq's ``hint``."""
+    data: dict[str, Any] = {"success": False, **error.to_dict()}
+    reason = error.facts.get("reason")
+    if isinstance(reason, str):
+        data["reason"] = reason
+    return data
 
 
 def error_text(error: WorkqError) -> str:

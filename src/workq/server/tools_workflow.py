@@ -26,12 +26,14 @@ Justification = Annotated[
 class WorkflowAdvanced(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+    success: bool = True
     workflow: WorkflowChange
 
 
 class WorkflowStatuses(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+    success: bool = True
     workflows: list[WorkflowStatus]
 
 

@@ -18,6 +18,7 @@ from workq.server import (
     tools_issues,
     tools_notes,
     tools_plan,
+    tools_priority,
     tools_workflow,
 )
 from workq.server.registry import Registry
@@ -30,9 +31,11 @@ TOOLSETS: dict[str, tuple[Registrar, ...]] = {
     "notes": (tools_notes.register,),
     "deps": (tools_deps.register,),
     "insight": (tools_insight.register,),
-    "workflow": (tools_workflow.register,),
+    "workflow": (tools_workflow.register, tools_priority.register),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
+# Other names a toolset answers to: seed 000 calls its seven tools the priority server.
+ALIASES: dict[str, tuple[str, ...]] = {"priority": ("workflow",)}
 
 
 def select(spec: str | None) -> list[str]:
@@ -42,7 +45,9 @@ def select(spec: str | None) -> list[str]:
         name = word.strip().lower()
         if not name:
             continue
-        expanded = {"default": DEFAULT_TOOLSETS, "all": tuple(TOOLSETS)}.get(name, (name,))
+        expanded = {"default": DEFAULT_TOOLSETS, "all": tuple(TOOLSETS), **ALIASES}.get(
+            name, (name,)
+        )
         for item in expanded:
             if item not in TOOLSETS:
                 raise InvalidInput(

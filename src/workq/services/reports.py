@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from sqlalchemy import and_, func, or_, select
 
@@ -126,3 +127,46 @@ def stats(q: Queue) -> Stats:
         claimed=by_status.get(Status.IN_PROGRESS.value, 0),
         stale_claims=stale,
     )
+
+
+class Availability(NamedTuple):
+    """Why nothing was ready: the issues not done, those the filter keeps, and of those how
+    many are locked (a live claim) and how many blocked."""
+
+    total: int
+    matching: int
+    locked: int
+    blocked: int
+
+
+@retry_lost_read
+def availability(
+    q: Queue,
+    *,
+    include_types: Sequence[IssueType] | None = None,
+    exclude_types: Sequence[IssueType] | None = None,
+) -> Availability:
+    not_done = issues.c.status != Status.DONE.value
+    where = [not_done]
+    if include_types:
+        where.append(issues.c.issue_type.in_([t.value for t in include_types]))
+    if exclude_types:
+        where.append(issues.c.issue_type.not_in([t.value for t in exclude_types]))
+    now = q.now()
+    locked = and_(
+        issues.c.claimed_by.is_not(None),
+        or_(issues.c.lease_expires_at.is_(None), issues.c.lease_expires_at > now),
+    )
+    blocked = or_(issues.c.is_blocked.is_(True), issues.c.open_blockers > 0)
+    with q.db.read() as conn:
+        total = conn.execute(select(func.count()).select_from(issues).where(not_done))
+        row = conn.execute(
+            select(
+                func.count(),
+                func.count().filter(locked),
+                func.count().filter(and_(blocked, ~locked)),
+            )
+            .select_from(issues)
+            .where(*where)
+        ).one()
+        return Availability(total.scalar_one(), row[0], row[1], row[2])
