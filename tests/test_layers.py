@@ -30,12 +30,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "vcs": frozenset({"errors"}),
     "services": frozenset({"errors", "schemas", "plan_schemas", "config", "domain", "db", "vcs"}),
     "github": frozenset(
-        {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services"}
+        {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "vcs"}
     ),
     "bind": frozenset({"errors"}),
     "server": frozenset(
         {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "bind"}
-        | {"board"}
+        | {"board", "github"}
     ),
     "board": frozenset({"errors", "schemas", "config", "services", "bind"}),
     "cli": frozenset(

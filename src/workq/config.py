@@ -25,6 +25,7 @@ FLAGS = {
     "token": "--token",
     "toolsets": "--toolsets",
     "run_id": "--run-id",
+    "github_repo": "--github-repo",
 }
 
 
@@ -68,6 +69,9 @@ class Settings(BaseSettings):
     plans_dir: Path = Path("plans")
     toolsets: str = "default"
     token: str | None = None
+    github_repo: str | None = Field(
+        default=None, description="OWNER/NAME for the github toolset (else mirror, else git remote)"
+    )
     auto_migrate: bool = Field(
         default=True, description="Bring an embedded SQLite file to head on first use"
     )

@@ -67,6 +67,23 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
+from tests.github_fake.pulls import (
+    CHECK_CONCLUSIONS,
+    CHECK_STATUSES,
+    DIFF_MEDIA_TYPE,
+    MERGEABLE_STATES,
+    PULL_OPS,
+    REVIEW_STATES,
+    STATUS_STATES,
+    PullsControl,
+    PullState,
+    RepoPulls,
+    Text,
+    combined_state,
+    fake_sha,
+    git_branches,
+)
+
 DEFAULT_TOKEN = "ghp_fake0000000000000000000000000000000000"
 DEFAULT_LOGIN = "workq-bot"
 DEFAULT_REPO = "acme/widgets"
@@ -167,7 +184,7 @@ def _path_matches(pattern: str, path: str) -> bool:
 # The control API, shared by the in-process fake and the remote (HTTP) control
 
 
-class ControlAPI:
+class ControlAPI(PullsControl):
     """Operations a test uses to shape the fake and inspect it. Results are plain JSON data."""
 
     def _call(self, op: str, **kwargs: Any) -> Any:
@@ -409,6 +426,7 @@ class _Repo:
     labels: dict[str, _Label] = field(default_factory=dict)
     comments: list[_Comment] = field(default_factory=list)
     next_number: int = 1
+    pr: RepoPulls = field(default_factory=RepoPulls)
 
     @property
     def full_name(self) -> str:
@@ -442,6 +460,7 @@ class _Response:
     payload: Any = None  # JSON-able; None means no body
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None  # a non-JSON body (e.g. an HTML 502 page)
+    content_type: str = "text/html; charset=utf-8"  # of raw
     drop: bool = False  # close the connection without answering
 
 
@@ -640,31 +659,34 @@ class FakeGitHub(ControlAPI):
 
     # control operations (run under the lock) ------------------------------------------------
 
-    _OPS = frozenset(
-        {
-            "reset",
-            "set_token",
-            "add_token",
-            "add_repo",
-            "seed_issue",
-            "seed_label",
-            "seed_comment",
-            "delete_issue",
-            "transfer_issue",
-            "issues",
-            "issue",
-            "labels",
-            "comments",
-            "requests",
-            "clear_requests",
-            "inject_fault",
-            "faults",
-            "clear_faults",
-            "set_write_budget",
-            "set_rate_limit",
-            "advance_clock",
-            "set_options",
-        }
+    _OPS = (
+        frozenset(
+            {
+                "reset",
+                "set_token",
+                "add_token",
+                "add_repo",
+                "seed_issue",
+                "seed_label",
+                "seed_comment",
+                "delete_issue",
+                "transfer_issue",
+                "issues",
+                "issue",
+                "labels",
+                "comments",
+                "requests",
+                "clear_requests",
+                "inject_fault",
+                "faults",
+                "clear_faults",
+                "set_write_budget",
+                "set_rate_limit",
+                "advance_clock",
+                "set_options",
+            }
+        )
+        | PULL_OPS
     )
 
     def _call(self, op: str, **kwargs: Any) -> Any:
@@ -883,6 +905,346 @@ class FakeGitHub(ControlAPI):
         if cursor_links is not None:
             self._cursor_links = cursor_links
 
+    # pull requests ----------------------------------------------------------------------------
+
+    def _branches(self, repo: _Repo) -> dict[str, str]:
+        if repo.pr.git_dir is not None:
+            return {**repo.pr.branches, **git_branches(repo.pr.git_dir)}
+        return repo.pr.branches
+
+    def _op_seed_branch(self, name: str, sha: str | None = None, repo: str | None = None) -> str:
+        r = self._repo(repo)
+        r.pr.branches[name] = sha or fake_sha(f"{r.full_name}:{name}:{self._next_id()}")
+        return r.pr.branches[name]
+
+    def _op_set_git_dir(self, path: str, repo: str | None = None) -> None:
+        self._repo(repo).pr.git_dir = path
+
+    def _new_pull(
+        self,
+        r: _Repo,
+        *,
+        title: str,
+        body: str | None,
+        head: str,
+        base: str,
+        draft: bool,
+        login: str,
+    ) -> _Issue:
+        branches = self._branches(r)
+        now = self._now()
+        issue = _Issue(
+            id=self._next_id(),
+            number=r.next_number,
+            title=title,
+            body=body,
+            user=login,
+            state="open",
+            state_reason=None,
+            labels=[],
+            created_at=now,
+            updated_at=now,
+            closed_at=None,
+            is_pull_request=True,
+        )
+        r.issues[issue.number] = issue
+        r.next_number += 1
+        r.pr.pulls[issue.number] = PullState(
+            number=issue.number,
+            head=head,
+            head_sha=branches.get(head) or fake_sha(f"{r.full_name}:{head}"),
+            base=base,
+            base_sha=branches.get(base) or fake_sha(f"{r.full_name}:{base}"),
+            draft=draft,
+            mergeable_state="draft" if draft else "clean",
+        )
+        return issue
+
+    def _op_seed_pull(
+        self,
+        title: str,
+        head: str = "feature",
+        base: str = "main",
+        body: str | None = None,
+        draft: bool = False,
+        diff: str = "",
+        repo: str | None = None,
+    ) -> dict[str, Any]:
+        r = self._repo(repo)
+        issue = self._new_pull(
+            r, title=title, body=body, head=head, base=base, draft=draft, login=self.login
+        )
+        r.pr.pulls[issue.number].diff = diff
+        return self._pull_json(r, issue)
+
+    def _pull_of(self, r: _Repo, number: int) -> tuple[_Issue, PullState]:
+        issue = r.issues.get(number)
+        pull = r.pr.pulls.get(number)
+        if issue is None or pull is None or issue.deleted:
+            raise ApiError(404, "Not Found")
+        return issue, pull
+
+    def _op_set_pull(self, number: int, changes: dict[str, Any], repo: str | None = None) -> None:
+        _, pull = self._pull_of(self._repo(repo), number)
+        for key, value in changes.items():
+            if key not in ("mergeable", "mergeable_state", "diff", "draft"):
+                raise ValueError(f"cannot set {key!r} of a pull request")
+            if key == "mergeable_state" and value not in MERGEABLE_STATES:
+                raise ValueError(f"bad mergeable_state {value!r}")
+            setattr(pull, key, value)
+
+    def _op_add_review(
+        self, number: int, state: str, user: str = "reviewer", repo: str | None = None
+    ) -> dict[str, Any]:
+        r = self._repo(repo)
+        _, pull = self._pull_of(r, number)
+        if state not in REVIEW_STATES:
+            raise ValueError(f"bad review state {state!r}")
+        review_id = self._next_id()
+        review = {
+            "id": review_id,
+            "node_id": f"PRR_{review_id}",
+            "user": self._user_json(user),
+            "body": "",
+            "state": state,
+            "html_url": (f"{HTML_BASE}/{r.full_name}/pull/{number}#pullrequestreview-{review_id}"),
+            "pull_request_url": f"{self._repo_api_url(r)}/pulls/{number}",
+            "author_association": "CONTRIBUTOR",
+            "submitted_at": None if state == "PENDING" else _iso(self._now()),
+            "commit_id": pull.head_sha,
+        }
+        pull.reviews.append(review)
+        return review
+
+    def _op_add_check_run(
+        self,
+        sha: str,
+        name: str,
+        status: str = "completed",
+        conclusion: str | None = "success",
+        repo: str | None = None,
+    ) -> dict[str, Any]:
+        r = self._repo(repo)
+        if status not in CHECK_STATUSES:
+            raise ValueError(f"bad check run status {status!r}")
+        if status == "completed" and conclusion not in CHECK_CONCLUSIONS:
+            raise ValueError(f"bad conclusion {conclusion!r}")
+        run_id = self._next_id()
+        run = {
+            "id": run_id,
+            "node_id": f"CR_{run_id}",
+            "head_sha": sha,
+            "external_id": "",
+            "url": f"{self._repo_api_url(r)}/check-runs/{run_id}",
+            "html_url": f"{HTML_BASE}/{r.full_name}/runs/{run_id}",
+            "details_url": f"{HTML_BASE}/{r.full_name}/runs/{run_id}",
+            "status": status,
+            "conclusion": conclusion if status == "completed" else None,
+            "started_at": _iso(self._now()),
+            "completed_at": _iso(self._now()) if status == "completed" else None,
+            "name": name,
+            "output": {"title": None, "summary": None, "text": None, "annotations_count": 0},
+            "check_suite": {"id": run_id + 1},
+            "app": {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"},
+            "pull_requests": [],
+        }
+        r.pr.check_runs.setdefault(sha, []).append(run)
+        return run
+
+    def _op_add_status(
+        self, sha: str, context: str, state: str, repo: str | None = None
+    ) -> dict[str, Any]:
+        r = self._repo(repo)
+        if state not in STATUS_STATES:
+            raise ValueError(f"bad status state {state!r}")
+        status_id = self._next_id()
+        status = {
+            "url": f"{self._repo_api_url(r)}/statuses/{sha}",
+            "id": status_id,
+            "node_id": f"SC_{status_id}",
+            "state": state,
+            "description": f"{context}: {state}",
+            "target_url": f"https://ci.example.com/{status_id}",
+            "context": context,
+            "created_at": _iso(self._now()),
+            "updated_at": _iso(self._now()),
+        }
+        r.pr.statuses.setdefault(sha, []).append(status)
+        return status
+
+    def _op_merge_pull(self, number: int, repo: str | None = None) -> dict[str, Any]:
+        r = self._repo(repo)
+        issue, pull = self._pull_of(r, number)
+        now = self._now()
+        pull.merged_at = now
+        pull.mergeable = None
+        pull.mergeable_state = "unknown"
+        issue.state = "closed"
+        issue.state_reason = None
+        issue.closed_at = now
+        issue.updated_at = now
+        return self._pull_json(r, issue)
+
+    def _op_pulls(self, repo: str | None = None) -> list[dict[str, Any]]:
+        r = self._repo(repo)
+        return [self._pull_json(r, r.issues[n]) for n in sorted(r.pr.pulls)]
+
+    def _merged_at(self, repo: _Repo, number: int) -> str | None:
+        pull = repo.pr.pulls.get(number)
+        return _iso(pull.merged_at) if pull is not None and pull.merged_at else None
+
+    def _ref_json(self, repo: _Repo, ref: str, sha: str) -> dict[str, Any]:
+        return {
+            "label": f"{repo.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": self._user_json(repo.owner),
+            "repo": self._repo_json(repo),
+        }
+
+    def _pull_json(self, repo: _Repo, issue: _Issue) -> dict[str, Any]:
+        pull = repo.pr.pulls[issue.number]
+        api = f"{self._repo_api_url(repo)}/pulls/{issue.number}"
+        html = f"{HTML_BASE}/{repo.full_name}/pull/{issue.number}"
+        return {
+            "url": api,
+            "id": issue.id,
+            "node_id": f"PR_{issue.id}",
+            "html_url": html,
+            "diff_url": html + ".diff",
+            "patch_url": html + ".patch",
+            "issue_url": self._issue_api_url(repo, issue.number),
+            "number": issue.number,
+            "state": issue.state,
+            "locked": False,
+            "title": issue.title,
+            "user": self._user_json(issue.user),
+            "body": issue.body,
+            "labels": [self._label_json(repo, repo.labels[k]) for k in issue.labels],
+            "created_at": _iso(issue.created_at),
+            "updated_at": _iso(issue.updated_at),
+            "closed_at": _iso(issue.closed_at) if issue.closed_at else None,
+            "merged_at": _iso(pull.merged_at) if pull.merged_at else None,
+            "merge_commit_sha": fake_sha(f"merge:{pull.head_sha}:{pull.base_sha}"),
+            "head": self._ref_json(repo, pull.head, pull.head_sha),
+            "base": self._ref_json(repo, pull.base, pull.base_sha),
+            "draft": pull.draft,
+            "merged": pull.merged_at is not None,
+            "mergeable": pull.mergeable,
+            "rebaseable": pull.mergeable,
+            "mergeable_state": pull.mergeable_state,
+            "comments": issue.comments,
+            "review_comments": 0,
+            "commits": 1,
+            "additions": pull.diff.count("\n+"),
+            "deletions": pull.diff.count("\n-"),
+            "changed_files": pull.diff.count("diff --git"),
+        }
+
+    def _route_pulls(
+        self,
+        repo: _Repo,
+        rest: list[str],
+        method: str,
+        query: dict[str, list[str]],
+        body: Any,
+        login: str,
+        headers: dict[str, str],
+    ) -> tuple[int, Any, dict[str, str]]:
+        path = f"/repos/{repo.full_name}/" + "/".join(rest)
+        if rest == ["pulls"]:
+            if method == "GET":
+                state = _first(query, "state") or "open"
+                head = _first(query, "head")
+                items = [
+                    self._pull_json(repo, repo.issues[n])
+                    for n in sorted(repo.pr.pulls, reverse=True)
+                    if state in ("all", repo.issues[n].state)
+                    and (head is None or f"{repo.owner}:{repo.pr.pulls[n].head}" == head)
+                ]
+                return self._paginate(items, path, query)
+            if method == "POST":
+                return 201, self._create_pull(repo, body, login), {}
+        if len(rest) >= 2 and rest[0] == "pulls" and rest[1].isdigit():
+            issue, pull = self._pull_of(repo, int(rest[1]))
+            sub = rest[2:]
+            if not sub and method == "GET":
+                if DIFF_MEDIA_TYPE in headers.get("accept", ""):
+                    return 200, Text(pull.diff, f"{DIFF_MEDIA_TYPE}; charset=utf-8"), {}
+                return 200, self._pull_json(repo, issue), {}
+            if sub == ["reviews"] and method == "GET":
+                return self._paginate(list(pull.reviews), path, query)
+        if len(rest) == 3 and rest[0] == "commits" and method == "GET":
+            sha = self._branches(repo).get(rest[1], rest[1])
+            if rest[2] == "check-runs":
+                runs = repo.pr.check_runs.get(sha, [])
+                return 200, {"total_count": len(runs), "check_runs": runs}, {}
+            if rest[2] == "status":
+                statuses = repo.pr.statuses.get(sha, [])
+                latest = {s["context"]: s for s in statuses}
+                return (
+                    200,
+                    {
+                        "state": combined_state(statuses),
+                        "statuses": list(latest.values()),
+                        "sha": sha,
+                        "total_count": len(latest),
+                        "repository": self._repo_json(repo),
+                        "commit_url": f"{self._repo_api_url(repo)}/commits/{sha}",
+                        "url": f"{self._repo_api_url(repo)}/commits/{sha}/status",
+                    },
+                    {},
+                )
+        raise ApiError(404, "Not Found")
+
+    def _create_pull(self, repo: _Repo, body: Any, login: str) -> dict[str, Any]:
+        title = _field(body, "title", str, resource="PullRequest")
+        head = _field(body, "head", str, required=True, resource="PullRequest")
+        base = _field(body, "base", str, required=True, resource="PullRequest")
+        text = _field(body, "body", str, resource="PullRequest")
+        draft = body.get("draft") is True
+        if not title:
+            raise ApiError(
+                422,
+                "Validation Failed",
+                errors=[{"resource": "PullRequest", "code": "missing_field", "field": "title"}],
+            )
+        branch = head.split(":", 1)[1] if ":" in head else head
+        branches = self._branches(repo)
+        if branch not in branches:
+            raise _invalid("head", "PullRequest")
+        if base not in branches:
+            raise _invalid("base", "PullRequest")
+        if branches[branch] == branches[base]:
+            raise ApiError(
+                422,
+                "Validation Failed",
+                errors=[
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": f"No commits between {base} and {branch}",
+                    }
+                ],
+            )
+        for n, other in repo.pr.pulls.items():
+            if other.head == branch and other.base == base and repo.issues[n].state == "open":
+                raise ApiError(
+                    422,
+                    "Validation Failed",
+                    errors=[
+                        {
+                            "resource": "PullRequest",
+                            "code": "custom",
+                            "message": f"A pull request already exists for {repo.owner}:{branch}.",
+                        }
+                    ],
+                )
+        issue = self._new_pull(
+            repo, title=title, body=text, head=branch, base=base, draft=draft, login=login
+        )
+        return self._pull_json(repo, issue)
+
     # JSON shapes ----------------------------------------------------------------------------
 
     def _repo_api_url(self, repo: _Repo) -> str:
@@ -973,7 +1335,7 @@ class FakeGitHub(ControlAPI):
                 "html_url": html,
                 "diff_url": html + ".diff",
                 "patch_url": html + ".patch",
-                "merged_at": None,
+                "merged_at": self._merged_at(repo, issue.number),
             }
         return data
 
@@ -1069,7 +1431,7 @@ class FakeGitHub(ControlAPI):
     def _send(self, h: _Handler, method: str, response: _Response) -> None:
         if response.raw is not None:
             data = response.raw
-            ctype = "text/html; charset=utf-8"
+            ctype = response.content_type
         elif response.payload is not None:
             data = json.dumps(response.payload).encode()
             ctype = "application/json; charset=utf-8"
@@ -1187,9 +1549,13 @@ class FakeGitHub(ControlAPI):
                 self._rate_used += 1
             if method in WRITE_METHODS:
                 self._spend_write_budget()
-            status, payload, extra = self._route(method, path, query, body, login)
+            status, payload, extra = self._route(method, path, query, body, login, headers)
         except ApiError as exc:
             return self._error_response(exc)
+        if isinstance(payload, Text):
+            raw = payload.body.encode()
+            headers_out = {**self._rate_headers(), **extra}
+            return _Response(status, None, headers_out, raw=raw, content_type=payload.content_type)
         response = _Response(status, payload, self._rate_headers())
         response.headers.update(extra)
         if method == "GET" and status == 200:
@@ -1238,6 +1604,7 @@ class FakeGitHub(ControlAPI):
         query: dict[str, list[str]],
         body: Any,
         login: str,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any, dict[str, str]]:
         segs = [unquote(s) for s in path.strip("/").split("/")]
         if segs == ["user"] and method == "GET":
@@ -1253,6 +1620,8 @@ class FakeGitHub(ControlAPI):
 
         if not rest and method == "GET":
             return 200, self._repo_json(repo), {}
+        if rest and rest[0] in ("pulls", "commits"):
+            return self._route_pulls(repo, rest, method, query, body, login, headers or {})
         if rest == ["issues"]:
             if method == "GET":
                 return self._list_issues(repo, path, query)

@@ -101,13 +101,24 @@ def serve(
             help="Also mirror the queue to this GitHub repository, in the background.",
         ),
     ] = None,
+    github_repo: Annotated[
+        str | None,
+        typer.Option(
+            "--github-repo",
+            metavar="OWNER/NAME",
+            help="The repository of the github toolset (env WORKQ_GITHUB_REPO; default: "
+            "the mirror's, else the git remote's).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the queue over MCP (stdio by default)."""
     from workq.server.main import serve as run_server  # only this command needs the server
 
     s = ctx.find_root().obj
     assert isinstance(s, State)
-    settings = s.settings(token=token, toolsets=toolsets, run_id=run_id)
+    settings = s.settings(
+        token=token, toolsets=toolsets, run_id=run_id, github_repo=github_repo or sync_github
+    )
     if not settings.is_sqlite:
         from workq.services.runtime import check_driver
 

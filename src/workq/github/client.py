@@ -32,11 +32,22 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from workq import __version__
 from workq.errors import GitHubError
-from workq.github.models import GhComment, GhIssue, GhLabel, GhRepo, GhUser
+from workq.github.models import (
+    GhCheckRuns,
+    GhCombinedStatus,
+    GhComment,
+    GhIssue,
+    GhLabel,
+    GhPull,
+    GhRepo,
+    GhReview,
+    GhUser,
+)
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 DEFAULT_TIMEOUT = 10.0
+DIFF_MEDIA_TYPE = "application/vnd.github.diff"
 SECONDARY_LIMIT_MIN_WAIT = timedelta(seconds=60)
 USER_AGENT = f"workq/{__version__}"
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -500,6 +511,56 @@ class GitHubClient:
         response = self._send("POST", f"{_issue_path(repo, number)}/comments", json={"body": body})
         return self._model(GhComment, response)
 
+    def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> list[GhLabel]:
+        """``POST /repos/{o}/{r}/issues/{n}/labels``: add to the issue's labels; answers
+        every label the issue now has."""
+        response = self._send(
+            "POST", f"{_issue_path(repo, number)}/labels", json={"labels": list(labels)}
+        )
+        return self._models(GhLabel, response)
+
+    def create_pull(
+        self, repo: str, *, title: str, body: str, head: str, base: str, draft: bool = False
+    ) -> GhPull:
+        """``POST /repos/{o}/{r}/pulls``. Never retried (it can duplicate)."""
+        payload = {"title": title, "body": body, "head": head, "base": base, "draft": draft}
+        response = self._send("POST", f"{_repo_path(repo)}/pulls", json=payload)
+        return self._model(GhPull, response)
+
+    def get_pull(self, repo: str, number: int) -> GhPull:
+        """``GET /repos/{o}/{r}/pulls/{n}``."""
+        return self._model(GhPull, self._send("GET", _pull_path(repo, number)))
+
+    def list_pulls(
+        self, repo: str, *, head: str | None = None, state: IssueStateFilter = "open"
+    ) -> list[GhPull]:
+        """The first 100 pull requests of ``GET /repos/{o}/{r}/pulls`` (``head`` is
+        ``owner:branch``)."""
+        params = {"state": state, "per_page": "100"}
+        if head:
+            params["head"] = head
+        return self._page(GhPull, f"{_repo_path(repo)}/pulls", params, None).items
+
+    def get_pull_diff(self, repo: str, number: int) -> str:
+        """``GET /repos/{o}/{r}/pulls/{n}`` as ``application/vnd.github.diff``: the diff."""
+        response = self._send("GET", _pull_path(repo, number), headers={"Accept": DIFF_MEDIA_TYPE})
+        return response.text
+
+    def list_reviews(self, repo: str, number: int) -> list[GhReview]:
+        """The first 100 reviews of a pull request, oldest first."""
+        path = f"{_pull_path(repo, number)}/reviews"
+        return self._page(GhReview, path, {"per_page": "100"}, None).items
+
+    def list_check_runs(self, repo: str, ref: str) -> GhCheckRuns:
+        """``GET /repos/{o}/{r}/commits/{ref}/check-runs`` (the first 100)."""
+        path = f"{_repo_path(repo)}/commits/{quote(ref, safe='')}/check-runs"
+        return self._model(GhCheckRuns, self._send("GET", path, params={"per_page": "100"}))
+
+    def get_combined_status(self, repo: str, ref: str) -> GhCombinedStatus:
+        """``GET /repos/{o}/{r}/commits/{ref}/status``: the commit statuses, combined."""
+        path = f"{_repo_path(repo)}/commits/{quote(ref, safe='')}/status"
+        return self._model(GhCombinedStatus, self._send("GET", path))
+
     # plumbing -------------------------------------------------------------------------------
 
     def _page_url(self, url: str) -> httpx2.URL:
@@ -699,6 +760,12 @@ def _issue_path(repo: str, number: int) -> str:
     if number < 1:
         raise ValueError(f"not an issue number: {number}")
     return f"{_repo_path(repo)}/issues/{int(number)}"
+
+
+def _pull_path(repo: str, number: int) -> str:
+    if number < 1:
+        raise ValueError(f"not a pull request number: {number}")
+    return f"{_repo_path(repo)}/pulls/{int(number)}"
 
 
 def _clamp_per_page(per_page: int) -> int:

@@ -69,6 +69,7 @@ class GhIssue(_GhModel):
     updated_at: datetime
     closed_at: datetime | None = None
     pull_request: dict[str, Any] | None = None
+    assignees: list[GhUser] = []
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -96,3 +97,69 @@ class GhComment(_GhModel):
     issue_url: str = ""
     created_at: datetime
     updated_at: datetime
+
+
+class GhBranchRef(_GhModel):
+    """The ``head`` or ``base`` of a pull request."""
+
+    ref: str
+    sha: str
+    label: str = ""
+
+
+class GhPull(_GhModel):
+    id: int
+    number: int
+    title: str
+    body: str | None = None
+    state: Literal["open", "closed"]
+    html_url: str
+    url: str = ""
+    draft: bool = False
+    merged: bool = False
+    merged_at: datetime | None = None
+    # null while GitHub is still computing whether it merges cleanly.
+    mergeable: bool | None = None
+    mergeable_state: str = "unknown"
+    head: GhBranchRef
+    base: GhBranchRef
+    user: GhUser | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class GhReview(_GhModel):
+    id: int
+    user: GhUser | None = None
+    state: str
+    body: str | None = None
+    submitted_at: datetime | None = None
+    html_url: str = ""
+
+
+class GhCheckRun(_GhModel):
+    id: int
+    name: str
+    status: str
+    conclusion: str | None = None
+    html_url: str | None = None
+    details_url: str | None = None
+
+
+class GhCheckRuns(_GhModel):
+    total_count: int
+    check_runs: list[GhCheckRun]
+
+
+class GhStatus(_GhModel):
+    context: str
+    state: str
+    description: str | None = None
+    target_url: str | None = None
+
+
+class GhCombinedStatus(_GhModel):
+    state: str
+    sha: str = ""
+    total_count: int = 0
+    statuses: list[GhStatus] = []

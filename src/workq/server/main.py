@@ -6,7 +6,8 @@ import logging
 import sys
 
 from workq.config import Settings
-from workq.errors import InvalidInput
+from workq.errors import InvalidInput, WorkqError
+from workq.server.state import ServerState
 from workq.services.preflight import check_storage, describe_database
 
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
@@ -67,11 +68,12 @@ def serve(
         http.check_bind(host, settings.token)
     check_storage(settings)
     server = build_server(settings, migrate=migrate)
+    github = _check_github(server.state, settings, migrate)
     endpoint = "stdio" if kind == "stdio" else f"http://{host}:{port}/mcp"
     # stderr: in the server process stdout carries the protocol and nothing else.
     database = describe_database(settings)
     sys.stderr.write(
-        f"workq: serving {endpoint} as run id {server.state.run_id} (database {database})\n"
+        f"workq: serving {endpoint} as run id {server.state.run_id} (database {database}){github}\n"
     )
     sys.stderr.flush()
     if kind == "stdio":
@@ -85,3 +87,39 @@ def serve(
             page = build_app(open_queue(settings), token=settings.token)
             sys.stderr.write(f"workq: board at http://{host}:{port}/board/\n")
         http.run(server, host=host, port=port, token=settings.token, board=page)
+
+
+def _check_github(state: ServerState, settings: Settings, migrate: bool | None) -> str:
+    """Seed 001's fail-fast check when the github toolset is on: what the start line adds.
+
+    Raises:
+        GitHubToolsSetup, GitHubUnreachable: the toolset was named and cannot work.
+    """
+    from workq.server import toolsets
+
+    if "github" not in toolsets.select(settings.toolsets):
+        return ""
+    try:
+        link = state.github.check(lambda: _mirror_repo(settings, migrate))
+    except WorkqError as exc:
+        if "github" in toolsets.named(settings.toolsets):
+            raise
+        state.github.keep_error(exc)
+        return f"; GitHub tools unavailable, each call answers: {exc.describe()}"
+    return f"; GitHub tools on {link.repo} as {link.login}"
+
+
+def _mirror_repo(settings: Settings, migrate: bool | None) -> str | None:
+    """The repository the database mirrors to, read before serving (None if unreadable)."""
+    from workq.services import outbox
+    from workq.services.runtime import open_queue
+
+    try:
+        queue = open_queue(settings, migrate=migrate)
+    except WorkqError:
+        return None
+    try:
+        found = outbox.mirror(queue)
+    finally:
+        queue.db.dispose()
+    return found.repo if found else None

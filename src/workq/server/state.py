@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from workq.config import Settings
 from workq.errors import StorageError, WorkqError
+from workq.server.github_link import GitHubLink
 
 if TYPE_CHECKING:
     from workq.services.context import Queue
@@ -49,6 +50,7 @@ class ServerState:
         self._renewer: threading.Thread | None = None
         self._opener: threading.Thread | None = None
         self._waits_ended = threading.Event()
+        self.github = GitHubLink(settings)
 
     # -- identity ---------------------------------------------------------------------
 
@@ -112,6 +114,13 @@ class ServerState:
             renewer.join(timeout=10)
         if future.done() and future.exception() is None:
             future.result().db.dispose()
+
+    def mirror_repo(self) -> str | None:
+        """The repository this database mirrors to, if one is configured."""
+        from workq.services import outbox
+
+        found = outbox.mirror(self.queue())
+        return found.repo if found else None
 
     def queue(self) -> Queue:
         """The open queue; waits while it is being opened, raises why it could not be."""

@@ -14,6 +14,7 @@ from workq.errors import InvalidInput
 from workq.server import (
     tools_claims,
     tools_deps,
+    tools_github,
     tools_insight,
     tools_issues,
     tools_notes,
@@ -32,6 +33,7 @@ TOOLSETS: dict[str, tuple[Registrar, ...]] = {
     "deps": (tools_deps.register,),
     "insight": (tools_insight.register,),
     "workflow": (tools_workflow.register, tools_priority.register),
+    "github": (tools_github.register,),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 # Other names a toolset answers to: seed 000 calls its seven tools the priority server.
@@ -58,6 +60,12 @@ def select(spec: str | None) -> list[str]:
             if item not in chosen:
                 chosen.append(item)
     return chosen or list(DEFAULT_TOOLSETS)
+
+
+def named(spec: str | None) -> set[str]:
+    """The toolsets a flag value names itself (not through ``default`` or ``all``)."""
+    words = {word.strip().lower() for word in (spec or "").replace(" ", ",").split(",")}
+    return {item for word in words for item in ALIASES.get(word, (word,)) if item in TOOLSETS}
 
 
 def register(reg: Registry, names: list[str]) -> None:

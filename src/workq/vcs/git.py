@@ -175,3 +175,23 @@ def dirty_paths(path: Path) -> list[str]:
         if entry[0] in "RC":
             next(entries, None)  # a rename's second field is its old path
     return paths
+
+
+def remote_url(path: Path, name: str = "origin") -> str | None:
+    """The fetch URL of remote ``name``, or None when there is no such remote."""
+    done = run(["remote", "get-url", name], cwd=path, check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def remotes(path: Path) -> list[str]:
+    """The names of the repository's remotes."""
+    return run(["remote"], cwd=path).lines
+
+
+def push(path: Path, remote: str, branch: str, *, timeout: float = 120.0) -> None:
+    """Push ``branch`` to the same name on ``remote`` (no force); hooks stay off."""
+    run(
+        ["push", "--porcelain", remote, f"refs/heads/{branch}:refs/heads/{branch}"],
+        cwd=path,
+        timeout=timeout,
+    )

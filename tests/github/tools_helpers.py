@@ -1,0 +1,99 @@
+"""Real ``workq serve --toolsets github`` subprocesses pointed at the fake GitHub, and git
+repositories on disk for them to stand in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.github_fake.server import FakeGitHub
+from tests.server.conftest import CALL_TIMEOUT
+
+WORKQ = str(Path(sys.executable).with_name("workq"))
+
+
+def fake_env(fake: FakeGitHub, token: str | None = None) -> dict[str, str]:
+    env = {"PATH": os.environ.get("PATH", ""), "WORKQ_ACTOR": "tests"}
+    env["GITHUB_API_URL"] = fake.url
+    if token != "":
+        env["GITHUB_TOKEN"] = token or fake.token
+    return env
+
+
+def serve_args(db: Path, run_id: str, *args: str) -> list[str]:
+    return ["--db", str(db), "serve", "--run-id", run_id, *args]
+
+
+@asynccontextmanager
+async def serve_github(
+    workdir: Path,
+    fake: FakeGitHub,
+    *args: str,
+    run_id: str = "run-a",
+    token: str | None = None,
+    toolsets: str = "default,github",
+) -> AsyncIterator[Client]:
+    """A client of ``workq serve --toolsets TOOLSETS ARGS`` in ``workdir``; stderr to a log."""
+    params = StdioServerParameters(
+        command=WORKQ,
+        args=serve_args(workdir / "queue.db", run_id, "--toolsets", toolsets, *args),
+        env=fake_env(fake, token),
+        cwd=workdir,
+    )
+    with (workdir / f"serve-{run_id}.log").open("a") as log:
+        async with Client(
+            stdio_client(params, errlog=log), read_timeout_seconds=CALL_TIMEOUT
+        ) as client:
+            yield client
+
+
+def start_refused(workdir: Path, fake: FakeGitHub, *args: str, token: str | None = None) -> str:
+    """Run ``workq serve`` that must refuse to start: its stderr (stdin closed)."""
+    done = subprocess.run(
+        [WORKQ, *serve_args(workdir / "queue.db", "run-x", *args)],
+        env=fake_env(fake, token),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode != 0, done.stderr
+    assert done.stdout == ""
+    return done.stderr
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.strip()
+
+
+def clone_with_remote(root: Path, remote_url: str) -> Path:
+    """A work tree with one commit on main and ``origin`` set to ``remote_url``."""
+    work = root / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    (work / "README").write_text("hello\n")
+    git(work, "add", "README")
+    git(work, "commit", "-q", "-m", "first")
+    git(work, "remote", "add", "origin", remote_url)
+    return work
