@@ -143,6 +143,7 @@ class WorkflowStatus(_Camel):
     skip_justification: str | None = Field(description="The last one given")
     pr_number: int | None
     pr_title: str | None
+    pr_url: str | None = Field(default=None, description="The pull request submit_pr opened")
     lock_holder: str
     lock_acquired_at: datetime
     lock_duration: int = Field(description="Seconds since the claim was taken")

@@ -39,15 +39,16 @@ async def serve_github(
     run_id: str = "run-a",
     token: str | None = None,
     toolsets: str = "default,github",
+    db: Path | None = None,
 ) -> AsyncIterator[Client]:
     """A client of ``workq serve --toolsets TOOLSETS ARGS`` in ``workdir``; stderr to a log."""
     params = StdioServerParameters(
         command=WORKQ,
-        args=serve_args(workdir / "queue.db", run_id, "--toolsets", toolsets, *args),
+        args=serve_args(db or workdir / "queue.db", run_id, "--toolsets", toolsets, *args),
         env=fake_env(fake, token),
         cwd=workdir,
     )
-    with (workdir / f"serve-{run_id}.log").open("a") as log:
+    with ((db.parent if db else workdir) / f"serve-{run_id}.log").open("a") as log:
         async with Client(
             stdio_client(params, errlog=log), read_timeout_seconds=CALL_TIMEOUT
         ) as client:
@@ -97,3 +98,20 @@ def clone_with_remote(root: Path, remote_url: str) -> Path:
     git(work, "commit", "-q", "-m", "first")
     git(work, "remote", "add", "origin", remote_url)
     return work
+
+
+def workq(db: Path, fake: FakeGitHub, *args: str, cwd: Path | None = None) -> str:
+    """A ``workq --db DB ARGS`` command against the fake (writes unpaced); its stdout."""
+    env = {**fake_env(fake), "WORKQ_GITHUB_PACE": "0"}
+    done = subprocess.run(
+        [WORKQ, "--db", str(db), *args],
+        env=env,
+        cwd=cwd or db.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

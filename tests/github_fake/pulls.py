@@ -192,3 +192,17 @@ def combined_state(statuses: list[dict[str, Any]]) -> str:
     if not states or "pending" in states:
         return "pending"
     return "success"
+
+
+def git_diff(git_dir: str, base: str, head: str) -> str:
+    """What GitHub's diff media type answers: the changes of head since it left base."""
+    done = subprocess.run(
+        ["git", "diff", "--no-color", f"{base}...{head}"],
+        cwd=git_dir,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return done.stdout

@@ -82,6 +82,7 @@ from tests.github_fake.pulls import (
     combined_state,
     fake_sha,
     git_branches,
+    git_diff,
 )
 
 DEFAULT_TOKEN = "ghp_fake0000000000000000000000000000000000"
@@ -1243,6 +1244,10 @@ class FakeGitHub(ControlAPI):
         issue = self._new_pull(
             repo, title=title, body=text, head=branch, base=base, draft=draft, login=login
         )
+        if repo.pr.git_dir is not None:
+            repo.pr.pulls[issue.number].diff = git_diff(
+                repo.pr.git_dir, branches[base], branches[branch]
+            )
         return self._pull_json(repo, issue)
 
     # JSON shapes ----------------------------------------------------------------------------

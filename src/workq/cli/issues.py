@@ -17,13 +17,13 @@ from workq.schemas import (
     Priority,
     Status,
 )
-from workq.services import dependencies, issues, mirror, notes
+from workq.services import dependencies, issues, mirror, notes, pulls
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
 
 
-def _show(issue: Issue, github: str | None = None) -> None:
+def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> None:
     output.fields(
         [
             ("number", f"#{issue.number}"),
@@ -42,6 +42,7 @@ def _show(issue: Issue, github: str | None = None) -> None:
             ("updated", issue.updated_at),
             ("closed", issue.closed_at),
             *([("github", github)] if github else []),
+            *([("pull request", pull)] if pull else []),
         ]
     )
     if issue.description:
@@ -147,12 +148,19 @@ def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
     q = state(ctx).queue()
     issue = issues.get(q, number)
     link = mirror.github_link(q, number)
+    pr = pulls.of_issue(q, number)
     if json_:
         data = issue.model_dump(mode="json")
         data["github"] = link.model_dump(mode="json") if link else None
+        data["pull_request"] = pr.model_dump(mode="json") if pr else None
         output.emit_json(data)
         return
-    _show(issue, f"{link.repo}#{link.gh_number} {link.url}" if link else None)
+    merged = f" (merged {output.when(pr.merged_at)})" if pr and pr.merged_at else ""
+    _show(
+        issue,
+        f"{link.repo}#{link.gh_number} {link.url}" if link else None,
+        f"{pr.repo}#{pr.pr_number} {pr.url}{merged}" if pr else None,
+    )
 
 
 def update(

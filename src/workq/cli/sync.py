@@ -125,6 +125,9 @@ def _summary(result: PassResult) -> None:
             )
         for error in i.errors:
             output.errors.print(f"  {error}", markup=False)
+    if result.merged:
+        done = ", ".join(f"#{n}" for n in result.merged)
+        output.line(f"Merged pull requests completed {done}")
     p = result.pushed
     output.line(
         f"Push: {p.rows} issues, {p.created} created, {p.updated} updated, "

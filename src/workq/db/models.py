@@ -339,3 +339,23 @@ class WorkflowRow(Base):
     started_by: Mapped[str] = mapped_column(String(128))
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class GitHubPullRow(Base):
+    """The pull request submit_pr opened for an issue (its latest). ``merged_at`` is set
+    once, by the sync pass that first sees it merged and completes the issue."""
+
+    __tablename__ = "github_pulls"
+
+    issue_id: Mapped[str] = mapped_column(
+        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer)
+    repo: Mapped[str] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer)
+    url: Mapped[str] = mapped_column(String(500))
+    branch: Mapped[str] = mapped_column(String(255))
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_github_pulls_number", "number"),)

@@ -16,6 +16,7 @@ from workq.db.models import (
     GitHubLinkRow,
     GitHubMirrorRow,
     GitHubOutboxRow,
+    GitHubPullRow,
     IssueRow,
     LabelRow,
     PlanIssueRow,
@@ -40,6 +41,9 @@ github_comments = cast(Table, GitHubCommentRow.__table__)
 plans = cast(Table, PlanRow.__table__)
 plan_issues = cast(Table, PlanIssueRow.__table__)
 workflows = cast(Table, WorkflowRow.__table__)
+
+# Pull requests opened for issues (migration 0007_github_pulls).
+github_pulls = cast(Table, GitHubPullRow.__table__)
 
 
 class IssueRecord(NamedTuple):

@@ -45,6 +45,7 @@ class GhRepo(_GhModel):
     html_url: str = ""
     has_issues: bool = True
     archived: bool = False
+    default_branch: str = "main"
     permissions: GhPermissions | None = None
 
     @property

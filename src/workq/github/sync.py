@@ -8,10 +8,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workq.config import Settings
 from workq.errors import StorageError, WorkqError
+from workq.github import merges
 from workq.github.auth import GitHubUnreachable, api_url, check_repo_name, preflight, resolve_token
 from workq.github.client import DEFAULT_TIMEOUT, AuthFailed, GitHubCallError, GitHubClient
 from workq.github.importer import Importer, ImportReport
@@ -83,6 +84,7 @@ def connect(
 class PassResult:
     imported: ImportReport | None
     pushed: PushReport
+    merged: list[int] = field(default_factory=list)  # issues done by a merged pull request
 
 
 def run_pass(session: Session, *, with_import: bool) -> PassResult:
@@ -101,8 +103,10 @@ def run_pass(session: Session, *, with_import: bool) -> PassResult:
         except GitHubCallError as exc:
             outbox.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
             log.warning("import failed: %s", exc.message)
+    # Before the push, so that the same pass mirrors the issues it completes.
+    merged = merges.settle(worker.q, worker.client, worker.repo)
     pushed = worker.push_pass()
-    return PassResult(imported=imported, pushed=pushed)
+    return PassResult(imported=imported, pushed=pushed, merged=merged)
 
 
 def watch(

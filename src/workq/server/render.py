@@ -36,7 +36,7 @@ def ready_text(issue: ReadyIssue) -> str:
     return f"{head}\n{facts}" + (f"\n\n{issue.description}" if issue.description else "")
 
 
-def issue_text(issue: Issue) -> str:
+def issue_text(issue: Issue, extra: Sequence[str] = ()) -> str:
     lines = [
         f"Issue #{issue.number}: {issue.title}",
         f"status: {issue.status.value} · priority: {issue.priority.value}"
@@ -52,6 +52,7 @@ def issue_text(issue: Issue) -> str:
         lines.append(f"blocks: {numbers(issue.blocks)}")
     if issue.labels:
         lines.append(f"labels: {', '.join(issue.labels)}")
+    lines.extend(extra)
     lines.append(f"created {when(issue.created_at)} · updated {when(issue.updated_at)}")
     if issue.description:
         lines += ["", issue.description]

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from workq.errors import InvalidInput
 from workq.github.actions import (
     DIFF_DEFAULT_MAX,
     IssueClosed,
@@ -20,6 +21,8 @@ from workq.github.actions import (
     PullDiff,
     PullStatus,
 )
+from workq.github.submit import Submitted
+from workq.server.params import Number
 from workq.server.registry import Registry
 from workq.server.results import clip, ok, worded
 
@@ -165,3 +168,50 @@ def register(reg: Registry) -> None:
         if done.already_closed:
             return ok(f"Issue #{issue_number} was already closed", done)
         return ok(f"Closed issue #{issue_number}", done)
+
+    @reg.tool(WRITES_GITHUB)
+    def submit_pr(
+        title: Annotated[str, Field(min_length=1, max_length=256)],
+        description: Annotated[str | None, Field(max_length=60_000)] = None,
+        labels: Annotated[list[LabelName] | None, Field(max_length=20)] = None,
+        number: Annotated[
+            Number | None, Field(description="Default: the one issue this session holds")
+        ] = None,
+    ) -> Annotated[CallToolResult, Submitted]:
+        """Push the issue's branch (the checked-out one) and open its pull request; the
+        body names the issue and closes its GitHub twin (Fixes #N). The pull request is
+        recorded on the issue; merging it completes the issue at the next sync."""
+        from workq.github import submit
+        from workq.services import workflow
+
+        q = state.queue()
+        with worded("Could not submit the pull request"):
+            if number is None:
+                held = workflow.status(q, None, state.holders())
+                if len(held) != 1:
+                    raise InvalidInput(
+                        f"this session holds {len(held)} issues: say which with number",
+                        field="number",
+                    )
+                number = held[0].issue_number
+            link = state.github.get(state.mirror_repo)
+            done = submit.submit(
+                q,
+                link.client,
+                link.repo,
+                number,
+                title=title,
+                description=description,
+                labels=labels or (),
+                cwd=state.github.cwd,
+                actor=state.run_id,
+            )
+        text = f"Opened pull request #{done.pr_number} for issue #{number}: {done.pr_url}"
+        if done.reused:
+            text = (
+                f"Pull request #{done.pr_number} of {done.branch} was already open: {done.pr_url}"
+            )
+        text += f"\nPushed {done.branch} (base {done.base})"
+        if done.fixes is not None:
+            text += f"; closes GitHub issue #{done.fixes} when merged"
+        return ok(text, done)

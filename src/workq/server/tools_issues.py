@@ -116,10 +116,23 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def issue_get(number: Number) -> Annotated[CallToolResult, Issue]:
         """Get one issue in full: description, claim, blockers, labels."""
-        from workq.services import issues
+        from workq.services import issues, pulls
 
-        issue = issues.get(state.queue(), number)
-        return ok(issue_text(issue), issue)
+        q = state.queue()
+        issue = issues.get(q, number)
+        pull = pulls.of_issue(q, number)
+        if pull is None:
+            return ok(issue_text(issue), issue)
+        # The pull request submit_pr opened: an extra key, so the output schema (and the
+        # default tools/list) stays as it is.
+        data = issue.model_dump(mode="json")
+        data["pull_request"] = {
+            "number": pull.pr_number,
+            "url": pull.url,
+            "merged": pull.merged_at is not None,
+        }
+        merged = " (merged)" if pull.merged_at else ""
+        return ok(issue_text(issue, [f"pull request: #{pull.pr_number} {pull.url}{merged}"]), data)
 
     @reg.tool(writes(idempotent=True))
     def issue_update(

@@ -35,6 +35,7 @@ from workq.domain.workflow import (
 from workq.errors import InvalidInput, NotHolder, Step
 from workq.plan_schemas import PhaseChange, WorkflowChange, WorkflowStatus
 from workq.schemas import PAGE_MAX, TITLE_MAX, Status
+from workq.services import pulls
 from workq.services.context import Queue, load, record
 
 __all__ = [
@@ -135,6 +136,7 @@ def _held_issue(conn: Connection, number: int | None, holders: Collection[str]) 
 def _status(conn: Connection, issue: Any, now: datetime) -> WorkflowStatus:
     row, history = _state(conn, issue)
     acquired = issue.claimed_at or now
+    pull = pulls.of_issue_conn(conn, issue.id)
     return WorkflowStatus(
         issue_number=issue.number,
         title=issue.title,
@@ -142,8 +144,9 @@ def _status(conn: Connection, issue: Any, now: datetime) -> WorkflowStatus:
         branch_name=row.branch_name if row else None,
         tests_passed=row.tests_passed if row else None,
         skip_justification=row.skip_justification if row else None,
-        pr_number=row.pr_number if row else None,
+        pr_number=pull.pr_number if pull else (row.pr_number if row else None),
         pr_title=row.pr_title if row else None,
+        pr_url=pull.url if pull else None,
         lock_holder=issue.claimed_by,
         lock_acquired_at=acquired,
         lock_duration=max(0, int((now - acquired).total_seconds())),

@@ -1,0 +1,129 @@
+"""Seed 004's submit_pr: push the issue's branch and open its pull request, with a body
+that names the workq issue and closes its GitHub twin (``Fixes #N``) when it is mirrored.
+The pull request is recorded on the issue, and a progress comment says so (which the
+mirror carries to the twin)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from workq.errors import InvalidInput
+from workq.github import actions
+from workq.github.client import GitHubClient, GitHubRejected
+from workq.github.models import GhPull
+from workq.schemas import Issue
+from workq.services import issues, mirror, notes, pulls
+from workq.services.context import Queue
+from workq.vcs import git
+
+REMOTE = "origin"
+
+
+class Submitted(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    pr_number: int
+    pr_url: str
+    issue_number: int
+    branch: str
+    base: str
+    fixes: int | None  # the GitHub twin the pull request closes
+    labels: list[str]
+    reused: bool  # an open pull request of this branch already existed
+
+
+def issue_branch(cwd: Path) -> str:
+    """The branch that carries an issue's work: the checked-out branch of the work tree the
+    server runs in.
+
+    Raises:
+        InvalidInput: a detached HEAD.
+    """
+    branch = git.current_branch(cwd)
+    if branch is None:
+        raise InvalidInput(
+            f"the work tree at {cwd} has no branch checked out (detached HEAD)",
+            hint="check out the issue's branch, then call submit_pr again",
+        )
+    return branch
+
+
+def pr_body(issue: Issue, description: str | None, fixes: int | None) -> str:
+    parts = [description.strip()] if description and description.strip() else []
+    parts.append(f"workq issue #{issue.number}: {issue.title}")
+    if fixes is not None:
+        parts.append(f"Fixes #{fixes}")
+    parts.append(f"<!-- workq:issue={issue.id} -->")
+    return "\n\n".join(parts) + "\n"
+
+
+def _open_or_find(
+    client: GitHubClient, repo: str, *, title: str, body: str, head: str, base: str
+) -> tuple[GhPull, bool]:
+    try:
+        return client.create_pull(repo, title=title, body=body, head=head, base=base), False
+    except GitHubRejected as exc:
+        exists = any("already exists" in str(e.get("message", "")) for e in exc.errors)
+        if not exists:
+            raise
+        owner = repo.split("/", 1)[0]
+        found = client.list_pulls(repo, head=f"{owner}:{head}")
+        if not found:
+            raise
+        return found[0], True
+
+
+def submit(
+    q: Queue,
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    *,
+    title: str,
+    description: str | None,
+    labels: Sequence[str],
+    cwd: Path,
+    actor: str,
+) -> Submitted:
+    """Push, open (or find the open one), label, record.
+
+    Raises:
+        InvalidInput: a detached HEAD, or the base branch checked out.
+        GitFailed: the push failed (git's message).
+        GitHubCallError: GitHub refused (its message kept).
+    """
+    issue = issues.get(q, number)
+    branch = issue_branch(cwd)
+    with actions.retry_after_seconds():
+        base = client.get_repo(repo).default_branch
+    if branch == base:
+        raise InvalidInput(
+            f"the checked-out branch is {base}, the repository's base branch",
+            hint="commit the issue's work on its own branch, then call submit_pr again",
+        )
+    git.push(cwd, REMOTE, branch)
+    link = mirror.github_link(q, number)
+    fixes = link.gh_number if link is not None and link.repo.lower() == repo.lower() else None
+    body = pr_body(issue, description, fixes)
+    with actions.retry_after_seconds():
+        pull, reused = _open_or_find(client, repo, title=title, body=body, head=branch, base=base)
+    added = actions.add_labels(client, repo, pull.number, labels).labels if labels else []
+    pulls.opened(
+        q, number, repo=repo, pr_number=pull.number, url=pull.html_url, branch=branch, actor=actor
+    )
+    notes.comment(
+        q, number, f"Pull request #{pull.number}: {pull.html_url}", kind="progress", author=actor
+    )
+    return Submitted(
+        pr_number=pull.number,
+        pr_url=pull.html_url,
+        issue_number=number,
+        branch=branch,
+        base=base,
+        fixes=fixes,
+        labels=added,
+        reused=reused,
+    )

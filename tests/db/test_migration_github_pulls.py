@@ -1,0 +1,52 @@
+"""0007_github_pulls: upgrading a database with issues keeps them, and the new table holds
+the pull request submit_pr records; downgrading drops only that table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+
+from workq.config import Settings
+from workq.db import migrate
+from workq.services import pulls
+from workq.services.context import Queue
+from workq.services.runtime import open_database
+
+REVISION = "0007_github_pulls"
+SEED = (
+    "INSERT INTO issues (id, number, title, description, status, priority, issue_type, agent,"
+    " is_blocked, open_blockers, created_at, updated_at) VALUES "
+    "('a1', 1, 'opened before the upgrade', 'body', 'open', 1, 'bug', 'claude', false, 0,"
+    " :now, :now)"
+)
+
+
+def test_upgrade_to_github_pulls_with_data(settings: Settings) -> None:
+    db = open_database(settings)
+    try:
+        script = ScriptDirectory.from_config(migrate.alembic_config(db))
+        previous = script.get_revision(REVISION).down_revision
+        assert isinstance(previous, str)
+        migrate.upgrade(db, previous)
+        with db.engine.begin() as conn:
+            conn.execute(text(SEED), {"now": datetime(2026, 1, 1, tzinfo=UTC)})
+        assert "github_pulls" not in inspect(db.engine).get_table_names()
+
+        migrate.upgrade(db, REVISION)
+        queue = Queue(db=db, lease_seconds=60)
+        assert pulls.of_issue(queue, 1) is None
+        link = pulls.opened(
+            queue, 1, repo="acme/widgets", pr_number=7, url="https://x/7", branch="1-fix"
+        )
+        assert pulls.of_issue(queue, 1) == link
+        assert [p.pr_number for p in pulls.unmerged(queue, "acme/widgets")] == [7]
+
+        migrate.downgrade(db, previous)
+        assert "github_pulls" not in inspect(db.engine).get_table_names()
+        with db.engine.connect() as conn:
+            row = conn.execute(text("SELECT title FROM issues WHERE number = 1")).one()
+        assert row.title == "opened before the upgrade"
+    finally:
+        db.dispose()
