@@ -26,16 +26,27 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "config": frozenset({"errors"}),
     "domain": frozenset({"errors", "schemas"}),
     "plan_schemas": frozenset({"errors", "schemas", "domain"}),
+    "github_schemas": frozenset(),
     "db": frozenset({"errors"}),
     "vcs": frozenset({"errors"}),
     "services": frozenset({"errors", "schemas", "plan_schemas", "config", "domain", "db", "vcs"}),
     "github": frozenset(
-        {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "vcs"}
+        {
+            "workq",
+            "errors",
+            "schemas",
+            "plan_schemas",
+            "github_schemas",
+            "config",
+            "domain",
+            "services",
+            "vcs",
+        }
     ),
     "bind": frozenset({"errors"}),
     "server": frozenset(
         {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "bind"}
-        | {"board", "github"}
+        | {"board", "github", "github_schemas"}
     ),
     "board": frozenset({"errors", "schemas", "config", "services", "bind"}),
     "cli": frozenset(

@@ -231,6 +231,7 @@ def test_status_has_seed_000s_shape_with_lock_duration_and_history(
         "skipJustification": None,
         "prNumber": None,
         "prTitle": None,
+        "prUrl": None,
         "lockHolder": "run-a",
         "lockAcquiredAt": "2026-01-01T12:00:00Z",
         "lockDuration": 100,

@@ -20,7 +20,7 @@ from workq.config import Settings
 from workq.services import claims, dependencies, issues
 from workq.services.runtime import open_queue
 
-EXAMPLES = 400
+EXAMPLES = 600  # every tool of --toolsets all must be drawn
 # A failure starts with a CODE, or with the seed's wording followed by one.
 CLEAN_FAILURE = re.compile(r"^([A-Z_]+: |Could not [^:]+: [A-Z_]+: )")
 

@@ -8,31 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from workq.errors import InvalidInput
 from workq.github import actions
 from workq.github.client import GitHubClient, GitHubRejected
 from workq.github.models import GhPull
+from workq.github_schemas import Submitted
 from workq.schemas import Issue
 from workq.services import issues, mirror, notes, pulls
 from workq.services.context import Queue
 from workq.vcs import git
 
 REMOTE = "origin"
-
-
-class Submitted(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    pr_number: int
-    pr_url: str
-    issue_number: int
-    branch: str
-    base: str
-    fixes: int | None  # the GitHub twin the pull request closes
-    labels: list[str]
-    reused: bool  # an open pull request of this branch already existed
 
 
 def issue_branch(cwd: Path) -> str:

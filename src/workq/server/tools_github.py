@@ -11,7 +11,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from workq.errors import InvalidInput
-from workq.github.actions import (
+from workq.github_schemas import (
     DIFF_DEFAULT_MAX,
     IssueClosed,
     IssueDetail,
@@ -20,8 +20,8 @@ from workq.github.actions import (
     PullCreated,
     PullDiff,
     PullStatus,
+    Submitted,
 )
-from workq.github.submit import Submitted
 from workq.server.params import Number
 from workq.server.registry import Registry
 from workq.server.results import clip, ok, worded
