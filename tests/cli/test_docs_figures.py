@@ -48,6 +48,21 @@ async def test_the_tools_list_sizes_in_docs_mcp_md_are_measured(tmp_path: Path) 
     assert found.groupdict() == measured, f"docs/mcp.md should say {measured}"
 
 
+OPT_IN = re.compile(r"`tools/list`, opt-in toolsets \| \| (?P<line>[^|]+) \|")
+
+
+@pytest.mark.anyio
+async def test_the_opt_in_toolset_sizes_in_docs_mcp_md_are_measured(tmp_path: Path) -> None:
+    parts = []
+    for name in ("workflow", "github"):
+        async with Client(make_server(tmp_path / "q.db", toolsets=name), mode="legacy") as c:
+            tools = (await c.list_tools()).tools
+        parts.append(f"`{name}` {_kb(tools)} KB ({len(tools)} tools)")
+    found = OPT_IN.search((ROOT / "docs" / "mcp.md").read_text())
+    assert found is not None, "the opt-in tools/list line of docs/mcp.md's Speed table is gone"
+    assert found.group("line").strip() == ", ".join(parts)
+
+
 def test_every_source_contract_cited_in_the_code_is_summed_up() -> None:
     contracts = (ROOT / "docs" / "contracts.md").read_text()
     cited: set[str] = set()

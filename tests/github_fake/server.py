@@ -18,7 +18,9 @@ control methods as :class:`FakeGitHub` (they share :class:`ControlAPI`).
 What it serves (GitHub's shapes, a subset of the fields): ``GET /user``, ``GET /rate_limit``,
 ``GET /repos/{o}/{r}``, issues (list with filters, ``Link`` pagination, weak ETag and 304;
 create; get; patch), issue labels (GET/POST/PUT/DELETE), repository labels (422
-``already_exists`` on duplicates, case-insensitive), comments. Every API response carries
+``already_exists`` on duplicates, case-insensitive), comments, and pull requests
+(``tests/github_fake/pulls.py``: create, get, the diff media type, reviews, check runs,
+combined commit statuses, merging). Every API response carries
 ``x-ratelimit-*`` headers. 401 without a valid ``Authorization: Bearer|token <token>``; 404
 for unknown repositories and routes; 410 for deleted issues and 301 for transferred ones.
 
