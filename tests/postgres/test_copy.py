@@ -8,7 +8,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import Table, create_engine, insert, select, text
@@ -41,11 +41,12 @@ def _fill(queue: Queue) -> None:
 
 
 def _fill_the_rest(queue: Queue) -> None:
-    """Rows in the tables the export leaves out: the GitHub mirror's, plans, workflows."""
+    """Rows in the tables the export leaves out: the GitHub mirror's, plans, workflows, pull
+    requests."""
     now = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
     issue_id = issues.get(queue, 2).id
     comment_id = notes.comments(queue, 4)[0].id
-    rows = {
+    rows: dict[type[models.Base], dict[str, Any]] = {
         models.GitHubMirrorRow: {"repo": "acme/app", "created_at": now, "import_etag": 'W/"x"'},
         models.GitHubLinkRow: {
             "issue_id": issue_id,
@@ -82,6 +83,16 @@ def _fill_the_rest(queue: Queue) -> None:
             "started_by": "run-b",
             "started_at": now,
             "updated_at": now,
+        },
+        models.GitHubPullRow: {
+            "issue_id": issue_id,
+            "number": 2,
+            "repo": "acme/app",
+            "pr_number": 18,
+            "url": "https://github.com/acme/app/pull/18",
+            "branch": "2-mirrored",
+            "opened_at": now,
+            "merged_at": None,
         },
     }
     with queue.db.engine.begin() as conn:
