@@ -87,8 +87,9 @@ class PassResult:
     merged: list[int] = field(default_factory=list)  # issues done by a merged pull request
 
 
-def run_pass(session: Session, *, with_import: bool) -> PassResult:
-    """Import (if asked), then push every due row once.
+def run_pass(session: Session, *, with_import: bool, with_merges: bool = True) -> PassResult:
+    """Import (if asked), settle merged pull requests (if asked), then push every due row
+    once.
 
     Raises:
         AuthFailed: GitHub refused the token meanwhile (the worker stops).
@@ -104,7 +105,7 @@ def run_pass(session: Session, *, with_import: bool) -> PassResult:
             outbox.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
             log.warning("import failed: %s", exc.message)
     # Before the push, so that the same pass mirrors the issues it completes.
-    merged = merges.settle(worker.q, worker.client, worker.repo)
+    merged = merges.settle(worker.q, worker.client, worker.repo) if with_merges else []
     pushed = worker.push_pass()
     return PassResult(imported=imported, pushed=pushed, merged=merged)
 
@@ -118,12 +119,14 @@ def watch(
     """Pass after pass until the worker's ``stop`` is set. Failures of GitHub or of the
     database are logged and retried; a refused token or a lost lease ends the loop."""
     worker = session.worker
-    next_import = 0.0
+    next_import = next_merges = 0.0
     while not worker.stop.is_set():
         importing = with_import and time.monotonic() >= next_import
+        # Merged pull requests are read back at the import's pace, not every poll.
+        merging = time.monotonic() >= next_merges
         try:
             worker.renew_lease()
-            result = run_pass(session, with_import=importing)
+            result = run_pass(session, with_import=importing, with_merges=merging)
         except (AuthFailed, WorkerBusy):
             raise
         except (GitHubCallError, StorageError) as exc:
@@ -132,6 +135,8 @@ def watch(
             continue
         if importing:
             next_import = time.monotonic() + worker.options.import_interval
+        if merging:
+            next_merges = time.monotonic() + worker.options.import_interval
         if on_pass is not None:
             on_pass(result)
         worker.stop.wait(_idle(worker))
