@@ -280,3 +280,27 @@ class GitMissing(GitFailed):
 
     code = "GIT_UNAVAILABLE"
     hint = "install git 2.38 or newer and make sure it is on PATH"
+
+
+class MergeConflict(Conflict):
+    """merge would result in conflicts"""
+
+    code = "MERGE_CONFLICT"
+    hint = (
+        "merge the default branch into the worktree's branch, resolve the conflicting "
+        "files, commit, then merge again"
+    )
+
+
+class MergeBusy(Conflict):
+    """Another merge into this repository is in progress."""
+
+    code = "MERGE_BUSY"
+    hint = "wait for it to finish (a crashed merger's lease expires), then merge again"
+
+
+class WorktreeDirty(Conflict):
+    """The worktree has uncommitted changes."""
+
+    code = "WORKTREE_DIRTY"
+    hint = "commit or discard them first (or remove it with force)"

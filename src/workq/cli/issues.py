@@ -42,6 +42,12 @@ def _show(issue: Issue, github: str | None = None) -> None:
             ("updated", issue.updated_at),
             ("closed", issue.closed_at),
             *([("github", github)] if github else []),
+            *([("repository", issue.repository)] if issue.repository else []),
+            *(
+                [("worktree", f"{issue.worktree.path} (branch {issue.worktree.branch})")]
+                if issue.worktree
+                else []
+            ),
         ]
     )
     if issue.description:

@@ -26,6 +26,7 @@ REVISIONS: tuple[str, ...] = (
     "0004_outbox",
     "0005_plans",
     "0006_wait_fence",
+    "0007_agit",
 )
 HEAD = REVISIONS[-1]
 

@@ -8,6 +8,7 @@ from typing import NamedTuple, cast
 from sqlalchemy import Table
 
 from workq.db.models import (
+    AgentRow,
     CommentRow,
     CounterRow,
     DependencyRow,
@@ -20,7 +21,9 @@ from workq.db.models import (
     LabelRow,
     PlanIssueRow,
     PlanRow,
+    RepositoryRow,
     WorkflowRow,
+    WorktreeRow,
 )
 
 issues = cast(Table, IssueRow.__table__)
@@ -40,6 +43,11 @@ github_comments = cast(Table, GitHubCommentRow.__table__)
 plans = cast(Table, PlanRow.__table__)
 plan_issues = cast(Table, PlanIssueRow.__table__)
 workflows = cast(Table, WorkflowRow.__table__)
+
+# Agent workspaces (migration 0007_agit).
+repositories = cast(Table, RepositoryRow.__table__)
+worktrees = cast(Table, WorktreeRow.__table__)
+agents = cast(Table, AgentRow.__table__)
 
 
 class IssueRecord(NamedTuple):
@@ -63,3 +71,4 @@ class IssueRecord(NamedTuple):
     updated_at: datetime
     closed_at: datetime | None
     fence: int
+    repository: str | None
