@@ -265,7 +265,10 @@ def _discard(q: Queue, w: Any, r: Any, *, force: bool, state: str = "removed") -
         elif path.parent == Path(r.worktree_dir) and not path.is_symlink():
             # What an interrupted removal left: git no longer knows it as a worktree.
             shutil.rmtree(path)
-    git.worktree_prune(root)
+    elif state != "merged":
+        # Gone from disk by other means: drop git's record of it. (Not on every removal:
+        # a prune racing another process's `worktree add` can take its half-made record.)
+        git.worktree_prune(root)
     deleted = False
     tip = git.branch_tip(root, w.branch)
     if tip is not None and git.is_ancestor(root, tip, "refs/heads/" + r.default_branch):

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -189,8 +190,17 @@ class Worktree:
 
 
 def worktrees(repo: Path) -> list[Worktree]:
-    """Every worktree git knows of, the main one first (``worktree list --porcelain``)."""
-    out = run(["worktree", "list", "--porcelain", "-z"], cwd=repo).stdout
+    """Every worktree git knows of, the main one first (``worktree list --porcelain``).
+    A worktree another process is adding at that moment can make git fail to read its
+    half-written admin files: that is retried a few times."""
+    for attempt in range(5):
+        try:
+            out = run(["worktree", "list", "--porcelain", "-z"], cwd=repo).stdout
+            break
+        except GitFailed:
+            if attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
     found: list[Worktree] = []
     fields: dict[str, str] = {}
     for entry in [*out.split("\0"), ""]:
