@@ -26,7 +26,7 @@ from workq.services.runtime import open_queue
 
 # The statements the claim_next service runs on SQLite, as it compiles them: the baseline
 # runs exactly these on the raw driver, so it cannot drift from the service.
-READY_FRESH, READY_STALE = claims._ready_statements((False, 0, 0, 0), False)
+READY_FRESH, READY_STALE = claims._ready_statements((False, 0, 0, 0, False), False)
 TAKE = claims._take
 EVENT = context._record_event
 OUTBOX = outbox._queue["sqlite"]

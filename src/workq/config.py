@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         default=None, description="A SQLAlchemy URL; overrides db_path (PostgreSQL)"
     )
     lease_seconds: int = Field(default=30 * 60, ge=5, le=7 * 24 * 3600)
+    # How long a merge into a repository may hold its merge lease (a killed merger's
+    # lease expires after this).
+    merge_lease_seconds: int = Field(default=120, ge=1, le=24 * 3600)
     busy_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
     pool_size: int = Field(
         default=5, ge=1, le=100, description="Connections a process keeps open to a server"

@@ -294,3 +294,27 @@ class AllIssuesLocked(Conflict):
 
     code = "ALL_ISSUES_LOCKED"
     hint = "wait for a lock to be released, or take one over with force_claim"
+
+
+class MergeConflict(Conflict):
+    """merge would result in conflicts"""
+
+    code = "MERGE_CONFLICT"
+    hint = (
+        "merge the default branch into the worktree's branch, resolve the conflicting "
+        "files, commit, then merge again"
+    )
+
+
+class MergeBusy(Conflict):
+    """Another merge into this repository is in progress."""
+
+    code = "MERGE_BUSY"
+    hint = "wait for it to finish (a crashed merger's lease expires), then merge again"
+
+
+class WorktreeDirty(Conflict):
+    """The worktree has uncommitted changes."""
+
+    code = "WORKTREE_DIRTY"
+    hint = "commit or discard them first (or remove it with force)"

@@ -90,6 +90,21 @@ class IssueListItem(IssueSummary):
     waiting_on: list[int] | None = None  # the unfinished issues it waits on, if any
 
 
+def _unset(value: object) -> bool:
+    """Workspace fields are left out of answers while unset: without the agit toolset they
+    are not in the tools' output schemas either (server/toolsets.py)."""
+    return value is None
+
+
+class WorkspaceInfo(_Model):
+    """The git worktree an issue is worked on in (a repository's worktree per claim)."""
+
+    worktree_id: str
+    repository: str
+    path: str
+    branch: str
+
+
 class Issue(_Model):
     """An issue in full."""
 
@@ -113,6 +128,12 @@ class Issue(_Model):
     labels: list[str] = Field(default_factory=list)
     blocked_by: list[int] = Field(default_factory=list, description="Numbers of its blockers")
     blocks: list[int] = Field(default_factory=list, description="Numbers of issues it blocks")
+    repository: str | None = Field(
+        default=None, description="The repository it belongs to", exclude_if=_unset
+    )
+    worktree: WorkspaceInfo | None = Field(
+        default=None, description="Its active worktree", exclude_if=_unset
+    )
 
     def summary(self) -> IssueSummary:
         return IssueSummary(
@@ -146,6 +167,7 @@ class ReadyFilter(_Model):
     include_types: list[IssueType] | None = None
     exclude_types: list[IssueType] | None = None
     labels: list[str] | None = Field(default=None, description="Issues must carry all of these")
+    repository: str | None = Field(default=None, description="Issues of this repository only")
 
 
 FENCE_DOC = "Pass as fence to complete/release/block/heartbeat: refused once stale"
@@ -167,6 +189,9 @@ class Claim(_Model):
     waits_on: list[int] = Field(
         default_factory=list,
         description="Unfinished issues it now waits on: not completable until done",
+    )
+    worktree: WorkspaceInfo | None = Field(
+        default=None, description="Made with worktree=true", exclude_if=_unset
     )
 
 
@@ -198,6 +223,9 @@ class ClaimedIssue(_Model):
         default=None, description="Set when an expired claim was taken over"
     )
     already_held: bool = Field(default=False, description="The caller's own expired claim, renewed")
+    worktree: WorkspaceInfo | None = Field(
+        default=None, description="Made with worktree=true", exclude_if=_unset
+    )
 
 
 class ClaimedNext(_Model):
@@ -341,3 +369,70 @@ class GraphNode(_Model):
     title: str
     status: Status
     is_blocked: bool
+
+
+# --- agent workspaces (seed 003's agit) ----------------------------------------------------
+
+REPOSITORY_NAME_MAX = 64
+MERGE_MODES = ("merge", "squash")
+
+
+class Repository(_Model):
+    """A registered git repository (``agit_list_repos``'s item, and more)."""
+
+    name: str
+    path: str
+    default_branch: str
+    remote_url: str | None
+    worktree_dir: str
+    auto_worktree: bool = Field(description="Every claim of its issues makes a worktree")
+    merge_mode: str = Field(description="merge (fast-forward when possible) or squash")
+    worktree_count: int = 0
+    task_count: int = 0
+
+
+class WorktreeInfo(_Model):
+    id: str
+    repository: str
+    number: int | None
+    path: str
+    branch: str
+    base_commit: str
+    state: str
+    agent: str | None
+    disk_bytes: int | None = None
+
+
+class AgentInfo(_Model):
+    agent_id: str
+    name: str
+    type: str
+    last_seen: datetime
+    claims: list[int] = Field(default_factory=list, description="Issues it holds")
+    worktrees: list[str] = Field(default_factory=list, description="Paths of its worktrees")
+
+
+class FileConflict(_Model):
+    file: str
+    worktrees: list[str]
+    issues: list[int] = Field(default_factory=list)
+
+
+class ConflictReport(_Model):
+    conflicts: list[FileConflict]
+    scanned_worktrees: int
+
+
+class MergeResult(_Model):
+    merged: bool
+    branch: str
+    into: str
+    worktree_cleaned: bool
+    commit: str | None = Field(default=None, description="The default branch's new tip")
+    already_merged: bool = Field(default=False, description="An earlier run had merged it")
+    number: int | None = None
+
+
+class PruneReport(_Model):
+    removed: list[WorktreeInfo]
+    kept: list[WorktreeInfo] = Field(description="Dirty or still in use")

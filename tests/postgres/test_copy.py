@@ -94,6 +94,37 @@ def _fill_the_rest(queue: Queue) -> None:
             "opened_at": now,
             "merged_at": None,
         },
+        models.RepositoryRow: {
+            "name": "app",
+            "path": "/src/app",
+            "default_branch": "main",
+            "worktree_dir": "/src/app/.worktrees",
+            "auto_worktree": True,
+            "merge_mode": "squash",
+            "merge_holder": "host:1:abc",
+            "merge_expires_at": now,
+            "created_at": now,
+        },
+        models.WorktreeRow: {
+            "id": "w1",
+            "repository": "app",
+            "issue_id": issue_id,
+            "number": 2,
+            "path": "/src/app/.worktrees/task-2-x",
+            "branch": "task/2-x",
+            "base_commit": "a" * 40,
+            "state": "active",
+            "agent": "agent-1",
+            "created_at": now,
+            "updated_at": now,
+        },
+        models.AgentRow: {
+            "id": "agent-1",
+            "name": "claude-1",
+            "agent_type": "claude",
+            "created_at": now,
+            "last_seen_at": now,
+        },
     }
     with queue.db.engine.begin() as conn:
         for model, values in rows.items():

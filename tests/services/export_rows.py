@@ -56,6 +56,7 @@ def export_lines(
                     "updated_at": STAMP,
                     "closed_at": None,
                     "fence": 0,
+                    "repository": None,
                 }
             elif table == "labels":
                 yield {"issue_id": ident(n), "name": label}

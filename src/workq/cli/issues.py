@@ -43,6 +43,12 @@ def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> N
             ("closed", issue.closed_at),
             *([("github", github)] if github else []),
             *([("pull request", pull)] if pull else []),
+            *([("repository", issue.repository)] if issue.repository else []),
+            *(
+                [("worktree", f"{issue.worktree.path} (branch {issue.worktree.branch})")]
+                if issue.worktree
+                else []
+            ),
         ]
     )
     if issue.description:

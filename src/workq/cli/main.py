@@ -232,9 +232,9 @@ def load_commands() -> typer.Typer:
     itself, in the background, so an agent's client is not kept waiting at start."""
     global _loaded
     if not _loaded:
-        from workq.cli import admin, claims, issues, plan, sync, workflow
+        from workq.cli import admin, claims, issues, plan, sync, workflow, workspaces
 
-        for module in (issues, claims, admin, sync, plan, workflow):
+        for module in (issues, claims, admin, sync, plan, workflow, workspaces):
             module.register(app)
         _loaded = True
     return app

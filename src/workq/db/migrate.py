@@ -27,6 +27,7 @@ REVISIONS: tuple[str, ...] = (
     "0005_plans",
     "0006_wait_fence",
     "0007_github_pulls",
+    "0008_agit",
 )
 HEAD = REVISIONS[-1]
 

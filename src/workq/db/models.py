@@ -120,6 +120,8 @@ class IssueRow(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The fencing token: grows with every claim of the issue (0006_wait_fence).
     fence: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # The registered repository (its name) the issue belongs to, if any (migration 0008_agit).
+    repository: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         Index(
@@ -133,6 +135,7 @@ class IssueRow(Base):
         ),
         Index("ix_issues_lease", "status", "lease_expires_at"),
         Index("ix_issues_claimed_by", "claimed_by"),
+        Index("ix_issues_repository", "repository"),
     )
 
 
@@ -359,3 +362,63 @@ class GitHubPullRow(Base):
     merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (Index("ix_github_pulls_number", "number"),)
+
+
+class RepositoryRow(Base):
+    """A local git repository agents work on, with one worktree per claimed issue.
+
+    ``path`` is the root of its main work tree (found through the git common directory, so
+    registering from inside any of its worktrees names the same repository). The merge
+    lease serialises merges into the default branch across processes and machines: a merge
+    holds it until ``merge_expires_at`` (a killed merger's lease simply expires)."""
+
+    __tablename__ = "repositories"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, unique=True)
+    default_branch: Mapped[str] = mapped_column(String(255))
+    remote_url: Mapped[str | None] = mapped_column(Text)
+    worktree_dir: Mapped[str] = mapped_column(Text)  # absolute
+    auto_worktree: Mapped[bool] = mapped_column(Boolean, default=False)
+    merge_mode: Mapped[str] = mapped_column(String(16))  # merge | squash
+    merge_holder: Mapped[str | None] = mapped_column(String(128))
+    merge_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WorktreeRow(Base):
+    """A git worktree made for one issue. ``state``: creating (recorded before git makes
+    it), active, merging (the merge commit is known: ``merge_commit``), merged, removed.
+    Not tied to issues by a foreign key: a deleted issue's worktree is pruned later."""
+
+    __tablename__ = "worktrees"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    repository: Mapped[str] = mapped_column(ForeignKey("repositories.name", ondelete="CASCADE"))
+    issue_id: Mapped[str | None] = mapped_column(String(36))
+    number: Mapped[int | None] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    branch: Mapped[str] = mapped_column(String(255))
+    base_commit: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    agent: Mapped[str | None] = mapped_column(String(128))
+    merge_commit: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_worktrees_repository", "repository", "state"),
+        Index("ix_worktrees_number", "number"),
+    )
+
+
+class AgentRow(Base):
+    """A registered agent. Its id may serve as a run id: what it claims is held by it."""
+
+    __tablename__ = "agents"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    agent_type: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -8,6 +8,7 @@ from typing import NamedTuple, cast
 from sqlalchemy import Table
 
 from workq.db.models import (
+    AgentRow,
     CommentRow,
     CounterRow,
     DependencyRow,
@@ -21,7 +22,9 @@ from workq.db.models import (
     LabelRow,
     PlanIssueRow,
     PlanRow,
+    RepositoryRow,
     WorkflowRow,
+    WorktreeRow,
 )
 
 issues = cast(Table, IssueRow.__table__)
@@ -45,6 +48,11 @@ workflows = cast(Table, WorkflowRow.__table__)
 # Pull requests opened for issues (migration 0007_github_pulls).
 github_pulls = cast(Table, GitHubPullRow.__table__)
 
+# Agent workspaces (migration 0008_agit).
+repositories = cast(Table, RepositoryRow.__table__)
+worktrees = cast(Table, WorktreeRow.__table__)
+agents = cast(Table, AgentRow.__table__)
+
 
 class IssueRecord(NamedTuple):
     """A row of ``issues``, every column in table order (``select(issues)``)."""
@@ -67,3 +75,4 @@ class IssueRecord(NamedTuple):
     updated_at: datetime
     closed_at: datetime | None
     fence: int
+    repository: str | None

@@ -35,6 +35,8 @@ class Registry:
         self.tools: dict[str, Tool] = {}
         self.toolset_of: dict[str, str] = {}
         self.toolset = ""
+        # Whether the agit toolset is on: the issue tools then make worktrees too.
+        self.workspaces = False
 
     def tool(self, annotations: ToolAnnotations) -> Callable[[F], F]:
         """Register ``fn`` under its own name; its docstring is the description."""

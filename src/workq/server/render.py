@@ -52,6 +52,10 @@ def issue_text(issue: Issue, extra: Sequence[str] = ()) -> str:
         lines.append(f"blocks: {numbers(issue.blocks)}")
     if issue.labels:
         lines.append(f"labels: {', '.join(issue.labels)}")
+    if issue.worktree:
+        lines.append(f"worktree: {issue.worktree.path} (branch {issue.worktree.branch})")
+    elif issue.repository:
+        lines.append(f"repository: {issue.repository}")
     lines.extend(extra)
     lines.append(f"created {when(issue.created_at)} · updated {when(issue.updated_at)}")
     if issue.description:

@@ -18,6 +18,7 @@ from workq.schemas import (
     Completed,
     IssueSummary,
     ReadyFilter,
+    WorkspaceInfo,
 )
 from workq.server.outputs import Ready, Renewed, Waiting
 from workq.server.params import (
@@ -50,14 +51,22 @@ def _waiting(number: int, waits_on: Sequence[int]) -> str:
 
 CLAIM_REFUSED = "Could not claim issue #{} (already claimed or blocked)"
 
+Repo = Annotated[str, Field(min_length=1, max_length=64, description="Its repository")]
+WithWorktree = Annotated[bool | None, Field(strict=True, description="Make its git worktree")]
+
+
+def _workspace(info: WorkspaceInfo | None) -> str:
+    return f"\nworktree: {info.path} (branch {info.branch})" if info else ""
+
 
 def _filter(
     agent: str | None,
     include_types: Sequence[str] | None,
     exclude_types: Sequence[str] | None,
     labels: Sequence[str] | None,
+    repository: str | None = None,
 ) -> ReadyFilter | None:
-    if not (agent or include_types or exclude_types or labels):
+    if not (agent or include_types or exclude_types or labels or repository):
         return None
     return ReadyFilter.model_validate(
         {
@@ -65,12 +74,14 @@ def _filter(
             "include_types": include_types,
             "exclude_types": exclude_types,
             "labels": labels,
+            "repository": repository,
         }
     )
 
 
 def register_core(reg: Registry) -> None:
     state = reg.state
+    with_workspaces = reg.workspaces
 
     @reg.tool(READ_ONLY)
     async def issue_ready(
@@ -79,12 +90,13 @@ def register_core(reg: Registry) -> None:
         exclude_types: Types | None = None,
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
         wait_seconds: WaitSeconds = None,
+        repository: Repo | None = None,
     ) -> Annotated[CallToolResult, Ready]:
         """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
         Does not claim it (issue_claim or issue_claim_next does)."""
         from workq.services import claims
 
-        wanted = _filter(agent, include_types, exclude_types, labels)
+        wanted = _filter(agent, include_types, exclude_types, labels, repository)
         found = await until_found(
             state, lambda: claims.ready(state.queue(), wanted) or None, wait_seconds or 0
         )
@@ -93,17 +105,25 @@ def register_core(reg: Registry) -> None:
         return ok(ready_text(found[0]), Ready(issue=found[0]))
 
     @reg.tool(writes(idempotent=True))
-    def issue_claim(number: Number, run_id: RunId = None) -> Annotated[CallToolResult, Claim]:
+    def issue_claim(
+        number: Number, run_id: RunId = None, worktree: WithWorktree = None
+    ) -> Annotated[CallToolResult, Claim]:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
-        from workq.services import claims
+        from workq.services import claims, workspaces
 
         holder = run_id or state.run_id
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
-            claim = claims.claim(state.queue(), number, holder, plan_runs={state.run_id})
+            if with_workspaces:
+                claim = workspaces.claim(
+                    state.queue(), number, holder, worktree=worktree, plan_runs={state.run_id}
+                )
+            else:  # without the agit toolset, a claim is only a claim
+                claim = claims.claim(state.queue(), number, holder, plan_runs={state.run_id})
         state.claimed_with(holder)
-        return ok(f"Claimed issue #{number}" + _waiting(number, claim.waits_on), claim)
+        text = f"Claimed issue #{number}" + _waiting(number, claim.waits_on)
+        return ok(text + _workspace(claim.worktree), claim)
 
     @reg.tool(writes(idempotent=False))
     async def issue_claim_next(
@@ -113,16 +133,20 @@ def register_core(reg: Registry) -> None:
         exclude_types: Types | None = None,
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
         wait_seconds: WaitSeconds = None,
+        repository: Repo | None = None,
+        worktree: WithWorktree = None,
     ) -> Annotated[CallToolResult, ClaimedNext]:
         """Claim the next ready issue in one step (no race with other agents) and return
         it with its description."""
-        from workq.services import claims
+        from workq.services import workspaces
 
         holder = run_id or state.run_id
-        wanted = _filter(agent, include_types, exclude_types, labels)
+        wanted = _filter(agent, include_types, exclude_types, labels, repository)
 
         def attempt() -> ClaimedIssue | None:
-            return claims.claim_next(state.queue(), holder, wanted, plan_runs={state.run_id})
+            return workspaces.claim_next(
+                state.queue(), holder, wanted, worktree=worktree, plan_runs={state.run_id}
+            )
 
         with worded("Could not claim the next issue"):
             issue = await until_found(state, attempt, wait_seconds or 0)
@@ -133,6 +157,7 @@ def register_core(reg: Registry) -> None:
         text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
         if issue.previous_holder:
             text += f" · taken over from {issue.previous_holder} (lease expired)"
+        text += _workspace(issue.worktree)
         if issue.description:
             text += f"\n\n{issue.description}"
         return ok(text, ClaimedNext(issue=issue))

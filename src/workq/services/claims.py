@@ -109,13 +109,15 @@ _unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # 
 
 
 def _filtered(
-    stmt: Select[Any], shape: tuple[bool, int, int, int], *, arrays: bool = False
+    stmt: Select[Any], shape: tuple[bool, int, int, int, bool], *, arrays: bool = False
 ) -> Select[Any]:
     """``stmt`` with the filter's conditions. ``arrays``: type lists as one array parameter
     each (PostgreSQL), so the statement compiles once."""
-    has_agent, n_include, n_exclude, n_labels = shape
+    has_agent, n_include, n_exclude, n_labels, has_repository = shape
     if has_agent:
         stmt = stmt.where(issues.c.agent == bindparam("agent"))
+    if has_repository:
+        stmt = stmt.where(issues.c.repository == bindparam("repository"))
     if n_include:
         stmt = stmt.where(
             issues.c.issue_type == any_(bindparam("include", type_=ARRAY(String)))
@@ -141,7 +143,7 @@ _statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]
 
 
 def _ready_statements(
-    shape: tuple[bool, int, int, int], lock: bool
+    shape: tuple[bool, int, int, int, bool], lock: bool
 ) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
     """(open and unclaimed, claimed but lease expired), each in ready order."""
     key = (*shape, lock)
@@ -162,9 +164,9 @@ def _ready_statements(
     return cached
 
 
-def _params(f: ReadyFilter | None) -> tuple[tuple[bool, int, int, int], dict[str, Any]]:
+def _params(f: ReadyFilter | None) -> tuple[tuple[bool, int, int, int, bool], dict[str, Any]]:
     if f is None:
-        return (False, 0, 0, 0), {}
+        return (False, 0, 0, 0, False), {}
     params: dict[str, Any] = {}
     if f.agent:
         params["agent"] = f.agent
@@ -174,11 +176,14 @@ def _params(f: ReadyFilter | None) -> tuple[tuple[bool, int, int, int], dict[str
         params["exclude"] = [t.value for t in f.exclude_types]
     for i, name in enumerate(f.labels or ()):
         params[f"label{i}"] = name
+    if f.repository:
+        params["repository"] = f.repository
     shape = (
         bool(f.agent),
         len(f.include_types or ()),
         len(f.exclude_types or ()),
         len(f.labels or ()),
+        bool(f.repository),
     )
     return shape, params
 
@@ -460,7 +465,7 @@ def _sql(constant: str) -> ColumnClause[Any]:
     return literal_column(constant)
 
 
-def _chain(shape: tuple[bool, int, int, int], feed_outbox: bool) -> Prepared[ChainRow]:
+def _chain(shape: tuple[bool, int, int, int, bool], feed_outbox: bool) -> Prepared[ChainRow]:
     key = (*shape, feed_outbox)
     cached = _chains.get(key)
     if cached is not None:

@@ -145,4 +145,5 @@ def to_issue(
         labels=labels or [],
         blocked_by=blocked_by or [],
         blocks=blocks or [],
+        repository=getattr(row, "repository", None),
     )

@@ -26,7 +26,7 @@ from workq.schemas import (
     Priority,
     Status,
 )
-from workq.services import blockers
+from workq.services import blockers, worktrees
 from workq.services.context import Queue, load, new_id, record, to_issue
 
 COUNTER = "issue_number"
@@ -219,12 +219,15 @@ _labels = Prepared(
 def _detail(conn: Connection, number: int) -> Issue:
     row = load(conn, number)
     ids = {"issue_id": row.id}
-    return to_issue(
+    issue = to_issue(
         row,
         labels=[r.name for r in _labels.rows(conn, ids)],
         blocked_by=[r.number for r in _blocked_by.rows(conn, ids)],
         blocks=[r.number for r in _blocks.rows(conn, ids)],
     )
+    if row.repository is not None:
+        return issue.model_copy(update={"worktree": worktrees.of_issue(conn, number)})
+    return issue
 
 
 @retry_lost_read

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -195,3 +196,161 @@ def push(path: Path, remote: str, branch: str, *, timeout: float = 120.0) -> Non
         cwd=path,
         timeout=timeout,
     )
+
+
+# --- worktrees, refs and merges ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Worktree:
+    path: Path
+    head: str | None
+    branch: str | None  # short name; None when detached
+    bare: bool = False
+
+
+def worktrees(repo: Path) -> list[Worktree]:
+    """Every worktree git knows of, the main one first (``worktree list --porcelain``).
+    A worktree another process is adding at that moment can make git fail to read its
+    half-written admin files: that is retried a few times."""
+    for attempt in range(5):
+        try:
+            out = run(["worktree", "list", "--porcelain", "-z"], cwd=repo).stdout
+            break
+        except GitFailed:
+            if attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    found: list[Worktree] = []
+    fields: dict[str, str] = {}
+    for entry in [*out.split("\0"), ""]:
+        if entry:
+            key, _, value = entry.partition(" ")
+            fields[key] = value
+            continue
+        if "worktree" in fields:
+            branch = fields.get("branch")
+            found.append(
+                Worktree(
+                    path=Path(fields["worktree"]),
+                    head=fields.get("HEAD"),
+                    branch=branch.removeprefix("refs/heads/") if branch else None,
+                    bare="bare" in fields,
+                )
+            )
+        fields = {}
+    return found
+
+
+def worktree_add(repo: Path, path: Path, branch: str, base: str) -> None:
+    """A new worktree at ``path`` on a new branch ``branch`` starting at ``base``."""
+    run(["worktree", "add", "--quiet", "-b", branch, str(path), base], cwd=repo)
+
+
+def worktree_remove(repo: Path, path: Path, *, force: bool = False) -> None:
+    run(["worktree", "remove", *(["--force", "--force"] if force else []), str(path)], cwd=repo)
+
+
+def worktree_prune(repo: Path) -> None:
+    run(["worktree", "prune"], cwd=repo)
+
+
+def branch_exists(repo: Path, branch: str) -> bool:
+    ref = "refs/heads/" + branch
+    return run(["show-ref", "--verify", "--quiet", ref], cwd=repo, check=False).returncode == 0
+
+
+def branch_tip(repo: Path, branch: str) -> str | None:
+    done = run(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"],
+        cwd=repo,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def delete_branch(repo: Path, branch: str) -> None:
+    run(["branch", "-D", "--quiet", branch], cwd=repo)
+
+
+def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+    done = run(["merge-base", "--is-ancestor", ancestor, descendant], cwd=repo, check=False)
+    if done.returncode not in (0, 1):
+        raise GitFailed(f"git merge-base failed: {done.stderr.strip()}", command="merge-base")
+    return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class MergeCheck:
+    tree: str | None  # the merged tree, when clean
+    conflicts: list[str]
+
+
+def merge_tree(repo: Path, ours: str, theirs: str) -> MergeCheck:
+    """Merge ``theirs`` into ``ours`` in memory (no checkout touched): the resulting tree,
+    or the files that conflict."""
+    require(MERGE_TREE_VERSION, "checking a merge without a checkout (merge-tree --write-tree)")
+    done = run(
+        ["merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours, theirs],
+        cwd=repo,
+        check=False,
+    )
+    if done.returncode not in (0, 1):
+        said = done.stderr.strip() or done.stdout.strip()
+        raise GitFailed(
+            f"git merge-tree failed: {said[-MESSAGE_LIMIT:]}",
+            command="merge-tree",
+        )
+    parts = done.stdout.split("\0")
+    tree = parts[0].strip()
+    if done.returncode == 0:
+        return MergeCheck(tree=tree, conflicts=[])
+    files = sorted({part for part in parts[1:] if part})
+    return MergeCheck(tree=None, conflicts=files)
+
+
+def commit_tree(repo: Path, tree: str, parents: Sequence[str], message: str) -> str:
+    ident = {
+        "GIT_AUTHOR_NAME": "workq",
+        "GIT_AUTHOR_EMAIL": "workq@localhost",
+        "GIT_COMMITTER_NAME": "workq",
+        "GIT_COMMITTER_EMAIL": "workq@localhost",
+    }
+    args = ["commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    return run([*args, "-F", "-"], cwd=repo, env=ident, input_text=message).stdout.strip()
+
+
+def update_ref(repo: Path, branch: str, new: str, old: str) -> None:
+    """Move ``branch`` to ``new`` only if it still points at ``old`` (compare and swap)."""
+    run(["update-ref", "refs/heads/" + branch, new, old], cwd=repo)
+
+
+def merge_ff_only(path: Path, commit: str) -> None:
+    """Fast-forward the branch checked out at ``path`` (and its files) to ``commit``."""
+    run(["merge", "--ff-only", "--quiet", commit], cwd=path)
+
+
+def changed_files(path: Path, base: str) -> list[str]:
+    """Files the work tree at ``path`` changes against ``base``: commits, staged and
+    unstaged changes (one diff of the work tree against the base) and untracked files."""
+    changed = run(["diff", "--name-only", "-z", "--no-renames", base], cwd=path).stdout
+    untracked = run(["ls-files", "--others", "--exclude-standard", "-z"], cwd=path).stdout
+    return sorted({name for name in (*changed.split("\0"), *untracked.split("\0")) if name})
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes under ``path`` (files only, symlinks not followed)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def merge_base(repo: Path, a: str, b: str) -> str:
+    return run(["merge-base", a, b], cwd=repo).stdout.strip()

@@ -1,0 +1,154 @@
+"""Benchmark agent workspaces on a repository of many files (figures, no asserts).
+
+    .venv/bin/python scripts/bench_agit.py [--files 10000] [--sizes 1,10,50]
+
+For each size N, in one run on the same machine, against plain git doing the same work:
+- spawn: ``workspaces.claim(..., worktree=True)`` (claim, record, ``git worktree add``,
+  record) per worktree, against a bare ``git worktree add`` of a new branch;
+- conflict scan of N worktrees (each with two commits and an uncommitted edit, some files
+  shared), against the same ``git diff --name-only`` + ``ls-files --others`` run one
+  worktree after the other;
+- merge: ``merges.merge`` per worktree (lease, merge-tree check, merge commit, main
+  checkout fast-forwarded, issue completed, worktree and branch removed), against a bare
+  ``git merge --no-ff`` in the main checkout followed by ``git worktree remove`` and
+  ``git branch -D``.
+
+Each step alternates plain git and workq, so the load of a shared machine falls on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from workq.config import Settings
+from workq.services import conflicts, issues, merges, repositories, workspaces
+from workq.services.runtime import open_queue
+from workq.vcs import git
+
+
+def make_repo(path: Path, files: int) -> None:
+    path.mkdir()
+    git.run(["init", "-q", "-b", "main"], cwd=path)
+    git.run(["config", "user.email", "bench@example.invalid"], cwd=path)
+    git.run(["config", "user.name", "bench"], cwd=path)
+    for i in range(files):
+        folder = path / f"pkg{i % 100:02d}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"mod{i}.py").write_text(f"VALUE = {i}\n")
+    git.run(["add", "-A"], cwd=path, timeout=300)
+    git.run(["commit", "-q", "-m", "tree"], cwd=path, timeout=300)
+
+
+def edit(where: Path, i: int) -> None:
+    """Two commits and an uncommitted edit; every fifth worktree touches a shared file.
+    (The plain and the workq worktree of one step make the same edits under different
+    names, so the two merges of a step do not conflict.)"""
+    for step in range(2):
+        (where / f"pkg{i % 100:02d}" / f"mod{i}.py").write_text(f"VALUE = {i + step}\n")
+        (where / f"new_{i}_{step}.py").write_text("x = 1\n")
+        git.run(["add", "-A"], cwd=where)
+        git.run(["commit", "-q", "-m", f"work {i}.{step}"], cwd=where)
+    target = "pkg99/mod99.py" if i % 5 == 0 else f"pkg{(i + 1) % 100:02d}/mod{i + 1}.py"
+    (where / target).write_text("# edited\n")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def run(files: int, sizes: list[int]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        repo = root / "repo"
+        started = time.perf_counter()
+        make_repo(repo, files)
+        print(f"repository of {files} files built in {time.perf_counter() - started:.1f} s")
+        queue = open_queue(Settings(db_path=root / "q.db"))
+        repositories.add(queue, "bench", repo)
+        rows = []
+        for size in sizes:
+            # Each step alternates plain git and workq, so load on the machine hits both.
+            plain_dir = root / f"plain{size}"
+            plain_dir.mkdir()
+            spawn_git, spawn_wq = [], []
+            plain, infos = [], []
+            for i in range(size):
+                t = time.perf_counter()
+                where = plain_dir / f"w{i}"
+                git.worktree_add(repo, where, f"plain/{size}-{i}", "main")
+                spawn_git.append(time.perf_counter() - t)
+                edit(where, i)
+                plain.append(where)
+                number = issues.create(queue, title=f"bench {size}-{i}").number
+                repositories.assign(queue, number, "bench")
+                t = time.perf_counter()
+                info = workspaces.claim(queue, number, "bench", worktree=True).worktree
+                spawn_wq.append(time.perf_counter() - t)
+                assert info is not None
+                edit(Path(info.path), i)
+                infos.append(info)
+            scan_git, scan_wq = [], []
+            for _ in range(3):
+                t = time.perf_counter()
+                for where in plain:
+                    git.changed_files(where, "main")
+                scan_git.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                report = conflicts.scan(queue, "bench")
+                scan_wq.append(time.perf_counter() - t)
+                assert report.scanned_worktrees == size
+            merge_git, merge_wq = [], []
+            for i, (where, info) in enumerate(zip(plain, infos, strict=True)):
+                git.run(["checkout", "-q", "--", "."], cwd=where)
+                git.run(["checkout", "-q", "--", "."], cwd=Path(info.path))
+                # plain git: merge commit in the main checkout, then remove the worktree
+                # and the branch, as workq's merge does
+                t = time.perf_counter()
+                git.run(["merge", "-q", "--no-ff", "--no-edit", f"plain/{size}-{i}"], cwd=repo)
+                git.worktree_remove(repo, where, force=True)
+                git.delete_branch(repo, f"plain/{size}-{i}")
+                merge_git.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                merges.merge(queue, "bench", info.worktree_id)
+                merge_wq.append(time.perf_counter() - t)
+            rows.append(
+                (
+                    size,
+                    statistics.median(spawn_git),
+                    statistics.median(spawn_wq),
+                    statistics.median(scan_git),
+                    statistics.median(scan_wq),
+                    statistics.median(merge_git),
+                    statistics.median(merge_wq),
+                )
+            )
+        queue.db.dispose()
+    print()
+    print(
+        "| worktrees | spawn, git / workq (median) | scan of all, git one by one / workq"
+        " (median of 3) | merge and clean up, git / workq (median) |"
+    )
+    print("|---|---|---|---|")
+    for size, sg, sw, cg, cw, mg, mw in rows:
+        print(
+            f"| {size} | {ms(sg)} / {ms(sw)} ({sw / sg:.2f}x) | {ms(cg)} / {ms(cw)}"
+            f" ({cw / cg:.2f}x) | {ms(mg)} / {ms(mw)} ({mw / mg:.2f}x) |"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--sizes", default="1,10,50")
+    args = parser.parse_args(argv)
+    run(args.files, [int(s) for s in args.sizes.split(",")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Agent workspaces on the command line: repositories, worktrees, agents, the conflict scan
+and the merge queue (seed 003's agit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workq.cli import output
+from workq.cli.state import state
+from workq.errors import NotFound
+from workq.schemas import MERGE_MODES, WorktreeInfo
+from workq.services import agents, conflicts, issues, merges, repositories, worktrees
+from workq.services.context import Queue
+
+repo_app = typer.Typer(help="Registered git repositories.", no_args_is_help=True)
+worktree_app = typer.Typer(help="A git worktree per claimed issue.", no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+RepoArg = Annotated[str, typer.Argument(help="The repository's name.")]
+RepoOpt = Annotated[str | None, typer.Option("--repo", help="Only this repository.")]
+Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def _worktrees(found: list[WorktreeInfo], *, disk: bool = False) -> None:
+    if not found:
+        output.line("No worktrees")
+        return
+    columns = ["id", "repo", "#", "branch", "state", "agent", "path"]
+    output.table(
+        [*columns, *(["disk"] if disk else [])],
+        [
+            (
+                w.id,
+                w.repository,
+                w.number,
+                w.branch,
+                w.state,
+                w.agent,
+                w.path,
+                *([_size(w.disk_bytes)] if disk else []),
+            )
+            for w in found
+        ],
+    )
+
+
+@repo_app.command("add")
+def repo_add(
+    ctx: typer.Context,
+    name: RepoArg,
+    path: Annotated[Path, typer.Argument(help="The repository (any of its worktrees).")] = Path(),
+    default_branch: Annotated[
+        str | None, typer.Option("--default-branch", help="Default: the checked-out branch.")
+    ] = None,
+    folder: Annotated[
+        Path | None, typer.Option("--dir", help="Worktree folder (default PATH/.worktrees).")
+    ] = None,
+    auto_worktree: Annotated[
+        bool, typer.Option("--worktree-per-claim", help="Every claim makes a worktree.")
+    ] = False,
+    merge_mode: Annotated[
+        str, typer.Option("--merge-mode", help=f"One of {', '.join(MERGE_MODES)}.")
+    ] = "merge",
+    json_: JsonFlag = False,
+) -> None:
+    """Register a local git repository."""
+    repo = repositories.add(
+        state(ctx).queue(),
+        name,
+        path,
+        default_branch=default_branch,
+        worktree_dir=folder,
+        auto_worktree=auto_worktree,
+        merge_mode=merge_mode,
+    )
+    if json_:
+        output.emit_json(repo)
+        return
+    output.line(f"Registered {repo.name}: {repo.path} (default branch {repo.default_branch})")
+
+
+@repo_app.command("list")
+def repo_list(ctx: typer.Context, json_: JsonFlag = False) -> None:
+    """List registered repositories."""
+    found = repositories.list_all(state(ctx).queue())
+    if json_:
+        output.emit_json(found)
+        return
+    if not found:
+        output.line("No repositories")
+        return
+    output.table(
+        ["name", "path", "default branch", "worktrees", "tasks", "merge"],
+        [
+            (r.name, r.path, r.default_branch, r.worktree_count, r.task_count, r.merge_mode)
+            for r in found
+        ],
+    )
+
+
+@repo_app.command("status")
+def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> None:
+    """A repository: its worktrees and the files two of them both change."""
+    q = state(ctx).queue()
+    repo = repositories.get(q, name)
+    found = worktrees.list_worktrees(q, name)
+    report = conflicts.scan(q, name)
+    if json_:
+        output.emit_json(
+            {
+                **repo.model_dump(mode="json"),
+                "worktrees": [w.model_dump(mode="json") for w in found],
+                "conflicts": [c.model_dump(mode="json") for c in report.conflicts],
+            }
+        )
+        return
+    output.fields(
+        [
+            ("name", repo.name),
+            ("path", repo.path),
+            ("default branch", repo.default_branch),
+            ("remote", repo.remote_url),
+            ("worktree folder", repo.worktree_dir),
+            ("merge mode", repo.merge_mode),
+            ("tasks", repo.task_count),
+        ]
+    )
+    output.line("")
+    _worktrees(found)
+    for c in report.conflicts:
+        output.line(f"conflict: {c.file} changed by {', '.join(f'#{n}' for n in c.issues)}")
+
+
+@repo_app.command("assign")
+def repo_assign(ctx: typer.Context, number: Number, name: RepoArg) -> None:
+    """Put an issue in a repository."""
+    s = state(ctx)
+    repositories.assign(s.queue(), number, name, actor=s.actor)
+    output.line(f"Issue #{number} is in repository {name}")
+
+
+@worktree_app.command("list")
+def worktree_list(
+    ctx: typer.Context,
+    repo: RepoOpt = None,
+    everything: Annotated[bool, typer.Option("--all", help="Merged and removed too.")] = False,
+    json_: JsonFlag = False,
+) -> None:
+    """List worktrees (active ones unless --all), with their disk use."""
+    found = worktrees.list_worktrees(state(ctx).queue(), repo, everything=everything, disk=True)
+    if json_:
+        output.emit_json(found)
+        return
+    _worktrees(found, disk=True)
+
+
+@worktree_app.command("spawn")
+def worktree_spawn(
+    ctx: typer.Context,
+    number: Number,
+    repo: Annotated[str | None, typer.Option("--repo", help="Default: the issue's.")] = None,
+    branch: Annotated[str | None, typer.Option(help="Default: {type}/{number}-{slug}.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Make (or show) the worktree of an issue."""
+    s = state(ctx)
+    q = s.queue()
+    name = repo or _repository_of(s.queue(), number)
+    info = worktrees.spawn(q, name, number, agent=s.actor, branch=branch)
+    if json_:
+        output.emit_json(info)
+        return
+    output.line(f"{info.path} (branch {info.branch}, worktree {info.worktree_id})")
+
+
+def _repository_of(q: Queue, number: int) -> str:
+    issue = issues.get(q, number)
+    if issue.repository is None:
+        raise NotFound(
+            f"Issue #{number} belongs to no repository",
+            hint=f"name one with --repo, or run 'workq repo assign {number} NAME'",
+        )
+    return issue.repository
+
+
+@worktree_app.command("remove")
+def worktree_remove(
+    ctx: typer.Context,
+    worktree_id: Annotated[str, typer.Argument(help="The worktree's id (workq worktree list).")],
+    repo: Annotated[str, typer.Option("--repo", help="Its repository.")],
+    force: Annotated[bool, typer.Option("--force", help="Even with uncommitted changes.")] = False,
+) -> None:
+    """Remove a worktree (its branch stays if it has unmerged commits)."""
+    gone = worktrees.remove(state(ctx).queue(), repo, worktree_id, force=force)
+    output.line(f"Removed {gone.path} (branch {gone.branch})")
+
+
+@worktree_app.command("prune")
+def worktree_prune(
+    ctx: typer.Context,
+    repo: RepoOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Remove dirty ones too (uncommitted work is lost).")
+    ] = False,
+    json_: JsonFlag = False,
+) -> None:
+    """Remove the worktrees of done, released or deleted issues; keep dirty ones unless
+    --force. Prints the disk use of each."""
+    report = worktrees.prune(state(ctx).queue(), repo, force=force)
+    if json_:
+        output.emit_json(report)
+        return
+    freed = sum(w.disk_bytes or 0 for w in report.removed)
+    for w in report.removed:
+        output.line(f"removed {w.path} ({_size(w.disk_bytes)})")
+    for w in report.kept:
+        output.line(f"kept    {w.path} ({_size(w.disk_bytes)})")
+    output.line(f"{len(report.removed)} removed ({_size(freed)} freed), {len(report.kept)} kept")
+
+
+def agents_command(ctx: typer.Context, json_: JsonFlag = False) -> None:
+    """Registered agents: last seen, what each holds, and where."""
+    found = agents.list_agents(state(ctx).queue())
+    if json_:
+        output.emit_json(found)
+        return
+    if not found:
+        output.line("No agents")
+        return
+    output.table(
+        ["id", "name", "type", "last seen", "holds", "worktrees"],
+        [
+            (
+                a.agent_id,
+                a.name,
+                a.type,
+                output.when(a.last_seen),
+                ", ".join(f"#{n}" for n in a.claims) or "-",
+                ", ".join(a.worktrees) or "-",
+            )
+            for a in found
+        ],
+    )
+
+
+def conflicts_command(ctx: typer.Context, repo: RepoArg, json_: JsonFlag = False) -> None:
+    """Files that two or more active worktrees of a repository change."""
+    report = conflicts.scan(state(ctx).queue(), repo)
+    if json_:
+        output.emit_json(report)
+        return
+    for c in report.conflicts:
+        shown = ", ".join(f"#{n}" for n in c.issues) or ", ".join(c.worktrees)
+        output.line(f"{c.file}: {shown}")
+    output.line(f"{len(report.conflicts)} file(s) in conflict, {report.scanned_worktrees} scanned")
+
+
+def merge_command(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
+    """Merge an issue's worktree into its repository's default branch, complete the issue,
+    remove the worktree and branch. Waits for a merge in progress; rerun after a crash."""
+    s = state(ctx)
+    q = s.queue()
+    info = worktrees.latest_for_issue(q, number)
+    if info is None:
+        raise NotFound(
+            f"Issue #{number} has no worktree to merge",
+            number=number,
+            hint=f"make one with 'workq worktree spawn {number}'",
+        )
+    done = merges.merge(
+        q,
+        info.repository,
+        info.worktree_id,
+        actor=s.actor,
+        lease_seconds=s.settings().merge_lease_seconds,
+    )
+    if json_:
+        output.emit_json(done)
+        return
+    again = " (already merged: cleaned up)" if done.already_merged else ""
+    output.line(f"Merged {done.branch} into {done.into} at {done.commit}{again}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(repo_app, name="repo")
+    app.add_typer(worktree_app, name="worktree")
+    app.command("agents")(agents_command)
+    app.command("conflicts")(conflicts_command)
+    app.command("merge")(merge_command)

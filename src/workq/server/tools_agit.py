@@ -1,0 +1,461 @@
+"""Seed 003's agit over the queue: repositories, a worktree per task, agents, the conflict
+scan and the merge queue. A task is a workq issue of the repository, its id ``t-<number>``.
+
+Each tool answers with the seed's JSON as text (its error objects too, with workq's code
+and next step added) and the same data as structured content."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
+from workq.schemas import RUN_ID_MAX, ConflictReport, Issue, Status
+from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.results import ERROR_META, failure
+
+RepoName = Annotated[str, Field(min_length=1, max_length=64, description="Repository name")]
+TaskId = Annotated[str, Field(min_length=1, max_length=32, description="Task id: t-<number>")]
+WorktreeId = Annotated[str, Field(min_length=1, max_length=64, description="Worktree id")]
+AgentId = Annotated[str, Field(min_length=1, max_length=RUN_ID_MAX, description="Agent id")]
+
+_TASK = re.compile(r"(?:t-|#)?([1-9][0-9]{0,8})")
+
+
+def task_id(number: int) -> str:
+    return f"t-{number}"
+
+
+def task_number(value: str) -> int | None:
+    found = _TASK.fullmatch(value.strip())
+    return int(found.group(1)) if found else None
+
+
+def task_status(issue: Issue) -> str:
+    """The seed's task status of an issue."""
+    if issue.status == Status.DONE:
+        return "completed"
+    if issue.is_blocked:
+        return "failed"
+    return "in_progress" if issue.status == Status.IN_PROGRESS else "pending"
+
+
+class RepoItem(BaseModel):
+    name: str
+    path: str
+    default_branch: str
+    remote_url: str | None
+    worktree_count: int
+    task_count: int
+
+
+class Repos(BaseModel):
+    repos: list[RepoItem]
+
+
+class WorktreeItem(BaseModel):
+    id: str
+    branch: str
+    status: str
+    agent: str | None
+    task: str | None
+    path: str
+
+
+class TaskItem(BaseModel):
+    id: str
+    description: str
+    status: str
+    agent: str | None
+    created_at: datetime
+
+
+class RepoStatus(BaseModel):
+    name: str
+    path: str
+    default_branch: str
+    remote_url: str | None
+    worktrees: list[WorktreeItem]
+    tasks: list[TaskItem]
+    conflicts: list[dict[str, Any]]
+
+
+class Spawned(BaseModel):
+    worktree_id: str
+    path: str
+    branch: str
+    task_id: str
+
+
+class Removed(BaseModel):
+    removed: bool
+    worktree_id: str
+
+
+class Tasks(BaseModel):
+    tasks: list[TaskItem]
+
+
+class ClaimedTask(BaseModel):
+    claimed: bool
+    task_id: str
+    agent_id: str
+    path: str | None = None
+    branch: str | None = None
+
+
+class CompletedTask(BaseModel):
+    completed: bool
+    task_id: str
+
+
+class Merged(BaseModel):
+    merged: bool
+    branch: str
+    into: str
+    worktree_cleaned: bool
+    commit: str | None = None
+    already_merged: bool = False
+
+
+class Registered(BaseModel):
+    agent_id: str
+    name: str
+    type: str
+
+
+class Beat(BaseModel):
+    ok: bool
+    agent_id: str
+    renewed: int = 0
+
+
+def _answer(text_data: Any, data: BaseModel | dict[str, Any]) -> CallToolResult:
+    structured = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(text_data, default=str))],
+        structured_content=structured,
+    )
+
+
+def _error(error: WorkqError, message: str | None = None, **extra: Any) -> CallToolResult:
+    """The seed's error object as text (``{"error": ...}``), workq's code and hint too."""
+    result = failure(error)
+    body: dict[str, Any] = {"error": message or error.message, **extra, "code": error.code}
+    if error.hint:
+        body["hint"] = error.hint
+    result.content = [TextContent(type="text", text=json.dumps(body))]
+    meta = dict(result.meta or {})
+    meta[ERROR_META] = {**meta.get(ERROR_META, {}), **extra}
+    result.meta = meta
+    return result
+
+
+def _guarded(call: Callable[[], CallToolResult]) -> CallToolResult:
+    try:
+        return call()
+    except MergeConflict as exc:
+        files = list(exc.facts.get("conflicting_files", []))
+        return _error(exc, "merge would result in conflicts", conflicting_files=files)
+    except WorkqError as exc:
+        return _error(exc)
+
+
+def _number(task: str) -> int:
+    number = task_number(task)
+    if number is None:
+        raise InvalidInput(f"task id {task!r:.40} is not t-<number>", field="task_id")
+    return number
+
+
+def register(reg: Registry) -> None:
+    state = reg.state
+
+    def _tasks(repo: str) -> list[TaskItem]:
+        from workq.services import repositories
+
+        return [
+            TaskItem(
+                id=task_id(i.number),
+                description=i.title,
+                status=task_status(i),
+                agent=i.claimed_by,
+                created_at=i.created_at,
+            )
+            for i in repositories.tasks(state.queue(), repo)
+        ]
+
+    @reg.tool(READ_ONLY)
+    def agit_list_repos() -> Annotated[CallToolResult, Repos]:
+        """List all registered repositories."""
+        from workq.services import repositories
+
+        def call() -> CallToolResult:
+            items = [
+                RepoItem.model_validate(r.model_dump())
+                for r in repositories.list_all(state.queue())
+            ]
+            return _answer([i.model_dump() for i in items], Repos(repos=items))
+
+        return _guarded(call)
+
+    @reg.tool(READ_ONLY)
+    def agit_repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoStatus]:
+        """Detailed status of a repository: its worktrees, tasks and file conflicts."""
+        from workq.services import conflicts, repositories, worktrees
+
+        def call() -> CallToolResult:
+            q = state.queue()
+            r = repositories.get(q, repo)
+            titles = {t.id: t.description for t in _tasks(repo)}
+            items = [
+                WorktreeItem(
+                    id=w.id,
+                    branch=w.branch,
+                    status=w.state,
+                    agent=w.agent,
+                    task=titles.get(task_id(w.number)) if w.number else None,
+                    path=w.path,
+                )
+                for w in worktrees.list_worktrees(q, repo)
+            ]
+            report = conflicts.scan(q, repo)
+            status = RepoStatus(
+                name=r.name,
+                path=r.path,
+                default_branch=r.default_branch,
+                remote_url=r.remote_url,
+                worktrees=items,
+                tasks=_tasks(repo),
+                conflicts=[c.model_dump() for c in report.conflicts],
+            )
+            return _answer(status.model_dump(mode="json"), status)
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=False))
+    def agit_spawn_worktree(
+        repo: RepoName,
+        task: Annotated[
+            str | None,
+            Field(
+                max_length=256, description="A task id (t-<number>), or a description: a new task"
+            ),
+        ] = None,
+        branch: Annotated[
+            str | None, Field(max_length=255, description="Default: {type}/{number}-{slug}")
+        ] = None,
+        agent: Annotated[
+            str | None, Field(max_length=RUN_ID_MAX, description="Agent id to hold the task")
+        ] = None,
+    ) -> Annotated[CallToolResult, Spawned]:
+        """Create an isolated worktree for an agent, on the task's own branch. The task is
+        claimed for the agent (default: this server's run)."""
+        from workq.services import claims, issues, repositories, worktrees
+
+        def call() -> CallToolResult:
+            q = state.queue()
+            repositories.get(q, repo)
+            holder = agent or state.run_id
+            number = task_number(task) if task else None
+            if number is None:
+                created = issues.create(q, title=(task or f"Work of {holder}")[:256], actor=holder)
+                number = created.number
+            repositories.assign(q, number, repo, actor=holder)
+            taken = claims.claim(q, number, holder, plan_runs={state.run_id})
+            state.claimed_with(holder)
+            try:
+                info = worktrees.spawn(q, repo, number, agent=holder, branch=branch)
+            except WorkqError:
+                if not taken.already_held:
+                    claims.release(q, number, [holder], reason="its worktree could not be made")
+                raise
+            out = Spawned(
+                worktree_id=info.worktree_id,
+                path=info.path,
+                branch=info.branch,
+                task_id=task_id(number),
+            )
+            return _answer(out.model_dump(), out)
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=True, destructive=True))
+    def agit_remove_worktree(
+        repo: RepoName,
+        worktree_id: WorktreeId,
+        force: Annotated[
+            bool, Field(strict=True, description="Even with uncommitted changes")
+        ] = False,
+    ) -> Annotated[CallToolResult, Removed]:
+        """Remove a worktree from disk and registry (its branch stays if it has unmerged
+        commits). Refused with uncommitted changes unless force."""
+        from workq.services import worktrees
+
+        def call() -> CallToolResult:
+            worktrees.remove(state.queue(), repo, worktree_id, force=force)
+            out = Removed(removed=True, worktree_id=worktree_id)
+            return _answer(out.model_dump(), out)
+
+        return _guarded(call)
+
+    @reg.tool(READ_ONLY)
+    def agit_check_conflicts(repo: RepoName) -> Annotated[CallToolResult, ConflictReport]:
+        """Scan for files that two or more active worktrees change (commits and
+        uncommitted changes against each one's base)."""
+        from workq.services import conflicts
+
+        def call() -> CallToolResult:
+            report = conflicts.scan(state.queue(), repo)
+            return _answer(report.model_dump(), report)
+
+        return _guarded(call)
+
+    @reg.tool(READ_ONLY)
+    def agit_list_tasks(
+        repo: RepoName,
+        status: Annotated[
+            str | None,
+            Field(description="pending, claimed, in_progress, completed or failed"),
+        ] = None,
+    ) -> Annotated[CallToolResult, Tasks]:
+        """List the tasks (issues) of a repository."""
+        from workq.services import repositories
+
+        def call() -> CallToolResult:
+            wanted = {"claimed": "in_progress"}.get(status or "", status)
+            if wanted not in (None, "pending", "in_progress", "completed", "failed"):
+                raise InvalidInput(
+                    "status must be pending, claimed, in_progress, completed or failed",
+                    field="status",
+                )
+            repositories.get(state.queue(), repo)
+            items = [t for t in _tasks(repo) if wanted is None or t.status == wanted]
+            return _answer([t.model_dump(mode="json") for t in items], Tasks(tasks=items))
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=True))
+    def agit_claim_task(
+        task_id: TaskId,
+        agent_id: AgentId,
+        worktree: Annotated[
+            bool | None,
+            Field(strict=True, description="Make its worktree (default: as its repository says)"),
+        ] = None,
+    ) -> Annotated[CallToolResult, ClaimedTask]:
+        """Atomically claim a pending task for an agent (the agent id is the run id that
+        holds it)."""
+        from workq.services import claims, workspaces
+
+        def call() -> CallToolResult:
+            refused = f'task "{task_id}" not found or already claimed'
+            number = task_number(task_id)
+            if number is None:
+                raise NotFound(refused)
+            q = state.queue()
+            try:
+                taken = claims.claim(q, number, agent_id, plan_runs={state.run_id})
+            except WorkqError as exc:
+                return _error(exc, refused)
+            state.claimed_with(agent_id)
+            try:
+                info = workspaces.attach(q, number, agent_id, worktree)
+            except WorkqError:
+                if not taken.already_held:
+                    claims.release(q, number, [agent_id], reason="its worktree could not be made")
+                raise
+            out = ClaimedTask(
+                claimed=True,
+                task_id=task_id,
+                agent_id=agent_id,
+                path=info.path if info else None,
+                branch=info.branch if info else None,
+            )
+            return _answer(out.model_dump(exclude_none=True), out)
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=True))
+    def agit_complete_task(
+        task_id: TaskId,
+        result: Annotated[str | None, Field(max_length=10_000, description="Result")] = None,
+    ) -> Annotated[CallToolResult, CompletedTask]:
+        """Mark a claimed task completed, with an optional result (kept as a comment)."""
+        from workq.services import claims, notes
+
+        def call() -> CallToolResult:
+            number = _number(task_id)
+            q = state.queue()
+            if result:
+                notes.comment(q, number, result, kind="note", author=state.run_id)
+            claims.complete(q, number, None, plan_runs={state.run_id})
+            out = CompletedTask(completed=True, task_id=task_id)
+            return _answer(out.model_dump(), out)
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=True, destructive=True))
+    def agit_merge_worktree(
+        repo: RepoName, worktree_id: WorktreeId
+    ) -> Annotated[CallToolResult, Merged]:
+        """Merge a worktree's branch into the default branch (refused with the conflicting
+        files if it would conflict), complete its task, then remove the worktree and
+        branch. Merges queue behind each other; a rerun after a crash finishes the job."""
+        from workq.services import merges
+
+        def call() -> CallToolResult:
+            done = merges.merge(
+                state.queue(),
+                repo,
+                worktree_id,
+                actor=state.run_id,
+                lease_seconds=state.settings.merge_lease_seconds,
+            )
+            out = Merged(
+                merged=done.merged,
+                branch=done.branch,
+                into=done.into,
+                worktree_cleaned=done.worktree_cleaned,
+                commit=done.commit,
+                already_merged=done.already_merged,
+            )
+            seed = {k: v for k, v in out.model_dump().items() if k in Merged.model_fields}
+            return _answer(seed, out)
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=False))
+    def agit_register_agent(
+        name: Annotated[str, Field(min_length=1, max_length=128, description="Agent name")],
+        type: Annotated[
+            str, Field(min_length=1, max_length=32, description='e.g. "claude", "custom"')
+        ],
+    ) -> Annotated[CallToolResult, Registered]:
+        """Register a new AI agent; its id can be used as a run id."""
+        from workq.services import agents
+
+        def call() -> CallToolResult:
+            info = agents.register(state.queue(), name, type)
+            out = Registered(agent_id=info.agent_id, name=info.name, type=info.type)
+            return _answer(out.model_dump(), out)
+
+        return _guarded(call)
+
+    @reg.tool(writes(idempotent=True))
+    def agit_heartbeat(agent_id: AgentId) -> Annotated[CallToolResult, Beat]:
+        """Update an agent's heartbeat, and renew the leases of the tasks it holds."""
+        from workq.services import agents
+
+        def call() -> CallToolResult:
+            renewed = agents.heartbeat(state.queue(), agent_id)
+            out = Beat(ok=True, agent_id=agent_id, renewed=renewed)
+            return _answer({"ok": True, "agent_id": agent_id}, out)
+
+        return _guarded(call)

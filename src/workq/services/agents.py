@@ -1,0 +1,91 @@
+"""Registered agents: an id from a name and a type, heartbeats, and who holds what, where.
+An agent id is a valid run id: claims made with it are the agent's."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Connection, insert, select, update
+
+from workq.db.engine import retry_lost_read
+from workq.db.tables import agents, issues
+from workq.domain import fields
+from workq.errors import InvalidInput, NotFound
+from workq.schemas import AgentInfo, Status
+from workq.services import claims
+from workq.services.context import Queue
+from workq.services.worktrees import paths_of
+
+TYPE_MAX = 32
+
+
+def register(q: Queue, name: str, agent_type: str) -> AgentInfo:
+    fields.name(name, "name", limit=128)
+    fields.name(agent_type, "type", limit=TYPE_MAX)
+    agent_id = f"agent-{uuid.uuid4().hex[:12]}"
+    now = q.now()
+    q.db.write(
+        lambda conn: conn.execute(
+            insert(agents).values(
+                id=agent_id, name=name, agent_type=agent_type, created_at=now, last_seen_at=now
+            )
+        )
+    )
+    return AgentInfo(agent_id=agent_id, name=name, type=agent_type, last_seen=now)
+
+
+def _check_id(agent_id: str) -> str:
+    if not isinstance(agent_id, str) or not agent_id or len(agent_id) > 64:
+        raise InvalidInput("agent_id must be 1-64 characters", field="agent_id")
+    return agent_id
+
+
+def exists(q: Queue, agent_id: str) -> bool:
+    with q.db.read() as conn:
+        return conn.execute(select(agents.c.id).where(agents.c.id == agent_id)).first() is not None
+
+
+def heartbeat(q: Queue, agent_id: str) -> int:
+    """Mark the agent seen now and renew the leases of what it holds; how many."""
+    _check_id(agent_id)
+
+    def work(conn: Connection) -> int:
+        seen = conn.execute(
+            update(agents).where(agents.c.id == agent_id).values(last_seen_at=q.now())
+        ).rowcount
+        if seen != 1:
+            raise NotFound(
+                f"agent {agent_id!r} is not registered",
+                hint="register it with agit_register_agent",
+            )
+        return 0
+
+    q.db.write(work)
+    return claims.renew_leases(q, [agent_id])
+
+
+@retry_lost_read
+def list_agents(q: Queue) -> list[AgentInfo]:
+    with q.db.read() as conn:
+        rows = conn.execute(select(agents).order_by(agents.c.last_seen_at.desc())).all()
+        ids = [r.id for r in rows]
+        held: dict[str, list[int]] = {}
+        if ids:
+            for r in conn.execute(
+                select(issues.c.claimed_by, issues.c.number)
+                .where(issues.c.claimed_by.in_(ids), issues.c.status == Status.IN_PROGRESS.value)
+                .order_by(issues.c.number)
+            ):
+                held.setdefault(r.claimed_by, []).append(r.number)
+        where = paths_of(conn, ids)
+    return [
+        AgentInfo(
+            agent_id=r.id,
+            name=r.name,
+            type=r.agent_type,
+            last_seen=r.last_seen_at,
+            claims=held.get(r.id, []),
+            worktrees=where.get(r.id, []),
+        )
+        for r in rows
+    ]

@@ -1,0 +1,250 @@
+"""The merge queue: one worktree's branch into its repository's default branch.
+
+Merges into one repository are serialised by a lease on its row (held in the database, so
+across processes and machines; a killed merger's lease expires). The merge is checked with
+``git merge-tree --write-tree`` (no checkout touched) and refused with the conflicting files;
+then the default branch fast-forwards, or gets a merge commit (or one squashed commit, as the
+repository is configured), the issue is completed, and the worktree and branch removed.
+
+A rerun after a crash at any point finishes or reports, and never merges twice: before the
+default branch moves, the commit it will move to is recorded (state ``merging``), and a
+branch whose tip, or whose recorded commit, the default branch already contains counts as
+merged: only the cleanup is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from workq.db.tables import issues, repositories, worktrees
+from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorktreeDirty
+from workq.schemas import MergeResult
+from workq.services import claims
+from workq.services.context import Queue, new_id, record
+from workq.services.repositories import row as repository_row
+from workq.services.worktrees import _discard, by_id
+from workq.vcs import git
+
+DEFAULT_LEASE_SECONDS = 120
+DEFAULT_WAIT_SECONDS = 300.0
+# Checks run before a merge lands (quality gates hang here): each gets the repository
+# root, the worktree path and the commit to land, and raises a WorkqError to refuse.
+Gate = Callable[[Path, Path, str], None]
+GATES: list[Gate] = []
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{new_id()[:8]}"
+
+
+def _try_lease(q: Queue, repo: str, holder: str, seconds: int) -> bool:
+    def work(conn: Connection) -> bool:
+        now = q.now()
+        taken = conn.execute(
+            update(repositories)
+            .where(
+                repositories.c.name == repo,
+                repositories.c.merge_holder.is_(None)
+                | (repositories.c.merge_expires_at <= now)
+                | (repositories.c.merge_holder == holder),
+            )
+            .values(merge_holder=holder, merge_expires_at=now + _seconds(seconds))
+        ).rowcount
+        return bool(taken == 1)
+
+    return q.db.write(work)
+
+
+def _seconds(n: int) -> timedelta:
+    return timedelta(seconds=n)
+
+
+def _release_lease(q: Queue, repo: str, holder: str) -> None:
+    q.db.write(
+        lambda conn: conn.execute(
+            update(repositories)
+            .where(repositories.c.name == repo, repositories.c.merge_holder == holder)
+            .values(merge_holder=None, merge_expires_at=None)
+        )
+    )
+
+
+def merge(
+    q: Queue,
+    repo: str,
+    worktree_id: str,
+    *,
+    actor: str | None = None,
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
+) -> MergeResult:
+    """Merge worktree ``worktree_id`` of ``repo`` into the default branch, then clean up."""
+    with q.db.read() as conn:
+        repository_row(conn, repo)
+        by_id(conn, worktree_id, repo)
+    holder = _holder()
+    deadline = time.monotonic() + wait_seconds
+    pause = 0.02
+    while not _try_lease(q, repo, holder, lease_seconds):
+        if time.monotonic() >= deadline:
+            raise MergeBusy(f"another merge into {repo!r} holds the merge lease", repo=repo)
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.25)
+    try:
+        return _merge_locked(q, repo, worktree_id, actor)
+    finally:
+        _release_lease(q, repo, holder)
+
+
+def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> MergeResult:
+    with q.db.read() as conn:
+        r = repository_row(conn, repo)
+        w = by_id(conn, worktree_id, repo)
+        title = conn.execute(select(issues.c.title).where(issues.c.id == w.issue_id)).scalar()
+    root, into = Path(r.path), r.default_branch
+    if w.state == "merged":
+        _drop_branch(root, w.branch, into, w.merge_commit)
+        return MergeResult(
+            merged=True,
+            branch=w.branch,
+            into=into,
+            worktree_cleaned=True,
+            commit=git.branch_tip(root, into),
+            already_merged=True,
+            number=w.number,
+        )
+    if w.state in ("removed", "creating"):
+        raise Conflict(
+            f"worktree {worktree_id} was {'removed' if w.state == 'removed' else 'never made'}"
+            ", not merged: nothing to merge",
+            worktree_id=worktree_id,
+        )
+    head = git.branch_tip(root, into)
+    if head is None:
+        raise NotFound(f"the default branch {into!r} of {repo!r} is gone", repo=repo)
+    tip = git.branch_tip(root, w.branch)
+    landed = bool(w.merge_commit) and git.is_ancestor(root, w.merge_commit, head)
+    if not landed and tip is not None:
+        landed = tip != w.base_commit and git.is_ancestor(root, tip, head)
+    already = landed
+    if not landed:
+        if tip is None:
+            raise NotFound(f"branch {w.branch!r} is gone", branch=w.branch)
+        path = Path(w.path)
+        if path.is_dir() and git.dirty_paths(path):
+            raise WorktreeDirty(
+                f"worktree {worktree_id} ({path}) has uncommitted changes: commit them before "
+                "merging",
+                worktree_id=worktree_id,
+            )
+        if tip == head or git.is_ancestor(root, tip, head):
+            new = head
+        elif git.is_ancestor(root, head, tip):
+            new = tip  # fast-forward
+        else:
+            check = git.merge_tree(root, head, tip)
+            if check.tree is None:
+                raise MergeConflict(
+                    f"merge would result in conflicts in {', '.join(check.conflicts)}",
+                    conflicting_files=check.conflicts,
+                    branch=w.branch,
+                )
+            label = f"#{w.number}: {title}" if w.number is not None else w.branch
+            if r.merge_mode == "squash":
+                new = git.commit_tree(root, check.tree, [head], f"{label}\n\nSquashed {w.branch}")
+            else:
+                new = git.commit_tree(root, check.tree, [head, tip], f"Merge {w.branch} ({label})")
+        for gate in GATES:
+            gate(root, path, new)
+        q.db.write(
+            lambda conn: conn.execute(
+                update(worktrees)
+                .where(worktrees.c.id == w.id)
+                .values(state="merging", merge_commit=new, updated_at=q.now())
+            )
+        )
+        _advance(root, into, head, new)
+        head = new
+    _finish(q, w, r, actor, already, w.merge_commit if already else head)
+    return MergeResult(
+        merged=True,
+        branch=w.branch,
+        into=into,
+        worktree_cleaned=True,
+        commit=head,
+        already_merged=already,
+        number=w.number,
+    )
+
+
+def _advance(root: Path, branch: str, old: str, new: str) -> None:
+    """Move ``branch`` from ``old`` to ``new``. Where it is checked out, that checkout
+    fast-forwards (it must be clean); elsewhere the ref moves only if still at ``old``."""
+    if old == new:
+        return
+    checked_out = [wt for wt in git.worktrees(root) if wt.branch == branch and not wt.bare]
+    if not checked_out:
+        git.update_ref(root, branch, new, old)
+        return
+    where = checked_out[0].path
+    if git.head(where) != old:
+        raise Conflict(f"{branch} moved while merging; merge again", branch=branch)
+    if git.dirty_paths(where):
+        raise WorktreeDirty(
+            f"the checkout of {branch} at {where} has uncommitted changes: workq fast-forwards "
+            "it when merging, so it must be clean",
+            hint="commit or stash them there, then merge again",
+        )
+    git.merge_ff_only(where, new)
+
+
+def _finish(q: Queue, w: Any, r: Any, actor: str | None, already: bool, landed: str | None) -> None:
+    """Complete the issue, remove the worktree and its branch, mark it merged."""
+    if w.number is not None:
+        with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
+            claims.complete(q, w.number, None, force=True, actor=actor or w.agent)
+    _discard(q, w, r, force=True, state="merged")
+    _drop_branch(Path(r.path), w.branch, r.default_branch, landed)
+    record_merge(q, w, actor, already)
+
+
+def _drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
+    """Delete the merged branch, if still there and the default branch has its work (its
+    tip, or the commit that merged it: a squash)."""
+    tip = git.branch_tip(root, branch)
+    if tip is None:
+        return
+    head = "refs/heads/" + into
+    if git.is_ancestor(root, tip, head) or (landed and git.is_ancestor(root, landed, head)):
+        git.delete_branch(root, branch)
+
+
+def record_merge(q: Queue, w: Any, actor: str | None, already: bool) -> None:
+    def work(conn: Connection) -> None:
+        record(
+            q,
+            conn,
+            kind="worktree_merged",
+            issue_id=w.issue_id,
+            number=w.number,
+            actor=actor,
+            now=q.now(),
+            after={"branch": w.branch, "resumed": already},
+        )
+
+    q.db.write(work)
+
+
+def holder_of(q: Queue, repo: str) -> tuple[str | None, Any]:
+    with q.db.read() as conn:
+        r = repository_row(conn, repo)
+        return r.merge_holder, r.merge_expires_at

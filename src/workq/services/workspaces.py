@@ -1,0 +1,98 @@
+"""Claims with a worktree: claim, then make the issue's worktree (git outside the claim's
+transaction); if it cannot be made, a new claim is given back and the error reported."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sqlalchemy import select
+
+from workq.db.tables import issues, repositories
+from workq.errors import InvalidInput, WorkqError
+from workq.schemas import Claim, ClaimedIssue, ReadyFilter, WorkspaceInfo
+from workq.services import claims
+from workq.services.context import Queue
+from workq.services.worktrees import get_for_issue, spawn
+
+
+def _repository_of(q: Queue, number: int) -> tuple[str | None, bool]:
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(issues.c.repository, repositories.c.auto_worktree)
+            .select_from(issues.outerjoin(repositories, repositories.c.name == issues.c.repository))
+            .where(issues.c.number == number)
+        ).first()
+    if found is None:
+        return None, False
+    return found.repository, bool(found.auto_worktree)
+
+
+def attach(q: Queue, number: int, holder: str, wanted: bool | None) -> WorkspaceInfo | None:
+    """After a claim of issue ``number`` by ``holder``: its worktree, made if ``wanted``
+    (None: as its repository is configured). On failure to make it, raises (the caller
+    gives the claim back)."""
+    repo, auto = _repository_of(q, number)
+    if wanted is None:
+        wanted = auto
+    if not wanted:
+        return get_for_issue(q, number)
+    if repo is None:
+        raise InvalidInput(
+            f"Issue #{number} belongs to no repository: no worktree can be made for it",
+            number=number,
+            hint="put it in one first (workq repo assign), or claim without worktree",
+        )
+    return spawn(q, repo, number, agent=holder)
+
+
+def _given_back(q: Queue, number: int, holder: str, error: WorkqError) -> WorkqError:
+    """Release the claim just taken because its worktree could not be made."""
+    try:
+        claims.release(q, number, [holder], reason="its worktree could not be made")
+    except WorkqError:  # pragma: no cover - reported below with the cause
+        error.facts["claim_kept"] = True
+        return error
+    error.facts["claim_released"] = True
+    return error
+
+
+def claim(
+    q: Queue,
+    number: int,
+    run_id: str,
+    *,
+    worktree: bool | None = None,
+    plan_runs: Collection[str] = (),
+) -> Claim:
+    """``claims.claim``, then the issue's worktree (made when ``worktree``, or when its
+    repository makes one per claim). If it cannot be made, a new claim is given back."""
+    taken = claims.claim(q, number, run_id, plan_runs=plan_runs)
+    try:
+        info = attach(q, number, run_id, worktree)
+    except WorkqError as exc:
+        if taken.already_held:
+            raise
+        raise _given_back(q, number, run_id, exc) from None
+    return taken.model_copy(update={"worktree": info}) if info else taken
+
+
+def claim_next(
+    q: Queue,
+    run_id: str,
+    f: ReadyFilter | None,
+    *,
+    worktree: bool | None = None,
+    plan_runs: Collection[str] = (),
+) -> ClaimedIssue | None:
+    """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it. The
+    repository's own setting is read only when the filter names a repository."""
+    taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs)
+    if taken is None or (worktree is None and not (f and f.repository)):
+        return taken
+    try:
+        info = attach(q, taken.number, run_id, worktree)
+    except WorkqError as exc:
+        if taken.already_held:
+            raise
+        raise _given_back(q, taken.number, run_id, exc) from None
+    return taken.model_copy(update={"worktree": info}) if info else taken

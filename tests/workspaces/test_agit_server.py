@@ -1,0 +1,292 @@
+"""Seed 003's agit through real ``workq serve`` processes over stdio, on real git
+repositories: the seed's flows end to end, and four agents in four processes each claiming
+with a worktree, committing and merging."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
+from tests.server.conftest import call_ok, serve_argv, stdio_server, text
+from tests.workspaces.gitrepo import commit, make_repo
+from workq.config import Settings
+from workq.services import issues, repositories
+from workq.services.runtime import open_queue
+from workq.vcs import git
+
+pytestmark = pytest.mark.anyio
+
+
+def workq(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def body(result: Any) -> Any:
+    return json.loads(text(result))
+
+
+async def test_default_toolset_has_no_agit_tools(tmp_path: Path) -> None:
+    async with stdio_server(tmp_path / "q.db") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        refused = await client.call_tool("issue_claim", {"number": 1, "worktree": True})
+    assert tools and not any(n.startswith("agit_") for n in tools)
+    # Nor do the issue tools carry the workspace arguments and fields without it.
+    assert "worktree" not in tools["issue_claim"].input_schema["properties"]
+    assert "repository" not in tools["issue_ready"].input_schema["properties"]
+    assert "worktree" not in json.dumps(tools["issue_get"].output_schema)
+    assert refused.is_error and "unknown argument(s): worktree" in text(refused)
+
+
+async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    repo = make_repo(tmp_path / "myapp")
+    added = workq(db, "repo", "add", "myapp", str(repo))
+    assert added.returncode == 0, added.stderr
+    async with stdio_server(db, "--toolsets", "default,agit") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        agit = sorted(n for n in tools if n.startswith("agit_"))
+        assert agit == sorted(
+            [
+                "agit_list_repos",
+                "agit_repo_status",
+                "agit_spawn_worktree",
+                "agit_remove_worktree",
+                "agit_check_conflicts",
+                "agit_list_tasks",
+                "agit_claim_task",
+                "agit_complete_task",
+                "agit_merge_worktree",
+                "agit_register_agent",
+                "agit_heartbeat",
+            ]
+        )
+        assert all(tools[n].output_schema for n in agit)
+
+        agent = body(await call_ok(client, "agit_register_agent", name="claude-1", type="claude"))
+        assert set(agent) == {"agent_id", "name", "type"} and agent["name"] == "claude-1"
+        me = agent["agent_id"]
+        assert body(await call_ok(client, "agit_heartbeat", agent_id=me)) == {
+            "ok": True,
+            "agent_id": me,
+        }
+
+        (listed,) = body(await call_ok(client, "agit_list_repos"))
+        assert listed == {
+            "name": "myapp",
+            "path": str(repo.resolve()),
+            "default_branch": "main",
+            "remote_url": None,
+            "worktree_count": 0,
+            "task_count": 0,
+        }
+
+        spawned = body(
+            await call_ok(
+                client, "agit_spawn_worktree", repo="myapp", task="fix authentication bug", agent=me
+            )
+        )
+        assert spawned["branch"] == "task/1-fix-authentication-bug"
+        assert Path(spawned["path"]).parent == repo.resolve() / ".worktrees"
+        (task,) = body(await call_ok(client, "agit_list_tasks", repo="myapp"))
+        assert task["id"] == spawned["task_id"] == "t-1"
+        assert (task["description"], task["status"], task["agent"]) == (
+            "fix authentication bug",
+            "in_progress",
+            me,
+        )
+        # The task id round-trips: claimed already, so the seed's refusal.
+        refused = await client.call_tool("agit_claim_task", {"task_id": "t-1", "agent_id": "x"})
+        assert refused.is_error
+        assert body(refused)["error"] == 'task "t-1" not found or already claimed'
+
+        # A second task, claimed by id with its worktree; both edit one file.
+        created = await call_ok(client, "issue_create", title="tune the login form")
+        number = created.structured_content["number"]
+        assert workq(db, "repo", "assign", str(number), "myapp").returncode == 0
+        claimed = body(
+            await call_ok(
+                client, "agit_claim_task", task_id=f"t-{number}", agent_id=me, worktree=True
+            )
+        )
+        assert claimed["claimed"] is True and claimed["task_id"] == f"t-{number}"
+        second = Path(claimed["path"])
+        commit(Path(spawned["path"]), {"src/app.py": "x = 'auth'\n"}, "auth fix")
+        commit(second, {"src/app.py": "x = 'form'\n"}, "form tweak")
+
+        scan = body(await call_ok(client, "agit_check_conflicts", repo="myapp"))
+        assert scan["scanned_worktrees"] == 2
+        (conflict,) = scan["conflicts"]
+        assert conflict["file"] == "src/app.py" and len(conflict["worktrees"]) == 2
+
+        status = body(await call_ok(client, "agit_repo_status", repo="myapp"))
+        assert {w["task"] for w in status["worktrees"]} == {
+            "fix authentication bug",
+            "tune the login form",
+        }
+        assert status["conflicts"][0]["file"] == "src/app.py"
+
+        merged = body(
+            await call_ok(
+                client, "agit_merge_worktree", repo="myapp", worktree_id=spawned["worktree_id"]
+            )
+        )
+        assert merged == {
+            "merged": True,
+            "branch": "task/1-fix-authentication-bug",
+            "into": "main",
+            "worktree_cleaned": True,
+            "commit": git.head(repo),
+            "already_merged": False,
+        }
+        head = git.head(repo)
+        second_id = status["worktrees"][1]["id"]
+        conflicted = await client.call_tool(
+            "agit_merge_worktree", {"repo": "myapp", "worktree_id": second_id}
+        )
+        assert conflicted.is_error
+        answer = body(conflicted)
+        assert answer["error"] == "merge would result in conflicts"
+        assert answer["conflicting_files"] == ["src/app.py"]
+        assert answer["code"] == "MERGE_CONFLICT"
+        assert git.head(repo) == head and git.dirty_paths(repo) == [] and second.is_dir()
+
+        tasks = body(await call_ok(client, "agit_list_tasks", repo="myapp", status="completed"))
+        assert [t["id"] for t in tasks] == ["t-1"]
+        removed = body(
+            await call_ok(
+                client,
+                "agit_remove_worktree",
+                repo="myapp",
+                worktree_id=second_id,
+            )
+        )
+        assert removed == {"removed": True, "worktree_id": second_id}
+        assert not second.exists()
+        # Its branch had commits main lacks: kept.
+        assert git.branch_exists(repo, f"task/{number}-tune-the-login-form")
+        done = body(
+            await call_ok(client, "agit_complete_task", task_id=f"t-{number}", result="abandoned")
+        )
+        assert done == {"completed": True, "task_id": f"t-{number}"}
+        missing = await client.call_tool("agit_repo_status", {"repo": "nope"})
+        assert missing.is_error and "not registered" in body(missing)["error"]
+
+
+AGENTS = 4
+TASKS = 12
+
+
+async def _agent(client: Client, index: int, repo: Path, landed: list[int]) -> None:
+    me = body(await call_ok(client, "agit_register_agent", name=f"a{index}", type="custom"))
+    agent_id = me["agent_id"]
+    while True:
+        got = await call_ok(
+            client, "issue_claim_next", run_id=agent_id, repository="app", worktree=True
+        )
+        issue = got.structured_content["issue"]
+        if issue is None:
+            return
+        number, where = issue["number"], issue["worktree"]
+        path = Path(where["path"])
+        assert git.current_branch(path) == where["branch"]
+        files = {f"work/{number}.txt": f"{number}\n"}
+        await anyio.to_thread.run_sync(commit, path, files, f"work on #{number}")
+        merged = await call_ok(
+            client, "agit_merge_worktree", repo="app", worktree_id=where["worktree_id"]
+        )
+        assert json.loads(text(merged))["merged"] is True
+        landed.append(number)
+
+
+@asynccontextmanager
+async def serve(where: Settings, log: Path) -> AsyncIterator[Client]:
+    url = where.database_url
+    argv = serve_argv("--toolsets", "default,agit", db=None if url else where.db_path, url=url)
+    params = StdioServerParameters(command=sys.executable, args=argv, cwd=log.parent)
+    with log.open("a") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as c:
+            yield c
+
+
+ENGINES = [
+    "sqlite",
+    pytest.param(
+        "postgresql",
+        marks=[
+            pytest.mark.postgres,
+            pytest.mark.skipif(PG_URL is None, reason="WORKQ_TEST_PG_URL is not set"),
+        ],
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_four_agents_in_four_processes_merge_every_task_exactly_once(
+    tmp_path: Path, engine: str
+) -> None:
+    """The merge lease lives in the database: on PostgreSQL it serialises merges exactly as
+    on SQLite."""
+    if engine == "postgresql":
+        assert PG_URL is not None
+        url = fresh_pg_database(PG_URL)
+        where = Settings(database_url=url)
+    else:
+        url = None
+        where = Settings(db_path=tmp_path / "q.db")
+    try:
+        await _four_agents(tmp_path, where)
+    finally:
+        if url is not None and PG_URL is not None:
+            drop_pg_database(PG_URL, url)
+
+
+async def _four_agents(tmp_path: Path, where: Settings) -> None:
+    repo = make_repo(tmp_path / "app")
+    queue = open_queue(where, migrate=True)
+    try:
+        repositories.add(queue, "app", repo)
+        for n in range(TASKS):
+            number = issues.create(queue, title=f"piece {n}").number
+            repositories.assign(queue, number, "app")
+    finally:
+        queue.db.dispose()
+    landed: list[int] = []
+    async with anyio.create_task_group() as group:
+        for index in range(AGENTS):
+
+            async def run(index: int = index) -> None:
+                async with serve(where, tmp_path / f"server{index}.log") as client:
+                    await _agent(client, index, repo, landed)
+
+            group.start_soon(run)
+    assert sorted(landed) == list(range(1, TASKS + 1))
+    subjects = git.run(["log", "--format=%s", "main"], cwd=repo).lines
+    for number in landed:
+        assert subjects.count(f"work on #{number}") == 1
+        assert (repo / "work" / f"{number}.txt").read_text() == f"{number}\n"
+    assert git.dirty_paths(repo) == []
+    assert [w.path for w in git.worktrees(repo)] == [repo.resolve()]
+    assert git.run(["branch", "--format=%(refname:short)"], cwd=repo).lines == ["main"]
+    queue = open_queue(where)
+    try:
+        assert all(issues.get(queue, n).status.value == "done" for n in landed)
+    finally:
+        queue.db.dispose()
