@@ -35,12 +35,22 @@ def test_upgrade_to_github_pulls_with_data(settings: Settings) -> None:
         assert "github_pulls" not in inspect(db.engine).get_table_names()
 
         migrate.upgrade(db, REVISION)
+        # The services speak the newest schema: at this revision, plain SQL.
+        with db.engine.begin() as conn:
+            assert conn.execute(text("SELECT count(*) FROM github_pulls")).scalar() == 0
+            conn.execute(
+                text(
+                    "INSERT INTO github_pulls (issue_id, number, repo, pr_number, url, branch,"
+                    " opened_at) VALUES ('a1', 1, 'acme/widgets', 7, 'https://x/7', '1-fix',"
+                    " :now)"
+                ),
+                {"now": datetime(2026, 1, 2, tzinfo=UTC)},
+            )
+
+        migrate.upgrade(db, "head")  # and on to the newest, where the services read it
         queue = Queue(db=db, lease_seconds=60)
-        assert pulls.of_issue(queue, 1) is None
-        link = pulls.opened(
-            queue, 1, repo="acme/widgets", pr_number=7, url="https://x/7", branch="1-fix"
-        )
-        assert pulls.of_issue(queue, 1) == link
+        link = pulls.of_issue(queue, 1)
+        assert link is not None and (link.pr_number, link.branch) == (7, "1-fix")
         assert [p.pr_number for p in pulls.unmerged(queue, "acme/widgets")] == [7]
 
         migrate.downgrade(db, previous)
