@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     # How long a merge into a repository may hold its merge lease (a killed merger's
     # lease expires after this).
     merge_lease_seconds: int = Field(default=120, ge=1, le=24 * 3600)
+    # File reservations: "enforce" skips (and refuses) claims whose paths another holder
+    # reserved; "warn" claims anyway and says so (services/reservations.py).
+    reservations: Literal["enforce", "warn"] = "enforce"
     busy_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
     pool_size: int = Field(
         default=5, ge=1, le=100, description="Connections a process keeps open to a server"

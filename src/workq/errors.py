@@ -150,6 +150,13 @@ class NotHolder(Conflict):
     next_step = ("claim the issue first (", Step.CLAIM, "), or ask its holder to release it")
 
 
+class PathsReserved(Conflict):
+    """Paths this needs are reserved by another holder's live claim."""
+
+    code = "PATHS_RESERVED"
+    next_step = ("pick another with ", Step.READY, ", or wait for the holder to finish")
+
+
 class StaleClaim(Conflict):
     """The claim this fencing token belongs to has ended: the issue was claimed again."""
 

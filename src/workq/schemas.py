@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,9 @@ RUN_ID_MAX = 128
 AGENT_MAX = 64
 LABEL_MAX = 64
 LABELS_PER_ISSUE_MAX = 32
+# File reservations: a path glob, and how many an issue may declare (domain/globs.py).
+GLOB_MAX = 200
+GLOBS_PER_ISSUE_MAX = 32
 PAGE_DEFAULT = 20
 PAGE_MAX = 200
 NUMBER_MAX = 2**31 - 1
@@ -134,6 +137,7 @@ class Issue(_Model):
     worktree: WorkspaceInfo | None = Field(
         default=None, description="Its active worktree", exclude_if=_unset
     )
+    touches: list[str] = Field(default_factory=list, description="Path globs it touches")
 
     def summary(self) -> IssueSummary:
         return IssueSummary(
@@ -154,6 +158,28 @@ class Issue(_Model):
             blocked_reason=self.blocked_reason if self.is_blocked else None,
             waiting_on=waiting_on or None,
         )
+
+
+# An unfinished issue that is not ready, and why (no docstring: it would cost every
+# agent its bytes in issue_ready's output schema).
+class NotReady(_Model):
+    number: int
+    title: str
+    reasons: list[str]
+
+
+class Reservation(_Model):
+    """A live file reservation: a path glob held by a claim."""
+
+    number: int
+    holder: str
+    glob: str
+    mode: Literal["exclusive", "shared"]
+    lease_expires_at: datetime
+
+
+class Reservations(_Model):
+    items: list[Reservation]
 
 
 class IssuePage(_Model):

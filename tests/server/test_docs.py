@@ -16,8 +16,10 @@ from workq.server import app, toolsets
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
 # 14 KiB, plus what issue 13 added to the claim loop: fence (four arguments, two results)
-# and wait_seconds (two arguments), about 0.35 KB together.
-ISSUE_TOOLS_BUDGET = 14 * 1024 + 256
+# and wait_seconds (two arguments), about 0.35 KB together; and file reservations: touches
+# (issue_create, issue_update, issue_get's result) and issue_ready's explain (an argument
+# and the not_ready result), about 0.6 KB.
+ISSUE_TOOLS_BUDGET = 14 * 1024 + 768
 
 
 def _codes() -> set[str]:

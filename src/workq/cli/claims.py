@@ -86,12 +86,29 @@ def ready(
     label: Label = None,
     limit: Annotated[int, typer.Option(min=1, max=200)] = 10,
     wait: Wait = 0,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also say why the other issues are not ready.")
+    ] = False,
+    run_id: RunId = None,
     json_: JsonFlag = False,
 ) -> None:
-    """Show the issues that would be claimed next, in order."""
-    q, wanted = state(ctx).queue(), _filter(agent, include, exclude, label)
-    found = waiting.until_found(q, lambda: claims.ready(q, wanted, limit=limit) or None, wait)
+    """Show the issues that would be claimed next, in order (without those whose paths
+    a run other than --run-id has reserved)."""
+    s = state(ctx)
+    q, wanted, holder = s.queue(), _filter(agent, include, exclude, label), _run_id(s, run_id)
+    found = waiting.until_found(
+        q, lambda: claims.ready(q, wanted, limit=limit, holder=holder) or None, wait
+    )
     found = found or []
+    blocked = claims.explain(q, holder=holder) if explain else []
+    if json_ and explain:
+        output.emit_json(
+            {
+                "ready": [i.model_dump(mode="json") for i in found],
+                "not_ready": [n.model_dump(mode="json") for n in blocked],
+            }
+        )
+        return
     if json_:
         output.emit_json(found)
     elif not found:
@@ -111,6 +128,11 @@ def ready(
                 for i in found
             ],
         )
+    if explain:
+        output.line("")
+        output.line("Not ready:" if blocked else "Every unfinished issue is ready.")
+        for n in blocked:
+            output.line(f"#{n.number} {n.title}: {'; '.join(n.reasons)}")
 
 
 def _waiting(claim: Claim) -> None:

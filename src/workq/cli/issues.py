@@ -33,6 +33,7 @@ def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> N
             ("type", issue.issue_type.value),
             ("agent", issue.agent),
             ("labels", ", ".join(issue.labels) or "-"),
+            ("touches", ", ".join(issue.touches) or "-"),
             ("blocked", f"yes: {issue.blocked_reason}" if issue.is_blocked else "no"),
             ("waits on", ", ".join(f"#{n}" for n in issue.blocked_by) or "-"),
             ("blocks", ", ".join(f"#{n}" for n in issue.blocks) or "-"),
@@ -64,6 +65,12 @@ def create(
     issue_type: Annotated[IssueType, typer.Option("--type", "-t")] = IssueType.TASK,
     agent: Annotated[str | None, typer.Option(help="Who should take it (default claude).")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", "-l", help="Repeatable.")] = None,
+    touch: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--touch", help="A path glob it will touch (reserved while claimed); repeatable."
+        ),
+    ] = None,
     context: Annotated[str | None, typer.Option(help="Background (issue template).")] = None,
     criterion: Annotated[
         list[str] | None, typer.Option("--criterion", help="An acceptance criterion; repeatable.")
@@ -88,6 +95,7 @@ def create(
         issue_type=issue_type,
         agent=agent,
         labels=label or (),
+        touches=touch or (),
         actor=s.actor,
     )
     if json_:
@@ -179,9 +187,16 @@ def update(
     agent: Annotated[str | None, typer.Option()] = None,
     add_label: Annotated[list[str] | None, typer.Option("--add-label")] = None,
     remove_label: Annotated[list[str] | None, typer.Option("--remove-label")] = None,
+    touch: Annotated[
+        list[str] | None,
+        typer.Option("--touch", help="Its path globs, all of them; repeatable."),
+    ] = None,
+    clear_touches: Annotated[
+        bool, typer.Option("--clear-touches", help="It declares no paths any more.")
+    ] = False,
     json_: JsonFlag = False,
 ) -> None:
-    """Change an issue's title, description, priority, type, agent or labels."""
+    """Change an issue's title, description, priority, type, agent, labels or touches."""
     s = state(ctx)
     issue = issues.update_issue(
         s.queue(),
@@ -193,6 +208,7 @@ def update(
         agent=agent,
         add_labels=add_label or (),
         remove_labels=remove_label or (),
+        touches=[] if clear_touches else (touch or None),
         actor=s.actor,
     )
     if json_:

@@ -232,9 +232,9 @@ def load_commands() -> typer.Typer:
     itself, in the background, so an agent's client is not kept waiting at start."""
     global _loaded
     if not _loaded:
-        from workq.cli import admin, claims, issues, plan, sync, workflow, workspaces
+        from workq.cli import admin, claims, hooks, issues, plan, sync, workflow, workspaces
 
-        for module in (issues, claims, admin, sync, plan, workflow, workspaces):
+        for module in (issues, claims, admin, sync, plan, workflow, workspaces, hooks):
             module.register(app)
         _loaded = True
     return app

@@ -28,6 +28,7 @@ REVISIONS: tuple[str, ...] = (
     "0006_wait_fence",
     "0007_github_pulls",
     "0008_agit",
+    "0009_reserve_touches",
 )
 HEAD = REVISIONS[-1]
 

@@ -422,3 +422,32 @@ class AgentRow(Base):
     agent_type: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TouchRow(Base):
+    """A path glob an issue declares it will touch (0009_reserve_touches); its claim reserves it
+    exclusively while the claim lives."""
+
+    __tablename__ = "issue_touches"
+
+    issue_id: Mapped[str] = mapped_column(
+        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    glob: Mapped[str] = mapped_column(String(256))
+
+
+class ReservationRow(Base):
+    """A path glob reserved explicitly by the holder of a claim (``issue_reserve``). It lives
+    as long as that claim: while the issue's fence is still ``fence`` and its lease runs."""
+
+    __tablename__ = "reservations"
+
+    issue_id: Mapped[str] = mapped_column(
+        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
+    )
+    glob: Mapped[str] = mapped_column(String(256), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    fence: Mapped[int] = mapped_column(Integer)
+    mode: Mapped[str] = mapped_column(String(16))  # exclusive | shared
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

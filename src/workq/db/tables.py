@@ -23,6 +23,8 @@ from workq.db.models import (
     PlanIssueRow,
     PlanRow,
     RepositoryRow,
+    ReservationRow,
+    TouchRow,
     WorkflowRow,
     WorktreeRow,
 )
@@ -52,6 +54,9 @@ github_pulls = cast(Table, GitHubPullRow.__table__)
 repositories = cast(Table, RepositoryRow.__table__)
 worktrees = cast(Table, WorktreeRow.__table__)
 agents = cast(Table, AgentRow.__table__)
+# File reservations (migration 0009_reserve_touches).
+touches = cast(Table, TouchRow.__table__)
+reservations = cast(Table, ReservationRow.__table__)
 
 
 class IssueRecord(NamedTuple):

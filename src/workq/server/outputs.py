@@ -10,6 +10,7 @@ from workq.schemas import (
     Comment,
     Event,
     IssueListItem,
+    NotReady,
     ReadyIssue,
 )
 
@@ -20,6 +21,7 @@ class _Out(BaseModel):
 
 class Ready(_Out):
     issue: ReadyIssue | None = Field(description="null when nothing is ready")
+    not_ready: list[NotReady] | None = None
 
 
 class ListedIssue(IssueListItem):

@@ -9,6 +9,8 @@ from pydantic import Field
 from workq.schemas import (
     AGENT_MAX,
     DESCRIPTION_MAX,
+    GLOB_MAX,
+    GLOBS_PER_ISSUE_MAX,
     LABEL_MAX,
     LABELS_PER_ISSUE_MAX,
     NUMBER_MAX,
@@ -46,6 +48,10 @@ Agent = Annotated[str, Field(min_length=1, max_length=AGENT_MAX, description="e.
 Labels = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=LABEL_MAX)]],
     Field(max_length=LABELS_PER_ISSUE_MAX),
+]
+Touches = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=GLOB_MAX)]],
+    Field(max_length=GLOBS_PER_ISSUE_MAX, description="Path globs"),
 ]
 Types = Annotated[list[TypeName], Field(max_length=5)]
 Limit = Annotated[int, Field(strict=True, ge=1, le=PAGE_MAX, description="Page size")]

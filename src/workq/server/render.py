@@ -56,6 +56,8 @@ def issue_text(issue: Issue, extra: Sequence[str] = ()) -> str:
         lines.append(f"worktree: {issue.worktree.path} (branch {issue.worktree.branch})")
     elif issue.repository:
         lines.append(f"repository: {issue.repository}")
+    if issue.touches:
+        lines.append(f"touches: {', '.join(issue.touches)}")
     lines.extend(extra)
     lines.append(f"created {when(issue.created_at)} · updated {when(issue.updated_at)}")
     if issue.description:

@@ -24,6 +24,7 @@ from workq.server.outputs import Ready, Renewed, Waiting
 from workq.server.params import (
     Agent,
     Fence,
+    Flag,
     Labels,
     Number,
     Reason,
@@ -37,6 +38,7 @@ from workq.server.results import ok, when, worded
 from workq.server.waits import until_found
 
 NOTHING_READY = "No ready issues available"
+EXPLAINED = 50  # issues issue_ready(explain=true) looks at
 
 
 def _waiting(number: int, waits_on: Sequence[int]) -> str:
@@ -91,6 +93,7 @@ def register_core(reg: Registry) -> None:
         labels: Annotated[Labels | None, Field(description="Must carry all")] = None,
         wait_seconds: WaitSeconds = None,
         repository: Repo | None = None,
+        explain: Flag = False,
     ) -> Annotated[CallToolResult, Ready]:
         """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
         Does not claim it (issue_claim or issue_claim_next does)."""
@@ -98,11 +101,18 @@ def register_core(reg: Registry) -> None:
 
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
         found = await until_found(
-            state, lambda: claims.ready(state.queue(), wanted) or None, wait_seconds or 0
+            state,
+            lambda: claims.ready(state.queue(), wanted, holder=state.run_id) or None,
+            wait_seconds or 0,
         )
-        if not found:
-            return ok(NOTHING_READY, Ready(issue=None))
-        return ok(ready_text(found[0]), Ready(issue=found[0]))
+        text = ready_text(found[0]) if found else NOTHING_READY
+        issue = found[0] if found else None
+        if not explain:
+            return ok(text, Ready(issue=issue))
+        why = claims.explain(state.queue(), holder=state.run_id, limit=EXPLAINED)
+        text += "\nNot ready:" if why else "\nEvery unfinished issue is ready."
+        text += "".join(f"\n- #{n.number} {n.title}: {'; '.join(n.reasons)}" for n in why)
+        return ok(text, Ready(issue=issue, not_ready=why))
 
     @reg.tool(writes(idempotent=True))
     def issue_claim(

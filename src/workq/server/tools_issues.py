@@ -20,6 +20,7 @@ from workq.server.params import (
     PriorityName,
     StatusName,
     Title,
+    Touches,
     TypeName,
 )
 from workq.server.registry import READ_ONLY, Registry, writes
@@ -43,6 +44,7 @@ def register(reg: Registry) -> None:
         issue_type: TypeName = "task",
         agent: Agent | None = None,
         labels: Labels | None = None,
+        touches: Touches | None = None,
         context: Annotated[Notes | None, Field(description="Background")] = None,
         acceptance_criteria: Criteria | None = None,
         technical_notes: Notes | None = None,
@@ -68,6 +70,7 @@ def register(reg: Registry) -> None:
                 issue_type=issue_type,
                 agent=agent,
                 labels=labels or (),
+                touches=touches or (),
                 actor=state.run_id,
             )
         text = f"Created issue #{created.number}: {created.title} (agent: {created.agent})"
@@ -144,8 +147,10 @@ def register(reg: Registry) -> None:
         agent: Agent | None = None,
         add_labels: Labels | None = None,
         remove_labels: Labels | None = None,
+        touches: Touches | None = None,
     ) -> Annotated[CallToolResult, IssueSummary]:
-        """Change an issue's fields; omitted fields stay as they are."""
+        """Change an issue's fields; omitted fields stay as they are (touches: the whole
+        list, [] clears it)."""
         from workq.services import issues
 
         with worded(f"Could not update issue #{number}"):
@@ -159,6 +164,7 @@ def register(reg: Registry) -> None:
                 agent=agent,
                 add_labels=add_labels or (),
                 remove_labels=remove_labels or (),
+                touches=touches,
                 actor=state.run_id,
             )
         return ok(f"Updated issue #{number}", updated.summary())

@@ -22,6 +22,7 @@ from workq.server import (
     tools_notes,
     tools_plan,
     tools_priority,
+    tools_reserve,
     tools_workflow,
 )
 from workq.server.registry import Registry
@@ -37,6 +38,7 @@ TOOLSETS: dict[str, tuple[Registrar, ...]] = {
     "workflow": (tools_workflow.register, tools_priority.register),
     "github": (tools_github.register,),
     "agit": (tools_agit.register,),
+    "reserve": (tools_reserve.register,),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 # Other names a toolset answers to: seed 000 calls its seven tools the priority server.

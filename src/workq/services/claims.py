@@ -39,7 +39,7 @@ from sqlalchemy.sql.elements import ColumnClause
 from workq.db.engine import retry_lost_read
 from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
-from workq.db.tables import IssueRecord, events, github_outbox, issues
+from workq.db.tables import IssueRecord, events, github_outbox, issues, touches
 from workq.db.tables import labels as labels_t
 from workq.domain import fields
 from workq.errors import (
@@ -60,12 +60,13 @@ from workq.schemas import (
     Completed,
     Issue,
     IssueType,
+    NotReady,
     Priority,
     ReadyFilter,
     ReadyIssue,
     Status,
 )
-from workq.services import blockers, outbox, plans
+from workq.services import blockers, outbox, plans, reservations
 from workq.services.context import Queue, load, record, to_issue
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
@@ -85,6 +86,9 @@ _READY_COLUMNS = (
     issues.c.claimed_at,
     issues.c.open_blockers,
     issues.c.fence,
+    # Whether it declares paths (then a claim reserves them): the rare case that needs
+    # the live reservations read.
+    exists().where(touches.c.issue_id == issues.c.id).label("touching"),
 )
 
 
@@ -102,6 +106,7 @@ class ReadyRow(NamedTuple):
     claimed_at: datetime | None
     open_blockers: int
     fence: int
+    touching: bool
 
 
 _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
@@ -204,14 +209,74 @@ def _ready_rows(
     return rows[:limit]
 
 
+def _claimable_rows(
+    q: Queue,
+    conn: Connection,
+    f: ReadyFilter | None,
+    limit: int,
+    now: datetime,
+    holder: str,
+    *,
+    lock: bool = False,
+) -> list[ReadyRow]:
+    """Up to ``limit`` ready rows in claim order that ``holder`` may claim: without those
+    whose paths another holder has reserved (unless reservations only warn)."""
+    gate = reservations.Gate(q, conn, now, writes=lock)
+    fetch = limit
+    while True:
+        rows = _ready_rows(conn, f, fetch, now, lock=lock)
+        kept = [
+            r for r in rows if not gate.enforce or not gate.blocking(r.id, bool(r.touching), holder)
+        ]
+        if len(kept) >= limit or len(rows) < fetch:
+            return kept[:limit]
+        fetch *= 8
+
+
 @retry_lost_read
-def ready(q: Queue, f: ReadyFilter | None = None, *, limit: int = 1) -> list[ReadyIssue]:
-    """Ready issues in claim order: priority, then oldest, then number."""
+def ready(
+    q: Queue, f: ReadyFilter | None = None, *, limit: int = 1, holder: str = ""
+) -> list[ReadyIssue]:
+    """Ready issues in claim order: priority, then oldest, then number; without those whose
+    paths a holder other than ``holder`` has reserved."""
     if not 1 <= limit <= PAGE_MAX:
         raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
     with q.db.read() as conn:
-        rows = _ready_rows(conn, f, limit, q.now())
+        rows = _claimable_rows(q, conn, f, limit, q.now(), holder)
     return [_ready_issue(r) for r in rows]
+
+
+@retry_lost_read
+def explain(q: Queue, *, holder: str = "", limit: int = PAGE_MAX) -> list[NotReady]:
+    """Why unfinished issues are not ready, in claim order (the first ``limit`` of them):
+    blocked, waiting on #N, claimed by X until T, paths reserved by Y."""
+    with q.db.read() as conn:
+        now = q.now()
+        gate = reservations.Gate(q, conn, now, writes=False)
+        rows = conn.execute(
+            select(issues).where(issues.c.status != DONE).order_by(*_ORDER).limit(limit)
+        )
+        found: list[NotReady] = []
+        for row in rows:
+            reasons: list[str] = []
+            if row.is_blocked:
+                reasons.append(f"blocked: {row.blocked_reason}")
+            waiting = blockers.waits_on(conn, row)
+            if waiting:
+                reasons.append("waiting on " + ", ".join(f"#{n}" for n in waiting))
+            live = row.lease_expires_at is not None and row.lease_expires_at > now
+            if row.status == IN_PROGRESS and live:
+                reasons.append(
+                    f"claimed by {row.claimed_by} until {row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}"
+                )
+            else:
+                taken = gate.blocking(row.id, True, holder)
+                if taken:
+                    note = "" if gate.enforce else " (warning only)"
+                    reasons.append(f"paths reserved by {reservations.describe(taken)}{note}")
+            if reasons:
+                found.append(NotReady(number=row.number, title=row.title, reasons=reasons))
+    return found
 
 
 def _ready_issue(r: ReadyRow | ChainRow) -> ReadyIssue:
@@ -316,6 +381,8 @@ def claim(
                 holder=row.claimed_by,
                 lease_expires_at=row.lease_expires_at.isoformat(),
             )
+        paths = reservations.Gate(q, conn, now, writes=True)
+        paths.refuse(number, paths.blocking(row.id, True, run_id))
         taken = _take_claim(q, conn, row, run_id, now)
         if taken is None:  # pragma: no cover - the row lock makes this unreachable
             raise AlreadyClaimed(f"Issue #{number} was claimed by someone else", number=number)
@@ -352,7 +419,9 @@ def _renewal(
 def clear_claim(
     conn: Connection, issue_id: str, *, now: datetime, status: str = OPEN, **changes: Any
 ) -> None:
-    """Drop an issue's claim (and lease), putting it in ``status``, with ``changes`` too."""
+    """Drop an issue's claim (and lease), putting it in ``status``, with ``changes`` too;
+    the claim's explicit reservations go with it."""
+    reservations.clear(conn, issue_id)
     conn.execute(
         update(issues)
         .where(issues.c.id == issue_id)
@@ -408,13 +477,16 @@ def claim_next(
     gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
     if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
-        return _claim_next_alone(q, run_id, f, gate)
+        claimed = _claim_next_alone(q, run_id, f, gate)
+        if claimed is not None or not _touching_ready(q, f):
+            return claimed
+        # The one statement leaves issues that declare paths alone: claim with the checks.
 
     def work(conn: Connection) -> ClaimedIssue | None:
         now = q.now()
         plans.refuse_while_planning(conn, gate, "claiming")
         while True:
-            rows = _ready_rows(conn, f, 1, now, lock=True)
+            rows = _claimable_rows(q, conn, f, 1, now, run_id, lock=True)
             if not rows:
                 return None
             if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
@@ -424,6 +496,13 @@ def claim_next(
                 return _claimed(rows[0], taken)
 
     return q.db.write(work)
+
+
+def _touching_ready(q: Queue, f: ReadyFilter | None) -> bool:
+    """Whether a ready issue declares paths (which _claim_next_alone does not claim)."""
+    with q.db.read() as conn:
+        rows = _ready_rows(conn, f, 1, q.now())
+    return any(r.touching for r in rows)
 
 
 # --- claim_next on PostgreSQL: one statement ---------------------------------------------
@@ -501,6 +580,8 @@ def _chain(shape: tuple[bool, int, int, int, bool], feed_outbox: bool) -> Prepar
             issues.c.id == chosen.c.id,
             or_(issues.c.claimed_by.is_(None), issues.c.claimed_by == chosen.c.claimed_by),
             ~exists().where(plans.planning),  # the plan gate
+            # An issue that declares paths is claimed with the reservation checks instead.
+            ~exists().where(touches.c.issue_id == chosen.c.id),
         )
         .values(
             status=_sql(f"'{IN_PROGRESS}'"),
@@ -777,6 +858,27 @@ def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action
     return str(row.claimed_by)
 
 
+def held_now(
+    row: IssueRecord,
+    holders: Collection[str],
+    fence: int | None,
+    number: int,
+    now: datetime,
+    action: str,
+) -> str:
+    """The holder (one of ``holders``) of the live claim on ``row``, or NotHolder (or
+    StaleClaim)."""
+    _fenced(row, fence, number)
+    holder = _held(row, holders, number, action)
+    if _lapsed(row, now):
+        raise NotHolder(
+            f"Your claim on issue #{number} lapsed; its reservations ended with it",
+            number=number,
+            hint=("claim it again with ", Step.CLAIM),
+        )
+    return holder
+
+
 def heartbeat(
     q: Queue, number: int, holders: Collection[str], *, fence: int | None = None
 ) -> Claim:
@@ -871,6 +973,7 @@ def complete(
             raise _still_waiting(number, waiting)
         now = q.now()
         _finish.count(conn, {"issue_id": row.id, "now": now})
+        reservations.clear(conn, row.id)
         unblocked = blockers.now_ready(blockers.blocker_finished(conn, row.id))
         record(
             q,

@@ -32,6 +32,8 @@ class Queue:
     # Called with (conn, issue_id, number, kind) inside every mutating transaction
     # (the GitHub outbox hangs here). Empty by default.
     on_change: list[Callable[[Connection, str, int, str], None]] = field(default_factory=list)
+    # "enforce" or "warn": what another holder's reserved paths do to a claim.
+    reservations: str = "enforce"
 
     def now(self) -> datetime:
         return self.clock()
@@ -123,6 +125,7 @@ def to_issue(
     labels: list[str] | None = None,
     blocked_by: list[int] | None = None,
     blocks: list[int] | None = None,
+    touches: list[str] | None = None,
 ) -> Issue:
     return Issue(
         id=row.id,
@@ -146,4 +149,5 @@ def to_issue(
         blocked_by=blocked_by or [],
         blocks=blocks or [],
         repository=getattr(row, "repository", None),
+        touches=touches or [],
     )

@@ -14,7 +14,8 @@ from workq.db.prepared import Prepared
 from workq.db.tables import counters, issues
 from workq.db.tables import dependencies as deps
 from workq.db.tables import labels as labels_t
-from workq.domain import fields
+from workq.db.tables import touches as touches_t
+from workq.domain import fields, globs
 from workq.errors import InvalidInput, InvalidTransition
 from workq.schemas import (
     PAGE_DEFAULT,
@@ -162,6 +163,7 @@ def create(
     issue_type: str | IssueType = IssueType.TASK,
     agent: str | None = None,
     labels: Sequence[str] = (),
+    touches: Sequence[str] = (),
     actor: str | None = None,
 ) -> Issue:
     checked_title = fields.title(title)
@@ -170,9 +172,10 @@ def create(
     kind = fields.issue_type(issue_type)
     owner = fields.agent(agent) if agent else DEFAULT_AGENT
     names = fields.labels(labels)
+    paths = globs.globs(touches)
 
     def work(conn: Connection) -> Issue:
-        _, number = insert_issue(
+        issue_id, number = insert_issue(
             q,
             conn,
             title=checked_title,
@@ -184,9 +187,30 @@ def create(
             actor=actor,
             now=q.now(),
         )
-        return to_issue(load(conn, number), labels=names)
+        _set_touches(conn, issue_id, paths)
+        return to_issue(load(conn, number), labels=names, touches=paths)
 
     return q.db.write(work)
+
+
+_touches = Prepared(
+    select(touches_t.c.glob)
+    .where(touches_t.c.issue_id == bindparam("issue_id"))
+    .order_by(touches_t.c.position)
+)
+
+
+def touches_of(conn: Connection, issue_id: str) -> list[str]:
+    return [r.glob for r in _touches.rows(conn, {"issue_id": issue_id})]
+
+
+def _set_touches(conn: Connection, issue_id: str, paths: Sequence[str]) -> None:
+    conn.execute(delete(touches_t).where(touches_t.c.issue_id == issue_id))
+    if paths:
+        conn.execute(
+            insert(touches_t),
+            [{"issue_id": issue_id, "position": i, "glob": g} for i, g in enumerate(paths)],
+        )
 
 
 def _labels_of(conn: Connection, issue_id: str) -> list[str]:
@@ -224,6 +248,7 @@ def _detail(conn: Connection, number: int) -> Issue:
         labels=[r.name for r in _labels.rows(conn, ids)],
         blocked_by=[r.number for r in _blocked_by.rows(conn, ids)],
         blocks=[r.number for r in _blocks.rows(conn, ids)],
+        touches=touches_of(conn, row.id),
     )
     if row.repository is not None:
         return issue.model_copy(update={"worktree": worktrees.of_issue(conn, number)})
@@ -337,8 +362,10 @@ def update_issue(
     agent: str | None = None,
     add_labels: Sequence[str] = (),
     remove_labels: Sequence[str] = (),
+    touches: Sequence[str] | None = None,
     actor: str | None = None,
 ) -> Issue:
+    """``touches``: the issue's path globs, all of them (an empty list clears them)."""
     fields.number(number)
     changes: dict[str, Any] = {}
     if title is not None:
@@ -353,10 +380,14 @@ def update_issue(
         changes["agent"] = fields.agent(agent)
     adding = fields.labels(add_labels)
     removing = fields.labels(remove_labels)
-    if not changes and not adding and not removing:
+    paths = None if touches is None else globs.globs(touches)
+    if not changes and not adding and not removing and paths is None:
         raise InvalidInput(
             "nothing to change: give at least one field to update",
-            hint="pass title, description, priority, type, agent or labels to add or remove",
+            hint=(
+                "pass title, description, priority, type, agent, touches,"
+                " or labels to add or remove"
+            ),
             number=number,
         )
 
@@ -378,6 +409,12 @@ def update_issue(
                 delete(labels_t).where(labels_t.c.issue_id == row.id, labels_t.c.name.in_(removed))
             )
             after["labels_removed"] = removed
+        if paths is not None:
+            now_touching = touches_of(conn, row.id)
+            if paths != now_touching:
+                _set_touches(conn, row.id, paths)
+                before["touches"] = now_touching
+                after["touches"] = paths
         if after:
             conn.execute(
                 update(issues).where(issues.c.id == row.id).values(**changes, updated_at=now)

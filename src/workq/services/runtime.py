@@ -38,6 +38,6 @@ def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
     except BaseException:
         db.dispose()
         raise
-    queue = Queue(db=db, lease_seconds=settings.lease_seconds)
+    queue = Queue(db=db, lease_seconds=settings.lease_seconds, reservations=settings.reservations)
     outbox.install(queue)  # feeds the GitHub mirror; writes nothing while none is configured
     return queue

@@ -354,3 +354,19 @@ def disk_usage(path: Path) -> int:
 
 def merge_base(repo: Path, a: str, b: str) -> str:
     return run(["merge-base", a, b], cwd=repo).stdout.strip()
+
+
+def hooks_dir(path: Path) -> Path:
+    """Where the repository ``path`` stands in keeps its hooks (absolute; its own
+    core.hooksPath if set). rev-parse runs no hook: ``hooks=True`` only keeps that setting."""
+    args = ["rev-parse", "--path-format=absolute", "--git-path", "hooks"]
+    text = run(args, cwd=path, hooks=True)
+    return Path(text.stdout.strip())
+
+
+def staged_paths(path: Path, index_file: str | None = None) -> list[str]:
+    """The paths the next commit changes (both sides of a rename), NUL-safe. In a hook,
+    pass git's ``GIT_INDEX_FILE``: a partial commit stages into a temporary index."""
+    env = {"GIT_INDEX_FILE": index_file} if index_file else None
+    out = run(["diff", "--cached", "--name-only", "--no-renames", "-z"], cwd=path, env=env).stdout
+    return [entry for entry in out.split("\0") if entry]

@@ -1,0 +1,83 @@
+"""File reservations (the ``reserve`` toolset): reserve and release path globs while
+holding a claim, and see who holds what. A claim reserves its issue's touches by itself."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from workq.schemas import GLOB_MAX, Reservation, Reservations
+from workq.server.params import Fence, Number, RunId
+from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.results import ok, worded
+from workq.services.reservations import Held
+
+Glob = Annotated[
+    str, Field(min_length=1, max_length=GLOB_MAX, description="Relative path glob (* ? **)")
+]
+
+
+def listed(held: list[Held]) -> Reservations:
+    return Reservations(
+        items=[
+            Reservation(
+                number=h.number,
+                holder=h.holder,
+                glob=h.glob,
+                mode="shared" if h.mode == "shared" else "exclusive",
+                lease_expires_at=h.until,
+            )
+            for h in held
+        ]
+    )
+
+
+def _text(head: str, held: list[Held]) -> str:
+    lines = [head]
+    lines += [f"- {h.glob} ({h.mode}) #{h.number} {h.holder}" for h in held]
+    return "\n".join(lines)
+
+
+def register(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(writes(idempotent=True))
+    def issue_reserve(
+        number: Number,
+        glob: Glob,
+        mode: Literal["exclusive", "shared"] = "exclusive",
+        run_id: RunId = None,
+        fence: Fence = None,
+    ) -> Annotated[CallToolResult, Reservations]:
+        """Reserve paths for the claim you hold on an issue, until the claim ends.
+        Refused (PATHS_RESERVED) if another holder's reservation overlaps."""
+        from workq.services import reservations
+
+        with worded(f"Could not reserve {glob} for issue #{number}"):
+            held = reservations.reserve(
+                state.queue(), number, state.acting_as(run_id), glob, mode=mode, fence=fence
+            )
+        return ok(_text(f"Reserved {glob} ({mode}) for #{number}; now held:", held), listed(held))
+
+    @reg.tool(writes(idempotent=False))
+    def issue_unreserve(
+        number: Number, glob: Glob, run_id: RunId = None, fence: Fence = None
+    ) -> Annotated[CallToolResult, Reservations]:
+        """Release a path you reserved with issue_reserve (touches go with the claim)."""
+        from workq.services import reservations
+
+        with worded(f"Could not release {glob} of issue #{number}"):
+            held = reservations.unreserve(
+                state.queue(), number, state.acting_as(run_id), glob, fence=fence
+            )
+        return ok(_text(f"Released {glob} of #{number}; still held:", held), listed(held))
+
+    @reg.tool(READ_ONLY)
+    def issue_reservations() -> Annotated[CallToolResult, Reservations]:
+        """Every live file reservation: glob, mode, issue, holder, until."""
+        from workq.services import reservations
+
+        held = reservations.list_live(state.queue())
+        return ok(_text(f"{len(held)} live reservation(s)", held), listed(held))

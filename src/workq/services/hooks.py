@@ -1,0 +1,83 @@
+"""The git pre-commit hook: refuse a commit that changes a path another holder reserved
+exclusively. ``install`` writes the hook into a repository; the hook runs ``workq hooks
+check``, which is :func:`check`.
+
+Who commits: the run id in ``WORKQ_RUN_ID``, and the issue of the branch when its name is
+``{type}/{number}-...`` (workflow branches are): the holder of that issue's claim and the
+issue's own reservations are the committer's.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from workq.domain import globs
+from workq.errors import InvalidInput
+from workq.services import reservations
+from workq.services.context import Queue
+from workq.vcs import git
+
+MARK = "# workq pre-commit hook"
+_BRANCH = re.compile(r"[A-Za-z]+/(\d{1,9})(?:-|$)")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    path: str
+    held: reservations.Held
+
+
+def install(repo: Path, *, db_path: Path | None, force: bool = False) -> Path:
+    """Write the pre-commit hook into the repository ``repo`` stands in; it runs this
+    Python's workq against ``db_path`` (a SQLite file), or else the database its
+    environment names (WORKQ_DATABASE_URL). An existing hook not written by workq is kept
+    unless ``force``."""
+    hook = git.hooks_dir(repo) / "pre-commit"
+    if hook.exists() and MARK not in hook.read_text(errors="replace") and not force:
+        raise InvalidInput(
+            f"{hook} exists and is not workq's",
+            hint="add 'workq hooks check' to it yourself, or replace it with --force",
+        )
+    command = [sys.executable, "-m", "workq.cli.main"]
+    if db_path is not None:
+        command += ["--db", str(db_path.resolve())]
+    command += ["hooks", "check"]
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(
+        f"#!/bin/sh\n{MARK}: refuses paths reserved by others\nexec {shlex.join(command)}\n"
+    )
+    hook.chmod(0o755)
+    return hook
+
+
+def branch_issue(repo: Path) -> int | None:
+    """The issue number of the checked-out branch ``{type}/{number}-...``, if it is one."""
+    branch = git.current_branch(repo)
+    found = _BRANCH.match(branch or "")
+    return int(found.group(1)) if found else None
+
+
+def check(
+    q: Queue, repo: Path, *, run_id: str | None, index_file: str | None = None
+) -> list[Refusal]:
+    """The staged paths of ``repo`` that another holder reserved exclusively."""
+    paths = git.staged_paths(repo, index_file)
+    if not paths:
+        return []
+    issue = branch_issue(repo)
+    held = reservations.list_live(q)
+    mine = {run_id} if run_id else set()
+    mine |= {h.holder for h in held if h.number == issue}
+    refused: list[Refusal] = []
+    for path in paths:
+        for h in held:
+            if h.mode != reservations.EXCLUSIVE or h.holder in mine or h.number == issue:
+                continue
+            if globs.matches(path, h.glob):
+                refused.append(Refusal(path, h))
+                break
+    return refused

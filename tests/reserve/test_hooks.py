@@ -1,0 +1,68 @@
+"""`workq hooks install` in a real git repository: the pre-commit hook refuses a real
+commit changing a path another holder reserved exclusively, naming holder and issue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import run
+from tests.server.test_claim_faces import cli_json
+from tests.vcs.test_git import make_repo
+from workq.errors import GitFailed
+from workq.vcs import git
+
+
+def _commit(repo: Path, path: str, *, run_id: str | None = None) -> None:
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"{path}\n")
+    git.run(["add", path], cwd=repo)
+    env = {"WORKQ_RUN_ID": run_id} if run_id else None
+    git.run(["commit", "-q", "-m", f"change {path}"], cwd=repo, env=env, hooks=True)
+
+
+def test_the_hook_refuses_paths_reserved_by_another_holder(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    cli_json(tmp_path, "create", "auth", "--touch", "src/auth/**")
+    cli_json(tmp_path, "claim", "1", "--run-id", "run-a")
+    installed = run(tmp_path, "--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    assert installed.returncode == 0, installed.stderr
+    assert (repo / ".git" / "hooks" / "pre-commit").exists()
+
+    with pytest.raises(GitFailed) as refused:
+        _commit(repo, "src/auth/login.py", run_id="run-b")
+    message = str(refused.value)
+    assert "src/auth/login.py is reserved exclusively by run-a for issue #1" in message
+    assert git.run(["log", "--format=%s"], cwd=repo).lines == ["first"]
+    git.run(["reset", "-q"], cwd=repo)  # unstage what was refused
+
+    _commit(repo, "docs/readme.md", run_id="run-b")  # not reserved
+    _commit(repo, "src/auth/a.py", run_id="run-a")  # the holder itself
+    git.run(["checkout", "-q", "-b", "feat/1-auth"], cwd=repo)
+    _commit(repo, "src/auth/b.py")  # the issue's own branch
+    git.run(["checkout", "-q", "-b", "fix/2-other"], cwd=repo)
+    with pytest.raises(GitFailed):
+        _commit(repo, "src/auth/c.py")
+    git.run(["reset", "-q"], cwd=repo)
+
+    released = run(tmp_path, "--db", "queue.db", "release", "1", "--run-id", "run-a")
+    assert released.returncode == 0, released.stderr
+    _commit(repo, "src/auth/c.py", run_id="run-b")  # the reservation went with the claim
+
+
+def test_install_keeps_a_foreign_hook(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    kept = run(tmp_path, "--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    assert kept.returncode != 0 and "is not workq's" in kept.stderr
+    assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+    assert (
+        run(
+            tmp_path, "--db", "queue.db", "hooks", "install", "--repo", str(repo), "--force"
+        ).returncode
+        == 0
+    )
+    assert "workq pre-commit hook" in hook.read_text()
