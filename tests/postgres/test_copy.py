@@ -76,6 +76,15 @@ def _fill_the_rest(queue: Queue) -> None:
             "updated_at": now,
         },
         models.PlanIssueRow: {"plan_id": "p1", "task": 1, "issue_id": issue_id},
+        models.TouchRow: {"issue_id": issue_id, "position": 0, "glob": "src/auth/**"},
+        models.ReservationRow: {
+            "issue_id": issue_id,
+            "glob": "docs/*.md",
+            "holder": "run-b",
+            "fence": 1,
+            "mode": "shared",
+            "created_at": now,
+        },
         models.WorkflowRow: {
             "issue_id": issue_id,
             "phase": "testing",
