@@ -65,4 +65,4 @@ async def test_issue_ready_explain(tmp_path: Path) -> None:
             assert reasons[2][0].startswith("paths reserved by src/** by agent-a")
             assert "Not ready:" in text(result)
             plain = await call_ok(client, "issue_ready")
-            assert plain.structured_content == {"issue": None, "not_ready": None}
+            assert plain.structured_content == {"issue": None}

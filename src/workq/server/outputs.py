@@ -21,7 +21,8 @@ class _Out(BaseModel):
 
 class Ready(_Out):
     issue: ReadyIssue | None = Field(description="null when nothing is ready")
-    not_ready: list[NotReady] | None = None
+    # Only with explain=true: an answer without it stays {"issue": ...}.
+    not_ready: list[NotReady] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ListedIssue(IssueListItem):

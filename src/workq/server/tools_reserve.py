@@ -3,7 +3,7 @@ holding a claim, and see who holds what. A claim reserves its issue's touches by
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from mcp.types import CallToolResult
 from pydantic import Field
@@ -12,7 +12,9 @@ from workq.schemas import GLOB_MAX, Reservation, Reservations
 from workq.server.params import Fence, Number, RunId
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import ok, worded
-from workq.services.reservations import Held
+
+if TYPE_CHECKING:  # the server starts without the database code (tests/server/test_stdio.py)
+    from workq.services.reservations import Held
 
 Glob = Annotated[
     str, Field(min_length=1, max_length=GLOB_MAX, description="Relative path glob (* ? **)")
