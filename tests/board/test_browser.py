@@ -113,6 +113,8 @@ def test_unblock_with_the_token_and_refused_without(
         shot(browser, "unblocked")
         # The same page, its cookie gone: the board refuses, the issue stays blocked.
         claims.block(q, number, "blocked again")
+        # The page redraws itself on that change: click only once it has.
+        until(browser, lambda d: "blocked again" in d.find_element(By.ID, "main").text)
         browser.delete_all_cookies()
         until(browser, lambda d: d.find_elements(By.ID, "unblock"))
         browser.find_element(By.ID, "unblock").click()

@@ -36,7 +36,12 @@
       const fresh = doc.getElementById("main");
       const active = document.activeElement;
       const typing = active && main.contains(active) && /INPUT|TEXTAREA|SELECT/.test(active.tagName);
-      if (fresh && !typing) { main.innerHTML = fresh.innerHTML; bindActions(); countdowns(); }
+      if (fresh && !typing) {
+        // An action's answer stays on screen through the refresh its own change caused.
+        const said = document.getElementById("result"), keep = fresh.querySelector("#result");
+        if (said && keep) { keep.textContent = said.textContent; keep.className = said.className; }
+        main.innerHTML = fresh.innerHTML; bindActions(); countdowns();
+      }
     }
   }
   function schedule() { if (!pending) pending = setTimeout(refresh, 100); }
