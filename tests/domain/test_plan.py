@@ -787,3 +787,22 @@ def test_round_robin_spreads_evenly(n: int, count: int) -> None:
     assert sum(loads) == n
     assert max(loads) - min(loads) <= 1
     assert set(agents) <= {f"teammate-{k}" for k in range(1, count + 1)}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "- [ ] c (touches src/auth/**, tests/test_auth.py) (after 1)",
+        "- [ ] c (after 1) (touches src/auth/**, tests/test_auth.py)",
+        "- [ ] c (Touches  src/auth/** ,tests/test_auth.py , src/auth/**)(after #1)",
+    ],
+)
+def test_touches_marker_in_either_order(line: str) -> None:
+    parsed = tasks_of(f"- [ ] a\n{line}")[1]
+    assert parsed == PlanTask(2, "c", (1,), ("src/auth/**", "tests/test_auth.py"))
+
+
+def test_a_bad_glob_in_a_task_is_refused_naming_the_tasks() -> None:
+    with pytest.raises(InvalidInput) as info:
+        tasks_of("- [ ] a (touches ../outside/**)")
+    assert info.value.facts.get("field") == "tasks"

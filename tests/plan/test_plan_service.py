@@ -251,6 +251,17 @@ def test_done_tasks_are_skipped_and_the_default_is_three_teammates(
     assert done.teammate_count == svc.DEFAULT_TEAMMATES == 3
 
 
+def test_a_tasks_touches_become_its_issues_touches(queue: Queue, plans_dir: Path) -> None:
+    svc.enter(queue, "run-a", "p", "goal", plans_dir)
+    tasks = "- [ ] auth (touches src/auth/**, docs/auth.md)\n- [ ] other (after 1)"
+    fill(plans_dir / "p.md", {**FILLED, "Tasks": tasks})
+    done = svc.exit_plan(queue, "run-a", launch_swarm=True)
+    first, second = (issues.get(queue, i.number) for i in done.launched)
+    assert first.touches == ["src/auth/**", "docs/auth.md"] and second.touches == []
+    created = notes.history(queue, first.number)[0]
+    assert created.after is not None and created.after["touches"] == first.touches
+
+
 def test_launching_needs_an_open_task_and_a_valid_teammate_count(
     queue: Queue, plans_dir: Path
 ) -> None:

@@ -24,8 +24,11 @@ Task lines:
     but never becomes an issue. ``*`` and ``+`` bullets work too. Tasks are independent
     unless the line ends with ``(after N)`` or ``(after N, M)`` (``#N`` and ``and`` are
     accepted), naming EARLIER task numbers it must wait for; waiting on a done task is
-    dropped, since that work is finished. Indented items, HTML comments and fenced code
-    blocks are never tasks; a task line starts at the very beginning of its line.
+    dropped, since that work is finished. A line may also end with ``(touches GLOB, GLOB)``
+    (before or after its ``(after ...)``): the paths the task's issue will touch, reserved
+    when it is claimed (see ``domain.globs`` for the forms). Indented items, HTML comments
+    and fenced code blocks are never tasks; a task line starts at the very beginning of its
+    line.
 
 Only ``plan_path`` touches the file system (to resolve the folder and look at the target).
 """
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from workq.domain import fields
+from workq.domain import fields, globs
 from workq.errors import InvalidInput, InvalidTransition, PlanEmpty, Step
 
 __all__ = [
@@ -462,6 +465,7 @@ _TASK_RE = re.compile(r"[-*+][ \t]+\[([ xX])\](?:[ \t]+(.*))?")
 _AFTER_RE = re.compile(
     r"\(\s*after\s+(#?\d{1,9}(?:\s*(?:,|\band\b)\s*#?\d{1,9})*)\s*\)\s*$", re.IGNORECASE
 )
+_TOUCHES_RE = re.compile(r"\(\s*touches\s+([^()]*)\)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -471,6 +475,7 @@ class PlanTask:
     index: int
     title: str
     depends_on: tuple[int, ...] = ()
+    touches: tuple[str, ...] = ()
 
 
 def parse_tasks(text: str) -> list[PlanTask]:
@@ -483,7 +488,8 @@ def parse_tasks(text: str) -> list[PlanTask]:
     """
     layout = _layout(text)
     source = layout.sections.get("Tasks", layout.lines)
-    items: list[tuple[int, bool, str, list[int]]] = []  # (line, done, title, after)
+    # (line, done, title, after, touches)
+    items: list[tuple[int, bool, str, list[int], list[str]]] = []
     for line in source:
         match = None if line.fenced else _TASK_RE.fullmatch(line.text)
         if match is None:
@@ -503,9 +509,17 @@ def parse_tasks(text: str) -> list[PlanTask]:
                 field="tasks",
             )
         after: list[int] = []
-        if (marker := _AFTER_RE.search(title)) is not None:
-            after = [int(n) for n in re.findall(r"\d+", marker.group(1))]
-            title = title[: marker.start()]
+        paths: list[str] = []
+        for _ in range(2):  # the two end markers, in either order
+            if not after and (marker := _AFTER_RE.search(title)) is not None:
+                after = [int(n) for n in re.findall(r"\d+", marker.group(1))]
+            elif not paths and (marker := _TOUCHES_RE.search(title)) is not None:
+                paths = globs.globs(
+                    (p.strip() for p in marker.group(1).split(",") if p.strip()), "tasks"
+                )
+            else:
+                break
+            title = title[: marker.start()].rstrip()
         # Checked as written (a title becomes an issue title: one line, no controls),
         # then with its runs of white space made one space, then measured.
         fields.characters(title, "tasks", multiline=False, label=f"the title of {where}")
@@ -524,11 +538,11 @@ def parse_tasks(text: str) -> list[PlanTask]:
                     hint="reorder the tasks so each comes after those it waits for",
                     field="tasks",
                 )
-        items.append((line.number, match.group(1) != " ", title, after))
-    done = {i for i, (_, is_done, _, _) in enumerate(items, start=1) if is_done}
+        items.append((line.number, match.group(1) != " ", title, after, paths))
+    done = {i for i, (_, is_done, *_) in enumerate(items, start=1) if is_done}
     return [
-        PlanTask(i, title, tuple(sorted(set(after) - done)))
-        for i, (_, is_done, title, after) in enumerate(items, start=1)
+        PlanTask(i, title, tuple(sorted(set(after) - done)), tuple(paths))
+        for i, (_, is_done, title, after, paths) in enumerate(items, start=1)
         if not is_done
     ]
 

@@ -88,12 +88,14 @@ def insert_issue(
     actor: str | None,
     now: datetime,
     done: bool = False,
+    touches: Sequence[str] = (),
     about: Mapping[str, Any] | None = None,
 ) -> tuple[str, int]:
     """The one way an issue comes to be, in the caller's transaction: the row with the next
-    number, its labels, and its ``created`` event (which feeds the outbox). The values must
-    be valid already (``domain.fields``); ``about`` adds facts to the event (the plan it
-    came from, the GitHub issue). Returns the new issue's id and number."""
+    number, its labels, the paths it touches, and its ``created`` event (which feeds the
+    outbox). The values must be valid already (``domain.fields``, ``domain.globs``);
+    ``about`` adds facts to the event (the plan it came from, the GitHub issue). Returns
+    the new issue's id and number."""
     issue_id, number = new_id(), next_number(conn)
     status = Status.DONE if done else Status.OPEN
     values = {
@@ -116,7 +118,15 @@ def insert_issue(
     )
     for name in labels:
         _insert_label.count(conn, {"issue_id": issue_id, "name": name})
-    after = {**values, "priority": priority.value, "labels": list(labels), **(about or {})}
+    if touches:
+        _set_touches(conn, issue_id, touches)
+    after = {
+        **values,
+        "priority": priority.value,
+        "labels": list(labels),
+        **({"touches": list(touches)} if touches else {}),
+        **(about or {}),
+    }
     record(
         q,
         conn,
@@ -175,7 +185,7 @@ def create(
     paths = globs.globs(touches)
 
     def work(conn: Connection) -> Issue:
-        issue_id, number = insert_issue(
+        _, number = insert_issue(
             q,
             conn,
             title=checked_title,
@@ -186,8 +196,8 @@ def create(
             labels=names,
             actor=actor,
             now=q.now(),
+            touches=paths,
         )
-        _set_touches(conn, issue_id, paths)
         return to_issue(load(conn, number), labels=names, touches=paths)
 
     return q.db.write(work)

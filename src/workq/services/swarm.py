@@ -110,6 +110,7 @@ def launch(
                 labels=[label] if label else [],
                 actor=actor,
                 now=now,
+                touches=task.touches,
                 about={"plan": plan.slug, "task": task.index},
             )
             status = Status.OPEN.value
