@@ -157,10 +157,14 @@ _IDLE_SINCE = "workq_idle_since"
 
 def drop_pooled(engine: Engine) -> None:
     """A connection was lost: the server may have restarted, so the other pooled
-    connections are not trusted either. They are closed (a connection checked out now is
-    closed when it comes back), and the pool starts afresh."""
+    connections are not trusted either. Every connection made before now is closed and
+    replaced at its next checkout, the one checked out by another thread too.
+
+    This is what SQLAlchemy itself does to the pool when it sees a disconnect. Not
+    ``engine.dispose()``: a connection checked out meanwhile would return to the discarded
+    pool and stay open until the garbage collector found it (a ResourceWarning)."""
     if engine.dialect.name == "postgresql":
-        engine.dispose()
+        engine.pool._invalidate(None)  # type: ignore[arg-type]  # None: every connection
 
 
 def for_reading(conn: Connection) -> Connection:
