@@ -86,18 +86,20 @@ def opened(
     return q.db.write(work)
 
 
+# What a PullLink is read from.
+_LINK = (
+    github_pulls.c.number,
+    github_pulls.c.repo,
+    github_pulls.c.pr_number,
+    github_pulls.c.url,
+    github_pulls.c.branch,
+    github_pulls.c.opened_at,
+    github_pulls.c.merged_at,
+)
+
+
 def of_issue_conn(conn: Connection, issue_id: str) -> PullLink | None:
-    row = conn.execute(
-        select(
-            github_pulls.c.number,
-            github_pulls.c.repo,
-            github_pulls.c.pr_number,
-            github_pulls.c.url,
-            github_pulls.c.branch,
-            github_pulls.c.opened_at,
-            github_pulls.c.merged_at,
-        ).where(github_pulls.c.issue_id == issue_id)
-    ).first()
+    row = conn.execute(select(*_LINK).where(github_pulls.c.issue_id == issue_id)).first()
     return _link(row) if row else None
 
 
@@ -113,15 +115,7 @@ def unmerged(q: Queue, repo: str) -> Sequence[PullLink]:
     """The pull requests of ``repo`` not yet seen merged, oldest first."""
     with q.db.read() as conn:
         rows = conn.execute(
-            select(
-                github_pulls.c.number,
-                github_pulls.c.repo,
-                github_pulls.c.pr_number,
-                github_pulls.c.url,
-                github_pulls.c.branch,
-                github_pulls.c.opened_at,
-                github_pulls.c.merged_at,
-            )
+            select(*_LINK)
             .where(github_pulls.c.repo == repo, github_pulls.c.merged_at.is_(None))
             .order_by(github_pulls.c.opened_at)
         ).all()
