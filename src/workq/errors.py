@@ -325,3 +325,40 @@ class WorktreeDirty(Conflict):
 
     code = "WORKTREE_DIRTY"
     hint = "commit or discard them first (or remove it with force)"
+
+
+# Seed 004's error codes (the coding loop): its names, inside workq's error shape.
+class UncommittedChanges(Conflict):
+    """The checkout has uncommitted changes."""
+
+    code = "ERR_UNCOMMITTED_CHANGES"
+    hint = "commit or stash the changes first"
+
+
+class BranchExists(Conflict):
+    """That branch already exists."""
+
+    code = "ERR_BRANCH_EXISTS"
+    hint = "choose another name, or check out the existing branch"
+
+
+class QualityGateFailed(Conflict):
+    """One or more quality gates failed."""
+
+    code = "ERR_QUALITY_GATE_FAILED"
+    hint = "fix the issues the gates report, commit, then run_quality_gates again"
+
+
+class TestsFailing(Conflict):
+    """The tests fail."""
+
+    __test__ = False  # not a pytest test class
+    code = "ERR_TESTS_FAILING"
+    hint = "fix the failing tests, commit, then run_quality_gates again"
+
+
+class RuleViolation(Conflict):
+    """The change breaks one of the workflow's rules."""
+
+    code = "ERR_RULE_VIOLATION"
+    hint = "change what the rule names, then call again"
