@@ -138,3 +138,36 @@ async def test_submit_pr_then_a_merge_completes_the_issue_once(
     assert '"status": "done"' in shown_json
     assert '"merged_at": null' not in shown_json
     assert fake_github.issue(twin["number"])["state"] == "closed"
+
+
+async def test_submit_pr_pushes_the_branch_of_the_issues_worktree(
+    tmp_path: Path, fake_github: FakeGitHub
+) -> None:
+    """The server runs in the main checkout, on main; the issue's work is committed in its
+    own worktree (a worktree per claim). submit_pr pushes and opens that branch."""
+    bare, work = work_tree(tmp_path)
+    git(work, "checkout", "-q", "main")
+    fake_github.set_git_dir(str(bare))
+    db = tmp_path / "queue.db"
+    workq(db, fake_github, "create", "Speed up search", "-t", "feature")
+    workq(db, fake_github, "repo", "add", "widgets", str(work))
+    workq(db, fake_github, "repo", "assign", "1", "widgets")
+    workq(db, fake_github, "worktree", "spawn", "1")
+    tree = next((work / ".worktrees").iterdir())
+    (tree / "search.py").write_text("FAST = True\n")
+    git(tree, "add", "search.py")
+    git(tree, "commit", "-q", "-m", "Speed up search")
+    toolsets = "default,github"
+    with anyio.fail_after(LIMIT):
+        async with serve_github(
+            work, fake_github, "--github-repo", REPO, toolsets=toolsets, db=db
+        ) as client:
+            await call_ok(client, "issue_claim", number=1)
+            made = await call_ok(client, "submit_pr", title="feat: faster search (#1)")
+    data = made.structured_content
+    assert data is not None
+    assert data["branch"] == "feature/1-speed-up-search"
+    assert git(work, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert git(bare, "rev-parse", f"refs/heads/{data['branch']}") == git(tree, "rev-parse", "HEAD")
+    (pull,) = fake_github.pulls()
+    assert pull["head"]["ref"] == data["branch"]

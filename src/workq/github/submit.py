@@ -14,27 +14,30 @@ from workq.github.client import GitHubClient, GitHubRejected
 from workq.github.models import GhPull
 from workq.github_schemas import Submitted
 from workq.schemas import Issue
-from workq.services import issues, mirror, notes, pulls
+from workq.services import issues, mirror, notes, pulls, worktrees
 from workq.services.context import Queue
 from workq.vcs import git
 
 REMOTE = "origin"
 
 
-def issue_branch(cwd: Path) -> str:
-    """The branch that carries an issue's work: the checked-out branch of the work tree the
-    server runs in.
+def issue_branch(q: Queue, number: int, cwd: Path) -> tuple[Path, str]:
+    """Where an issue's work is and on which branch: its worktree when it has one (a
+    worktree per claim), else the branch checked out where the server runs.
 
     Raises:
         InvalidInput: a detached HEAD.
     """
+    workspace = worktrees.get_for_issue(q, number)
+    if workspace is not None and Path(workspace.path).is_dir():
+        return Path(workspace.path), workspace.branch
     branch = git.current_branch(cwd)
     if branch is None:
         raise InvalidInput(
             f"the work tree at {cwd} has no branch checked out (detached HEAD)",
             hint="check out the issue's branch, then call submit_pr again",
         )
-    return branch
+    return cwd, branch
 
 
 def pr_body(issue: Issue, description: str | None, fixes: int | None) -> str:
@@ -82,7 +85,7 @@ def submit(
         GitHubCallError: GitHub refused (its message kept).
     """
     issue = issues.get(q, number)
-    branch = issue_branch(cwd)
+    where, branch = issue_branch(q, number, cwd)
     with actions.retry_after_seconds():
         base = client.get_repo(repo).default_branch
     if branch == base:
@@ -90,7 +93,7 @@ def submit(
             f"the checked-out branch is {base}, the repository's base branch",
             hint="commit the issue's work on its own branch, then call submit_pr again",
         )
-    git.push(cwd, REMOTE, branch)
+    git.push(where, REMOTE, branch)
     link = mirror.github_link(q, number)
     fixes = link.gh_number if link is not None and link.repo.lower() == repo.lower() else None
     body = pr_body(issue, description, fixes)
