@@ -80,23 +80,19 @@ def create(
 ) -> None:
     """Create an issue."""
     s = state(ctx)
-    text = issues.format_description(
-        description,
-        title=title,
-        context=context,
-        acceptance_criteria=criterion,
-        technical_notes=notes_,
-    )
     issue = issues.create(
         s.queue(),
         title=title,
-        description=text,
+        description=description,
         priority=priority,
         issue_type=issue_type,
         agent=agent,
         labels=label or (),
         touches=touch or (),
         actor=s.actor,
+        context=context,
+        acceptance_criteria=criterion,
+        technical_notes=notes_,
     )
     if json_:
         output.emit_json(issue)

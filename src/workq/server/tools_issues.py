@@ -54,24 +54,20 @@ def register(reg: Registry) -> None:
         Technical Notes."""
         from workq.services import issues
 
-        body = issues.format_description(
-            description,
-            title=title,
-            context=context,
-            acceptance_criteria=acceptance_criteria,
-            technical_notes=technical_notes,
-        )
         with worded("Could not create issue"):
             created = issues.create(
                 state.queue(),
                 title=title,
-                description=body,
+                description=description,
                 priority=priority,
                 issue_type=issue_type,
                 agent=agent,
                 labels=labels or (),
                 touches=touches or (),
                 actor=state.run_id,
+                context=context,
+                acceptance_criteria=acceptance_criteria,
+                technical_notes=technical_notes,
             )
         text = f"Created issue #{created.number}: {created.title} (agent: {created.agent})"
         return ok(text, created.summary())

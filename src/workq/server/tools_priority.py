@@ -170,21 +170,17 @@ def register(reg: Registry) -> None:
         status:backlog."""
         from workq.services import issues
 
-        text_body = issues.format_description(
-            body,
-            title=title,
-            context=context,
-            acceptance_criteria=acceptanceCriteria,
-            technical_notes=technicalNotes,
-        )
         with worded("Could not create issue"):
             created = issues.create(
                 state.queue(),
                 title=title,
-                description=text_body,
+                description=body,
                 priority=Priority.URGENT if priority == "critical" else priority,
                 issue_type=type,
                 actor=state.run_id,
+                context=context,
+                acceptance_criteria=acceptanceCriteria,
+                technical_notes=technicalNotes,
             )
         labels = seed_labels(created)
         result = CreatedIssue(

@@ -175,9 +175,22 @@ def create(
     labels: Sequence[str] = (),
     touches: Sequence[str] = (),
     actor: str | None = None,
+    context: str | None = None,
+    acceptance_criteria: Sequence[str] | None = None,
+    technical_notes: str | None = None,
 ) -> Issue:
+    """Create an issue. With ``context``, ``acceptance_criteria`` or ``technical_notes`` the
+    description follows the issue template (:func:`format_description`)."""
     checked_title = fields.title(title)
-    checked_description = fields.description(description)
+    checked_description = fields.description(
+        format_description(
+            description,
+            title=title,
+            context=context,
+            acceptance_criteria=acceptance_criteria,
+            technical_notes=technical_notes,
+        )
+    )
     rank = fields.priority(priority)
     kind = fields.issue_type(issue_type)
     owner = fields.agent(agent) if agent else DEFAULT_AGENT
