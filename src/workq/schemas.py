@@ -376,7 +376,7 @@ class AgentClaim(_Model):
 
 
 class BoardAgent(_Model):
-    """A run id that holds claims, and its last sign of life (the newest lease renewal)."""
+    """A run id that holds claims, or a registered agent, and its last sign of life."""
 
     run_id: str
     claims: list[AgentClaim]

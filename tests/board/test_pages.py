@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
+from sqlalchemy import update
 
 from tests.board.conftest import board_server, cli
 from tests.board.html_check import column_numbers, unsafe
+from workq.db.tables import agents as agents_t
+from workq.services import agents as registered
 from workq.services import claims, dependencies, issues, notes
 from workq.services.context import Queue
 
@@ -130,10 +134,27 @@ def test_agents_and_graph(db: Path, q: Queue, client: httpx2.Client) -> None:
     dependencies.depend(q, blocker=a, blocked=b)
     dependencies.depend(q, blocker=b, blocked=c)
     claims.claim(q, a, "run-7")
+    worker = registered.register(q, "worker", "claude")
+    idle = registered.register(q, "idle", "codex")
+    held = new(q, "elsewhere")
+    claims.claim(q, held, worker.agent_id)
+    # The lease says nothing of a registered agent's last heartbeat: it has its own.
+    q.db.write(
+        lambda conn: conn.execute(
+            update(agents_t)
+            .where(agents_t.c.id == worker.agent_id)
+            .values(last_seen_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+        )
+    )
     with board_server(db) as url:
         agents = client.get(f"{url}/agents").text
         graph = client.get(f"{url}/graph").text
     assert "<td>run-7</td>" in agents and f'href="/issues/{a}"' in agents
+    row = agents[agents.index(f"<td>{worker.agent_id}</td>") :].split("</tr>")[0]
+    assert "2026-01-02 03:04" in row and f'href="/issues/{held}"' in row
+    assert f"<td>{idle.agent_id}</td>" in agents
+    idle_row = agents[agents.index(f"<td>{idle.agent_id}</td>") :].split("</tr>")[0]
+    assert "<td>none</td>" in idle_row
     boxes = re.findall(
         r'href="/issues/(\d+)"><g[^>]*>\s*<title>[^<]*</title>\s*<rect x="(\d+)"', graph
     )

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Select, and_, func, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from workq.db.engine import retry_lost_read
+from workq.db.tables import agents as agents_t
 from workq.db.tables import dependencies as deps
 from workq.db.tables import events, issues, workflows
 from workq.db.tables import labels as labels_t
@@ -222,8 +223,9 @@ def view(q: Queue, f: BoardFilter | None = None, pages: dict[str, int] | None = 
 
 @retry_lost_read
 def agents(q: Queue, *, limit: int = 500) -> list[BoardAgent]:
-    """The run ids that hold live claims, with their claims. The last heartbeat is the
-    newest lease renewal: its end less the lease this queue grants."""
+    """The run ids that hold live claims, with their claims, then the registered agents
+    that hold none. A registered agent's last heartbeat is its own (``agents``); a plain
+    run id's is its newest lease renewal: the lease's end less the lease this queue grants."""
     now = q.now()
     by_run: dict[str, list[AgentClaim]] = {}
     with q.db.read() as conn:
@@ -247,16 +249,25 @@ def agents(q: Queue, *, limit: int = 500) -> list[BoardAgent]:
                     lease_expires_at=r.lease_expires_at,
                 )
             )
+        seen: dict[str, datetime] = {
+            r.id: r.last_seen_at
+            for r in conn.execute(
+                select(agents_t.c.id, agents_t.c.last_seen_at)
+                .order_by(agents_t.c.last_seen_at.desc())
+                .limit(limit)
+            )
+        }
     lease = timedelta(seconds=q.lease_seconds)
     found = []
     for run_id, claims in by_run.items():
         ends = [c.lease_expires_at for c in claims if c.lease_expires_at]
-        beat = max(ends) - lease if ends else None
-        found.append(
-            BoardAgent(
-                run_id=run_id, claims=claims, last_heartbeat=min(beat, now) if beat else None
-            )
-        )
+        beat = seen.get(run_id) or (min(max(ends) - lease, now) if ends else None)
+        found.append(BoardAgent(run_id=run_id, claims=claims, last_heartbeat=beat))
+    found.extend(
+        BoardAgent(run_id=agent_id, claims=[], last_heartbeat=beat)
+        for agent_id, beat in seen.items()
+        if agent_id not in by_run
+    )
     return found
 
 
