@@ -31,6 +31,12 @@ from workq.services.runtime import open_queue
 
 WORKQ = Path(sys.executable).with_name("workq")
 BUDGET_MS = 100.0
+# The columns the rows below fill, in their order (later columns keep their defaults).
+COLUMNS = (
+    "id", "number", "title", "description", "status", "priority", "issue_type", "agent",
+    "is_blocked", "blocked_reason", "open_blockers", "claimed_by", "claimed_at",
+    "lease_expires_at", "created_at", "updated_at", "closed_at",
+)  # fmt: skip
 
 
 def build(db: Path, count: int) -> None:
@@ -77,7 +83,10 @@ def build(db: Path, count: int) -> None:
     ]
     events.sort(key=lambda e: str(e[6]))
     with sqlite3.connect(db) as conn:
-        conn.executemany(f"INSERT INTO issues VALUES ({','.join('?' * 17)})", issue_rows)
+        conn.executemany(
+            f"INSERT INTO issues ({', '.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
+            issue_rows,
+        )
         conn.executemany("INSERT INTO labels VALUES (?, ?)", labels)
         conn.executemany("INSERT INTO dependencies VALUES (?, ?, ?)", deps)
         conn.executemany(
