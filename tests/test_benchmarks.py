@@ -1,0 +1,60 @@
+"""Every benchmark in scripts/ still runs, at a toy size: a schema change once broke one
+without a test noticing. The figures of these runs mean nothing and are not looked at; each
+script must only finish and print its table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# The smallest arguments each script accepts; a script missing here fails the test below.
+TOY: dict[str, tuple[str, ...]] = {
+    "bench_agit.py": ("--files", "100", "--sizes", "1"),
+    "bench_board.py": ("--issues", "1000", "--rounds", "2"),
+    "bench_core.py": ("--sizes", "1000", "--claims", "50", "--samples", "50"),
+    "bench_mcp.py": ("--calls", "20", "--spawns", "1"),
+    "bench_reserve.py": ("--claims", "20"),
+    "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
+    "bench_transfer.py": ("--issues", "1000"),
+    "bench_wait.py": ("--waiters", "1", "--rounds", "1"),
+}
+# Scripts that need a PostgreSQL server of their own (WORKQ_TEST_PG_URL).
+POSTGRES_ONLY = {
+    "bench_pg.py": ("--issues", "1000", "--seconds", "0.5", "--rounds", "1", "--workers", "1")
+}
+
+
+def test_every_benchmark_has_a_toy_size() -> None:
+    scripts = {p.name for p in (ROOT / "scripts").glob("bench_*.py")}
+    assert scripts == set(TOY) | set(POSTGRES_ONLY)
+
+
+def _run(script: str, args: tuple[str, ...], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.stdout.strip(), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("script", sorted(TOY))
+def test_the_benchmark_runs(script: str, tmp_path: Path) -> None:
+    _run(script, TOY[script], tmp_path)
+
+
+@pytest.mark.skipif(not os.environ.get("WORKQ_TEST_PG_URL"), reason="needs WORKQ_TEST_PG_URL")
+@pytest.mark.parametrize("script", sorted(POSTGRES_ONLY))
+def test_the_postgres_benchmark_runs(script: str, tmp_path: Path) -> None:
+    _run(script, POSTGRES_ONLY[script], tmp_path)
