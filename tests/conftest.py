@@ -38,6 +38,15 @@ class FakeClock:
         self.now += timedelta(seconds=seconds)
 
 
+@pytest.fixture(autouse=True)
+def _trust_the_tests_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite predates the tests gate (services/gates.py): a test that claims
+    testsPassed=true or merges is trusted unless it asks for evidence (WORKQ_TESTS_GATE,
+    Settings(tests_gate=...), serve --tests-gate). Servers started through the SDK's
+    stdio client do not inherit this environment: they pass --tests-gate."""
+    monkeypatch.setenv("WORKQ_TESTS_GATE", "trust")
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

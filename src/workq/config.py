@@ -26,6 +26,7 @@ FLAGS = {
     "toolsets": "--toolsets",
     "run_id": "--run-id",
     "github_repo": "--github-repo",
+    "tests_gate": "--tests-gate",
 }
 
 
@@ -49,6 +50,10 @@ class Settings(BaseSettings):
     # File reservations: "enforce" skips (and refuses) claims whose paths another holder
     # reserved; "warn" claims anyway and says so (services/reservations.py).
     reservations: Literal["enforce", "warn"] = "enforce"
+    # The tests gate: "evidence" accepts advance_workflow(testsPassed=true) and merges only
+    # on stored quality gate runs for the commit (or runs the gates then); "trust" takes
+    # the agent's word, as before (services/gates.py).
+    tests_gate: Literal["evidence", "trust"] = "evidence"
     busy_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
     pool_size: int = Field(
         default=5, ge=1, le=100, description="Connections a process keeps open to a server"
@@ -125,6 +130,8 @@ def accepted(name: str) -> str:
         return "true or false"
     if name == "synchronous":
         return "NORMAL or FULL"
+    if name == "tests_gate":
+        return "evidence or trust"
     if name == "db_path":
         return "a SQLite file's path, not an empty value"
     if name == "database_url":

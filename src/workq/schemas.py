@@ -462,3 +462,82 @@ class MergeResult(_Model):
 class PruneReport(_Model):
     removed: list[WorktreeInfo]
     kept: list[WorktreeInfo] = Field(description="Dirty or still in use")
+
+
+# Quality gates (services/gates.py): seed 004's run_quality_gates result, and the evidence.
+class GateIssue(_Model):
+    file: str
+    line: int
+    message: str
+
+
+class GateResult(_Model):
+    gate_number: int
+    name: str
+    passed: bool
+    score: str
+    issues: list[GateIssue] = Field(default_factory=list, description="The first ones found")
+    issues_total: int = 0
+    skipped: bool = Field(default=False, description="No file matched the gate's globs")
+    timed_out: bool = False
+    exit_code: int | None = None
+    error: str | None = Field(default=None, description="Why the gate could not run")
+    output: str = Field(default="", description="The end of its output, bounded")
+    output_cut_bytes: int = 0
+    tests: bool = Field(default=False, description="The tests gate")
+
+
+class GateTestResults(_Model):
+    passed: int = 0
+    failed: int = 0
+    errors: list[str] = Field(default_factory=list)
+
+
+class GateReport(_Model):
+    overall_pass: bool
+    gates: list[GateResult]
+    test_results: GateTestResults | None = None
+    number: int
+    commit: str
+    dirty: bool = Field(description="Run on uncommitted changes: not evidence for the commit")
+    checkout: str
+    config: str = Field(description="Where the gates were read from, or 'default'")
+    from_evidence: bool = Field(
+        default=False, description="Read from stored runs on this commit, not run now"
+    )
+
+
+class GateSetting(_Model):
+    gate_number: int
+    name: str
+    command: list[str]
+    files: list[str]
+    timeout: float
+    tests: bool
+
+
+class GateConfig(_Model):
+    source: str
+    gates: list[GateSetting]
+
+
+class GateRun(_Model):
+    """One stored gate run."""
+
+    number: int
+    commit: str
+    dirty: bool
+    full: bool
+    gate: str
+    gate_number: int
+    tests: bool
+    passed: bool
+    score: str
+    issues_found: int
+    tests_passed: int | None = None
+    tests_failed: int | None = None
+    timed_out: bool = False
+    exit_code: int | None = None
+    started_at: datetime
+    finished_at: datetime
+    actor: str | None = None

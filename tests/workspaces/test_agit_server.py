@@ -59,7 +59,8 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "myapp")
     added = workq(db, "repo", "add", "myapp", str(repo))
     assert added.returncode == 0, added.stderr
-    async with stdio_server(db, "--toolsets", "default,agit") as client:
+    trust = ("--tests-gate", "trust")  # merges without quality gate runs (tests/gates has those)
+    async with stdio_server(db, "--toolsets", "default,agit", *trust) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         agit = sorted(n for n in tools if n.startswith("agit_"))
         assert agit == sorted(
@@ -218,7 +219,14 @@ async def _agent(client: Client, index: int, repo: Path, landed: list[int]) -> N
 @asynccontextmanager
 async def serve(where: Settings, log: Path) -> AsyncIterator[Client]:
     url = where.database_url
-    argv = serve_argv("--toolsets", "default,agit", db=None if url else where.db_path, url=url)
+    argv = serve_argv(
+        "--toolsets",
+        "default,agit",
+        "--tests-gate",
+        "trust",
+        db=None if url else where.db_path,
+        url=url,
+    )
     params = StdioServerParameters(command=sys.executable, args=argv, cwd=log.parent)
     with log.open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as c:

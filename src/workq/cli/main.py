@@ -110,6 +110,15 @@ def serve(
             "the mirror's, else the git remote's).",
         ),
     ] = None,
+    tests_gate: Annotated[
+        str | None,
+        typer.Option(
+            "--tests-gate",
+            metavar="evidence|trust",
+            help="testsPassed=true and merges need passed quality gates on the commit "
+            "(evidence, the default) or take the agent's word (trust; env WORKQ_TESTS_GATE).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the queue over MCP (stdio by default)."""
     from workq.server.main import serve as run_server  # only this command needs the server
@@ -117,7 +126,11 @@ def serve(
     s = ctx.find_root().obj
     assert isinstance(s, State)
     settings = s.settings(
-        token=token, toolsets=toolsets, run_id=run_id, github_repo=github_repo or sync_github
+        token=token,
+        toolsets=toolsets,
+        run_id=run_id,
+        github_repo=github_repo or sync_github,
+        tests_gate=tests_gate,
     )
     if not settings.is_sqlite:
         from workq.services.runtime import check_driver

@@ -29,6 +29,7 @@ REVISIONS: tuple[str, ...] = (
     "0007_github_pulls",
     "0008_agit",
     "0009_reserve_touches",
+    "0010_gates",
 )
 HEAD = REVISIONS[-1]
 

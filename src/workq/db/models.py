@@ -451,3 +451,36 @@ class ReservationRow(Base):
     fence: Mapped[int] = mapped_column(Integer)
     mode: Mapped[str] = mapped_column(String(16))  # exclusive | shared
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class GateRunRow(Base):
+    """One quality gate run on an issue's checkout (0010_gates): the evidence the tests gate
+    and the merge step read. A run counts for ``commit_sha`` only when the tree was clean
+    (``dirty`` false) and the gate ran over the whole checkout (``whole_checkout``)."""
+
+    __tablename__ = "gate_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    issue_id: Mapped[str] = mapped_column(ForeignKey("issues.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    commit_sha: Mapped[str] = mapped_column(String(64))
+    dirty: Mapped[bool] = mapped_column(Boolean)
+    whole_checkout: Mapped[bool] = mapped_column(Boolean)
+    gate: Mapped[str] = mapped_column(String(64))
+    gate_number: Mapped[int] = mapped_column(Integer)
+    tests: Mapped[bool] = mapped_column(Boolean)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    score: Mapped[str] = mapped_column(String(32))
+    issues_found: Mapped[int] = mapped_column(Integer)
+    tests_passed: Mapped[int | None] = mapped_column(Integer)
+    tests_failed: Mapped[int | None] = mapped_column(Integer)
+    tests_errors: Mapped[int | None] = mapped_column(Integer)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    timed_out: Mapped[bool] = mapped_column(Boolean)
+    # JSON: the first issues and failures, and the end of the output (bounded).
+    summary: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    actor: Mapped[str | None] = mapped_column(String(128))
+
+    __table_args__ = (Index("ix_gate_runs_issue_commit", "issue_id", "commit_sha"),)

@@ -13,6 +13,7 @@ from workq.db.models import (
     CounterRow,
     DependencyRow,
     EventRow,
+    GateRunRow,
     GitHubCommentRow,
     GitHubLinkRow,
     GitHubMirrorRow,
@@ -81,3 +82,7 @@ class IssueRecord(NamedTuple):
     closed_at: datetime | None
     fence: int
     repository: str | None
+
+
+# Quality gate runs, the evidence of the tests gate (migration 0010_gates).
+gate_runs = cast(Table, GateRunRow.__table__)

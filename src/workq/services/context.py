@@ -34,6 +34,9 @@ class Queue:
     on_change: list[Callable[[Connection, str, int, str], None]] = field(default_factory=list)
     # "enforce" or "warn": what another holder's reserved paths do to a claim.
     reservations: str = "enforce"
+    # "evidence" or "trust": whether testsPassed and merges need stored gate runs
+    # (services/gates.py). Serving and the CLI take Settings.tests_gate ("evidence").
+    tests_gate: str = "trust"
 
     def now(self) -> datetime:
         return self.clock()

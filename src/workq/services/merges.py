@@ -30,16 +30,20 @@ from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorktreeD
 from workq.schemas import MergeResult
 from workq.services import claims
 from workq.services.context import Queue, new_id, record
+from workq.services.gates import MergeCandidate, merge_gate
 from workq.services.repositories import row as repository_row
 from workq.services.worktrees import _discard, by_id
 from workq.vcs import git
 
 DEFAULT_LEASE_SECONDS = 120
 DEFAULT_WAIT_SECONDS = 300.0
-# Checks run before a merge lands (quality gates hang here): each gets the repository
-# root, the worktree path and the commit to land, and raises a WorkqError to refuse.
-Gate = Callable[[Path, Path, str], None]
-GATES: list[Gate] = []
+# Checks run before a merge lands: each gets the queue and what would land (the
+# repository, the worktree, the branch tip, the commit the default branch moves to, the
+# issue) and raises a WorkqError to refuse. Asked once before the merge lease is taken
+# (``commit`` None: a check may take minutes) and again under it. The quality gates hang
+# here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
+Gate = Callable[[Queue, MergeCandidate], None]
+GATES: list[Gate] = [merge_gate]
 
 
 def _holder() -> str:
@@ -89,8 +93,9 @@ def merge(
 ) -> MergeResult:
     """Merge worktree ``worktree_id`` of ``repo`` into the default branch, then clean up."""
     with q.db.read() as conn:
-        repository_row(conn, repo)
-        by_id(conn, worktree_id, repo)
+        r = repository_row(conn, repo)
+        w = by_id(conn, worktree_id, repo)
+    _check_early(q, Path(r.path), r.default_branch, w, actor)
     holder = _holder()
     deadline = time.monotonic() + wait_seconds
     pause = 0.02
@@ -164,7 +169,7 @@ def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> M
             else:
                 new = git.commit_tree(root, check.tree, [head, tip], f"Merge {w.branch} ({label})")
         for gate in GATES:
-            gate(root, path, new)
+            gate(q, MergeCandidate(root, path, tip, new, w.number, actor))
         q.db.write(
             lambda conn: conn.execute(
                 update(worktrees)
@@ -184,6 +189,17 @@ def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> M
         already_merged=already,
         number=w.number,
     )
+
+
+def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None) -> None:
+    """Ask the checks before the lease, for a branch that would land: clean, ahead."""
+    path, tip, head = Path(w.path), git.branch_tip(root, w.branch), git.branch_tip(root, into)
+    if w.state != "active" or tip is None or head is None or not path.is_dir():
+        return
+    if git.is_ancestor(root, tip, head) or git.dirty_paths(path):
+        return  # landed already, or refused under the lease
+    for gate in GATES:
+        gate(q, MergeCandidate(root, path, tip, None, w.number, actor))
 
 
 def _advance(root: Path, branch: str, old: str, new: str) -> None:

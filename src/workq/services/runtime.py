@@ -38,6 +38,11 @@ def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
     except BaseException:
         db.dispose()
         raise
-    queue = Queue(db=db, lease_seconds=settings.lease_seconds, reservations=settings.reservations)
+    queue = Queue(
+        db=db,
+        lease_seconds=settings.lease_seconds,
+        reservations=settings.reservations,
+        tests_gate=settings.tests_gate,
+    )
     outbox.install(queue)  # feeds the GitHub mirror; writes nothing while none is configured
     return queue

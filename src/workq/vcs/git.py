@@ -370,3 +370,17 @@ def staged_paths(path: Path, index_file: str | None = None) -> list[str]:
     env = {"GIT_INDEX_FILE": index_file} if index_file else None
     out = run(["diff", "--cached", "--name-only", "--no-renames", "-z"], cwd=path, env=env).stdout
     return [entry for entry in out.split("\0") if entry]
+
+
+def work_files(path: Path) -> list[str]:
+    """The files of the work tree at ``path`` (run at its root): tracked ones and untracked
+    ones not ignored, relative to the root, sorted. A deleted tracked file may be listed."""
+    args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    out = run(args, cwd=path).stdout
+    return sorted({entry for entry in out.split("\0") if entry})
+
+
+def show_file(path: Path, commit: str, name: str) -> str | None:
+    """The text of file ``name`` (relative to the root) at ``commit``, or None if absent."""
+    done = run(["show", f"{commit}:{name}"], cwd=path, check=False)
+    return done.stdout if done.returncode == 0 else None

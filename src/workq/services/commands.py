@@ -1,0 +1,168 @@
+"""Running a checking command (a quality gate) the one way workq runs it.
+
+An argument list, never a shell; stdin closed; stdout and stderr read together in chunks,
+keeping the first ``head`` and the last ``tail`` bytes and counting what was cut, so a
+command printing megabytes costs a bounded amount of memory. The command runs in a new
+session (its own process group): on timeout the whole group is killed, children
+included, and whatever the command left running when it exited is killed as well. Nothing
+reaches the server's own stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+HEAD_BYTES = 24 * 1024
+TAIL_BYTES = 24 * 1024
+CHUNK_BYTES = 64 * 1024
+# How long to wait for the output pipe to close once the command is gone.
+DRAIN_SECONDS = 5.0
+# Settings of workq itself that a checked project's commands should not inherit.
+_HIDDEN_PREFIXES = ("WORKQ_",)
+_HIDDEN = {"ISSUES_DB"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    argv: tuple[str, ...]
+    exit_code: int | None
+    """None when the command did not start or was killed on timeout."""
+    timed_out: bool
+    missing: str | None
+    """Why the program could not be started (not found, not executable), if so."""
+    output: str
+    """The first and last part of stdout and stderr together; a cut is marked inline."""
+    total_bytes: int
+    cut_bytes: int
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _HIDDEN and not k.startswith(_HIDDEN_PREFIXES)
+    }
+    env.update(NO_COLOR="1", TERM="dumb", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("FORCE_COLOR", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def resolve(program: str, cwd: Path, env: Mapping[str, str]) -> str | None:
+    """The executable ``program`` names: a path (relative to ``cwd``) or a name on PATH."""
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else cwd / program
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(program, path=env.get("PATH", os.defpath))
+
+
+class _Collector:
+    """Keeps the head and the tail of a byte stream."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self.head_limit, self.tail_limit = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_limit:
+            self.tail += chunk
+            if len(self.tail) > self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    def text(self) -> tuple[str, int]:
+        cut = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if cut > 0:
+            return f"{head}\n[... {cut} bytes of output cut ...]\n{tail}", cut
+        return head + tail, 0
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def run(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    head: int = HEAD_BYTES,
+    tail: int = TAIL_BYTES,
+) -> Outcome:
+    """Run ``args`` in ``cwd`` for at most ``timeout`` seconds; never raises for the
+    command's own failure (a missing program is ``Outcome.missing``)."""
+    environ = dict(env) if env is not None else environment()
+    started = time.monotonic()
+    program = resolve(args[0], cwd, environ)
+    if program is None:
+        return Outcome(tuple(args), None, False, f"program {args[0]!r} not found", "", 0, 0, 0.0)
+    try:
+        proc = subprocess.Popen(
+            [program, *args[1:]],
+            cwd=cwd,
+            env=environ,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        reason = f"cannot start {args[0]!r}: {exc.strerror or exc}"
+        return Outcome(tuple(args), None, False, reason, "", 0, 0, 0.0)
+    collector = _Collector(head, tail)
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+
+    def read() -> None:
+        while chunk := os.read(fd, CHUNK_BYTES):
+            collector.add(chunk)
+
+    reader = threading.Thread(target=read, name="workq-gate-output", daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        _kill_group(proc.pid)  # on timeout the command; else what it left running
+        proc.wait()
+    reader.join(DRAIN_SECONDS)
+    if not reader.is_alive():  # else a process that left the group holds the pipe
+        proc.stdout.close()
+    output, cut = collector.text()
+    return Outcome(
+        tuple(args),
+        None if timed_out else proc.returncode,
+        timed_out,
+        None,
+        output,
+        collector.total,
+        cut,
+        time.monotonic() - started,
+    )
