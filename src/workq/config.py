@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     github_repo: str | None = Field(
         default=None, description="OWNER/NAME for the github toolset (else mirror, else git remote)"
     )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Caches outside a git repository (default $XDG_CACHE_HOME/workq)",
+    )
     auto_migrate: bool = Field(
         default=True, description="Bring an embedded SQLite file to head on first use"
     )
@@ -99,6 +103,15 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.db_path}"
+
+    @property
+    def cache_folder(self) -> Path:
+        """Where workq keeps caches that belong to no git repository (the docs index of a
+        folder outside git)."""
+        if self.cache_dir is not None:
+            return self.cache_dir.expanduser()
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "workq"
 
     @property
     def is_sqlite(self) -> bool:

@@ -541,3 +541,78 @@ class GateRun(_Model):
     started_at: datetime
     finished_at: datetime
     actor: str | None = None
+
+
+# --- the coding loop's context and docs search (seed 004) -------------------------------
+
+
+class ActiveIssue(_Model):
+    """The issue being worked on, with seed 004's fields and the claim workq knows."""
+
+    number: int
+    title: str
+    body: str
+    acceptance_criteria: list[str] = Field(description="The body's checkbox items")
+    source: Literal["branch", "claim"] = Field(description="How it was found")
+    status: Status
+    priority: Priority
+    claimed_by: str | None = Field(default=None, exclude_if=_unset)
+    lease_expires_at: datetime | None = Field(default=None, exclude_if=_unset)
+    branch: str | None = Field(default=None, exclude_if=_unset)
+    worktree_path: str | None = Field(default=None, exclude_if=_unset)
+
+
+class InProgressIssue(_Model):
+    number: int
+    title: str
+    priority: Priority
+
+
+class NextUpIssue(_Model):
+    number: int
+    title: str
+    labels: list[str]
+
+
+class Blocker(_Model):
+    number: int
+    title: str
+    blocked_by: str = Field(description="The block's reason, or the issues it waits on")
+
+
+class PlanInProgress(_Model):
+    slug: str
+    goal: str
+    phase: str
+    path: str
+
+
+class ClosedIssue(_Model):
+    number: int
+    title: str
+    closed_at: datetime
+
+
+class WorkContext(_Model):
+    """Seed 004's ``get_work_context``: where the caller stands, from the local queue."""
+
+    active_issue: ActiveIssue | None
+    in_progress_issues: list[InProgressIssue]
+    next_up_issues: list[NextUpIssue]
+    blockers: list[Blocker]
+    plan: PlanInProgress | None = Field(default=None, exclude_if=_unset)
+    closed_recent: list[ClosedIssue] | None = Field(default=None, exclude_if=_unset)
+
+
+class DocHit(_Model):
+    file_path: str
+    title: str
+    snippet: str
+    relevance_score: float = Field(ge=0, le=1)
+    line_number: int
+
+
+class DocResults(_Model):
+    """Seed 004's ``search_documentation`` answer (its array, as ``results``)."""
+
+    results: list[DocHit]

@@ -245,9 +245,19 @@ def load_commands() -> typer.Typer:
     itself, in the background, so an agent's client is not kept waiting at start."""
     global _loaded
     if not _loaded:
-        from workq.cli import admin, claims, hooks, issues, plan, sync, workflow, workspaces
+        from workq.cli import (
+            admin,
+            claims,
+            context,
+            hooks,
+            issues,
+            plan,
+            sync,
+            workflow,
+            workspaces,
+        )
 
-        for module in (issues, claims, admin, sync, plan, workflow, workspaces, hooks):
+        for module in (issues, claims, admin, sync, plan, workflow, workspaces, hooks, context):
             module.register(app)
         _loaded = True
     return app

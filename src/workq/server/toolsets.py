@@ -15,6 +15,7 @@ from workq.errors import InvalidInput
 from workq.server import (
     tools_agit,
     tools_claims,
+    tools_context,
     tools_deps,
     tools_github,
     tools_insight,
@@ -39,6 +40,7 @@ TOOLSETS: dict[str, tuple[Registrar, ...]] = {
     "github": (tools_github.register,),
     "agit": (tools_agit.register,),
     "reserve": (tools_reserve.register,),
+    "context": (tools_context.register,),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 # Other names a toolset answers to: seed 000 calls its seven tools the priority server.

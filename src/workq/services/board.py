@@ -98,9 +98,11 @@ def _count(conn: Connection, column: str, f: BoardFilter, now: datetime) -> int:
     return total
 
 
-def _rows(conn: Connection, column: str, f: BoardFilter, now: datetime, page: int) -> list[Any]:
+def _rows(
+    conn: Connection, column: str, f: BoardFilter, now: datetime, page: int, size: int = PAGE
+) -> list[Any]:
     """One page and one row more (to know whether there is a next page)."""
-    start, want = page * PAGE, PAGE + 1
+    start, want = page * size, size + 1
     if column == "done":
         return _done_rows(conn, f, start, want)
     # Leases in the order they run out: the lease index's own order, so no sort.
@@ -195,6 +197,11 @@ def _stamp(value: Any) -> datetime | None:
     from workq.db.models import from_sqlite
 
     return from_sqlite(value)
+
+
+def first_cards(conn: Connection, column: str, now: datetime, limit: int) -> list[BoardCard]:
+    """The first ``limit`` cards of a column, in its order, unfiltered."""
+    return _cards(conn, column, _rows(conn, column, BoardFilter(), now, 0, limit)[:limit])
 
 
 @retry_lost_read

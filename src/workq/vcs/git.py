@@ -147,6 +147,32 @@ def common_dir(path: Path) -> Path:
     return Path(text.stdout.strip())
 
 
+def locate(path: Path) -> tuple[Path, Path] | None:
+    """The root of the work tree ``path`` stands in and the repository's common git
+    directory, in one call; None outside a git work tree."""
+    done = run(
+        ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir"],
+        cwd=path,
+        check=False,
+        timeout=10,
+    )
+    lines = done.lines
+    if done.returncode != 0 or len(lines) != 2:
+        return None
+    return Path(lines[0]), Path(lines[1])
+
+
+def listed_files(root: Path, *pathspecs: str) -> list[str]:
+    """Files of the work tree at ``root`` matching ``pathspecs``, relative to it: tracked
+    ones and untracked ones that git does not ignore (nested repositories and worktrees
+    are not entered)."""
+    out = run(
+        ["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *pathspecs],
+        cwd=root,
+    ).stdout
+    return sorted({entry for entry in out.split("\0") if entry})
+
+
 def current_branch(path: Path) -> str | None:
     """The checked-out branch, or None on a detached HEAD."""
     done = run(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False)
