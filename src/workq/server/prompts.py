@@ -3,11 +3,11 @@ to run before completing an issue."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from workq.domain.checklists import checkbox_items
 from workq.errors import WorkqError
 from workq.server.state import ServerState
 
@@ -63,9 +63,6 @@ If any box stays unchecked and you cannot check it, call issue_block(number={num
 reason=...) instead of completing.
 """
 
-_CRITERION = re.compile(r"^\s*[-*] \[[ xX]\] (.+)$", re.MULTILINE)
-
-
 def register(server: MCPServer[Any], state: ServerState) -> None:
     @server.prompt(name="autopilot", description="The autopilot loop: ready, claim, work, complete")
     def autopilot(agent: str = "claude", run_id: str = "") -> str:
@@ -93,6 +90,6 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
             except WorkqError:
                 issue = None
             if issue is not None:
-                found = _CRITERION.findall(issue.description)
-                criteria = "".join(f"- [ ] {c.strip()}\n" for c in found)
+                found = checkbox_items(issue.description)
+                criteria = "".join(f"- [ ] {c}\n" for c in found)
         return CHECKLIST.format(number=number, criteria=criteria)
