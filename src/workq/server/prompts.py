@@ -63,6 +63,7 @@ If any box stays unchecked and you cannot check it, call issue_block(number={num
 reason=...) instead of completing.
 """
 
+
 def register(server: MCPServer[Any], state: ServerState) -> None:
     @server.prompt(name="autopilot", description="The autopilot loop: ready, claim, work, complete")
     def autopilot(agent: str = "claude", run_id: str = "") -> str:
