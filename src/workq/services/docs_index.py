@@ -117,11 +117,12 @@ def on_disk(tree: Tree, prefix: str = "") -> dict[str, tuple[int, int]]:
     else:
         names = _walk(tree.root, prefix)
     found: dict[str, tuple[int, int]] = {}
+    base = str(tree.root)
     for name in names:
-        if SKIPPED.intersection(name.split("/")[:-1]):
+        if "/" in name and SKIPPED.intersection(name.split("/")[:-1]):
             continue
         try:
-            info = os.lstat(tree.root / name)
+            info = os.lstat(os.path.join(base, name))
         except OSError:  # listed by git, deleted since
             continue
         if stat.S_ISREG(info.st_mode):

@@ -102,19 +102,18 @@ def _read(
 ) -> _Found:
     now = q.now()
     with q.db.read() as conn:
-        mine = (
-            list(
-                conn.execute(
-                    select(issues.c.number, issues.c.title, issues.c.priority)
-                    .where(issues.c.claimed_by.in_(list(holders)))
-                    .where(issues.c.status == Status.IN_PROGRESS.value)
-                    .order_by(issues.c.claimed_at.desc(), issues.c.number)
-                    .limit(LISTED)
-                )
+        # By the claimant's index alone: every end of a claim clears claimed_by, and a
+        # status condition would lead SQLite to the status index instead.
+        mine = [
+            r
+            for r in conn.execute(
+                select(issues.c.number, issues.c.title, issues.c.priority, issues.c.status)
+                .where(issues.c.claimed_by.in_(list(holders)))
+                .order_by(issues.c.claimed_at.desc(), issues.c.number)
+                .limit(LISTED)
             )
-            if holders
-            else []
-        )
+            if r.status == Status.IN_PROGRESS.value
+        ]
         active = _active(conn, branch, mine[0].number if mine else None)
         labels: dict[int, list[str]] = {}
         if next_up:
