@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from mcp import Client
 
 from tests.context.conftest import environment, status, workq, workq_json
 from tests.server.conftest import call_error, call_ok, stdio_server, text
+from workq.server.tools_context import Scope
+from workq.services.docs_index import SCOPES
 
 pytestmark = pytest.mark.anyio
 
@@ -140,3 +142,7 @@ def test_docs_search_on_the_command_line(docs_repo: Path, tmp_path: Path) -> Non
     assert scoped.returncode == 1
     assert "INVALID_INPUT: unknown scope 'nope'; choose one of all, architecture" in scoped.stderr
     assert not (tmp_path / "q.db").exists()  # docs search never opens the queue
+
+
+def test_the_tools_scopes_are_the_services() -> None:
+    assert get_args(Scope) == tuple(SCOPES)

@@ -218,7 +218,9 @@ def seed(db: Path) -> None:
 def test_every_tool_survives_generated_arguments(tmp_path: Path) -> None:
     db = tmp_path / "fuzz.db"
     seed(db)
-    server = stdio_server(db, "--toolsets", "all", "--run-id", "fuzzer")
+    # search_documentation's index of the server's folder goes under the test's folder.
+    env = {"WORKQ_CACHE_DIR": str(tmp_path / "cache")}
+    server = stdio_server(db, "--toolsets", "all", "--run-id", "fuzzer", env=env)
     with (
         start_blocking_portal("asyncio") as portal,
         portal.wrap_async_context_manager(server) as client,
