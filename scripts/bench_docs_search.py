@@ -144,7 +144,7 @@ def main() -> None:
         results["search_documentation, warm"] = timed(search, args.rounds, nothing)
         results["search_documentation, 1 file changed"] = timed(search, args.rounds, change_one)
         hits = docs_index.search(root, "lease heartbeat", "all", cache).results
-        assert len(hits) == docs_index.RESULTS and hits[0].relevance_score == 1.0
+        assert hits and hits[0].relevance_score == 1.0
     base = figures(results["git grep -l -i (baseline)"])[0]
     print(f"{'case':<40} {'p50 ms':>8} {'p99 ms':>8} {'x baseline':>10}")
     for name, values in results.items():

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY: dict[str, tuple[str, ...]] = {
     "bench_agit.py": ("--files", "100", "--sizes", "1"),
     "bench_board.py": ("--issues", "1000", "--rounds", "2"),
+    "bench_context.py": ("--issues", "300", "--rounds", "3"),
     "bench_core.py": ("--sizes", "1000", "--claims", "50", "--samples", "50"),
+    "bench_docs_search.py": ("--docs", "30", "--rounds", "2", "--cold", "1"),
     "bench_mcp.py": ("--calls", "20", "--spawns", "1"),
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
