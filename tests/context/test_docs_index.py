@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.context.conftest import status
 from workq.errors import InvalidInput
@@ -161,3 +163,23 @@ def test_two_processes_indexing_one_cold_tree_at_once_both_answer(tmp_path: Path
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("SELECT count(*) FROM files").fetchone() == (300,)
         assert conn.execute("SELECT count(DISTINCT path) FROM sections").fetchone() == (300,)
+
+
+@pytest.fixture(scope="module")
+def hostile_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hostile")
+    (folder / "docs").mkdir()
+    (folder / "docs" / "a.md").write_text(
+        '# A "quoted" NEAR(x) title\n\nSome * text: ^col - AND OR\n'
+    )
+    return folder
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=st.text(max_size=60))
+def test_any_query_text_gives_hits_or_invalid_input(hostile_folder: Path, query: str) -> None:
+    try:
+        found = docs_index.search(hostile_folder, query, "all", hostile_folder / ".cache")
+    except InvalidInput:
+        return
+    assert all(0 < h.relevance_score <= 1 for h in found.results)
