@@ -185,8 +185,10 @@ def _active(conn: Connection, branch: str | None, claimed: int | None) -> Active
 def _blocker(card: BoardCard) -> Blocker:
     if card.blocked_reason is not None:
         reason = card.blocked_reason
-    else:
+    elif card.waiting_on:
         reason = "waiting on " + ", ".join(f"#{n}" for n in card.waiting_on)
+    else:  # a count that drifted from the graph (workq doctor --repair recounts)
+        reason = "waiting on unfinished issues"
     return Blocker(number=card.number, title=card.title, blocked_by=reason)
 
 
