@@ -215,11 +215,14 @@ def seed(db: Path) -> None:
 
 
 @pytest.mark.slow
-def test_every_tool_survives_generated_arguments(tmp_path: Path) -> None:
+def test_every_tool_survives_generated_arguments(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     db = tmp_path / "fuzz.db"
     seed(db)
-    # search_documentation's index of the server's folder goes under the test's folder.
-    env = {"WORKQ_CACHE_DIR": str(tmp_path / "cache")}
+    # search_documentation's index of the server's folder: in a folder of the test's, not
+    # beside the database (whose folder the snapshots hold) nor in $HOME.
+    env = {"WORKQ_CACHE_DIR": str(tmp_path_factory.mktemp("docs-cache"))}
     server = stdio_server(db, "--toolsets", "all", "--run-id", "fuzzer", env=env)
     with (
         start_blocking_portal("asyncio") as portal,
