@@ -41,7 +41,7 @@ async def test_ranked_hits_with_title_snippet_line_and_relative_score(
         errors = await _search(client, "invalid input")
         plain = await client.call_tool("search_documentation", {"query": "restarted supervisor"})
     annotations = tools["search_documentation"].annotations
-    assert annotations is not None and annotations.read_only_hint
+    assert annotations is not None and annotations.read_only_hint and annotations.idempotent_hint
     # Ignored files, vendored folders and the nested worktree are not searched.
     assert [h["file_path"] for h in supervisor] == ["docs/architecture/workers.md"]
     assert supervisor[0] == {

@@ -64,7 +64,7 @@ async def test_active_issue_from_the_branch_name_else_the_callers_claim_else_non
         git.run(["checkout", "-q", "-b", "feature/999-not-in-the-queue"], cwd=repo)
         unknown_branch = await _context(client)
     annotations = tools["get_work_context"].annotations
-    assert annotations is not None and annotations.read_only_hint
+    assert annotations is not None and annotations.read_only_hint and annotations.idempotent_hint
     assert nothing["active_issue"] is None and nothing["in_progress_issues"] == []
 
     assert from_branch.structured_content is not None

@@ -6,23 +6,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from workq.schemas import DocResults, WorkContext
 from workq.server.params import Flag
-from workq.server.registry import READ_ONLY, Registry
+from workq.server.registry import Registry
 from workq.server.results import ok
 
 Scope = Literal[
     "all", "architecture", "coding_standards", "development", "reference", "implementation"
 ]
 
+# Seed 004 declares both tools idempotent: said outright (MCP reads idempotentHint only on
+# tools that write, but a client deciding on retries may look at it alone).
+READ_ONLY_IDEMPOTENT = ToolAnnotations(
+    read_only_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
 
 def register(reg: Registry) -> None:
     state = reg.state
 
-    @reg.tool(READ_ONLY)
+    @reg.tool(READ_ONLY_IDEMPOTENT)
     def get_work_context(
         include_closed_recent: Flag = False,
     ) -> Annotated[CallToolResult, WorkContext]:
@@ -39,7 +45,7 @@ def register(reg: Registry) -> None:
         )
         return ok(work_context.text(found), found)
 
-    @reg.tool(READ_ONLY)
+    @reg.tool(READ_ONLY_IDEMPOTENT)
     def search_documentation(
         query: Annotated[str, Field(min_length=1, max_length=500)],
         scope: Scope = "all",
