@@ -195,6 +195,8 @@ class ReadyFilter(_Model):
     exclude_types: list[IssueType] | None = None
     labels: list[str] | None = Field(default=None, description="Issues must carry all of these")
     repository: str | None = Field(default=None, description="Issues of this repository only")
+    # Issues that belong to some repository (a claim that makes a worktree needs one).
+    in_a_repository: bool = False
 
 
 FENCE_DOC = "Pass as fence to complete/release/block/heartbeat: refused once stale"

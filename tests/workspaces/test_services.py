@@ -28,6 +28,7 @@ from workq.services import (
     conflicts,
     issues,
     merges,
+    notes,
     repositories,
     workspaces,
     worktrees,
@@ -108,6 +109,22 @@ def test_worktree_of_an_issue_without_repository_is_refused(queue: Queue, repo: 
     with pytest.raises(InvalidInput, match="belongs to no repository"):
         workspaces.claim(queue, number, "agent-a", worktree=True)
     assert issues.get(queue, number).claimed_by is None
+    # Refused before the claim: a failed call leaves no claim or release in the history.
+    assert [e.kind for e in notes.history(queue, number)] == ["created"]
+
+
+def test_claim_next_with_a_worktree_passes_over_issues_in_no_repository(queue: Queue, repo: Path):
+    repositories.add(queue, "app", repo)
+    nowhere = _issue(queue, "Nowhere", repo=None, kind="bug")
+    placed = _issue(queue, "In app")
+    got = workspaces.claim_next(queue, "agent-a", None, worktree=True)
+    assert got is not None and got.number == placed and got.worktree is not None
+    assert workspaces.claim_next(queue, "agent-b", None, worktree=True) is None
+    assert [e.kind for e in notes.history(queue, nowhere)] == ["created"]
+    only_bugs = ReadyFilter(include_types=["bug"])
+    assert workspaces.claim_next(queue, "agent-b", only_bugs, worktree=True) is None
+    taken = workspaces.claim_next(queue, "agent-b", only_bugs)
+    assert taken is not None and taken.number == nowhere
 
 
 def test_repository_setting_makes_a_worktree_per_claim(queue: Queue, repo: Path):

@@ -110,19 +110,22 @@ class ReadyRow(NamedTuple):
 
 
 _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
+# A filter's form: agent?, how many types included, excluded, labels, and the repository
+# condition (0 none, 1 this one, 2 any). Statements are compiled once per form.
+Shape = tuple[bool, int, int, int, int]
 _unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
 
 
-def _filtered(
-    stmt: Select[Any], shape: tuple[bool, int, int, int, bool], *, arrays: bool = False
-) -> Select[Any]:
+def _filtered(stmt: Select[Any], shape: Shape, *, arrays: bool = False) -> Select[Any]:
     """``stmt`` with the filter's conditions. ``arrays``: type lists as one array parameter
     each (PostgreSQL), so the statement compiles once."""
     has_agent, n_include, n_exclude, n_labels, has_repository = shape
     if has_agent:
         stmt = stmt.where(issues.c.agent == bindparam("agent"))
-    if has_repository:
+    if has_repository == 1:
         stmt = stmt.where(issues.c.repository == bindparam("repository"))
+    elif has_repository == 2:
+        stmt = stmt.where(issues.c.repository.is_not(None))
     if n_include:
         stmt = stmt.where(
             issues.c.issue_type == any_(bindparam("include", type_=ARRAY(String)))
@@ -147,9 +150,7 @@ def _filtered(
 _statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]] = {}
 
 
-def _ready_statements(
-    shape: tuple[bool, int, int, int, bool], lock: bool
-) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
+def _ready_statements(shape: Shape, lock: bool) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
     """(open and unclaimed, claimed but lease expired), each in ready order."""
     key = (*shape, lock)
     cached = _statements.get(key)
@@ -169,9 +170,9 @@ def _ready_statements(
     return cached
 
 
-def _params(f: ReadyFilter | None) -> tuple[tuple[bool, int, int, int, bool], dict[str, Any]]:
+def _params(f: ReadyFilter | None) -> tuple[Shape, dict[str, Any]]:
     if f is None:
-        return (False, 0, 0, 0, False), {}
+        return (False, 0, 0, 0, 0), {}
     params: dict[str, Any] = {}
     if f.agent:
         params["agent"] = f.agent
@@ -188,7 +189,7 @@ def _params(f: ReadyFilter | None) -> tuple[tuple[bool, int, int, int, bool], di
         len(f.include_types or ()),
         len(f.exclude_types or ()),
         len(f.labels or ()),
-        bool(f.repository),
+        1 if f.repository else 2 if f.in_a_repository else 0,
     )
     return shape, params
 
@@ -544,7 +545,7 @@ def _sql(constant: str) -> ColumnClause[Any]:
     return literal_column(constant)
 
 
-def _chain(shape: tuple[bool, int, int, int, bool], feed_outbox: bool) -> Prepared[ChainRow]:
+def _chain(shape: Shape, feed_outbox: bool) -> Prepared[ChainRow]:
     key = (*shape, feed_outbox)
     cached = _chains.get(key)
     if cached is not None:

@@ -15,7 +15,8 @@ from workq.services.context import Queue
 from workq.services.worktrees import get_for_issue, spawn
 
 
-def _repository_of(q: Queue, number: int) -> tuple[str | None, bool]:
+def _repository_of(q: Queue, number: int) -> tuple[str | None, bool] | None:
+    """The issue's repository and whether it makes a worktree per claim; None: no issue."""
     with q.db.read() as conn:
         found = conn.execute(
             select(issues.c.repository, repositories.c.auto_worktree)
@@ -23,7 +24,7 @@ def _repository_of(q: Queue, number: int) -> tuple[str | None, bool]:
             .where(issues.c.number == number)
         ).first()
     if found is None:
-        return None, False
+        return None
     return found.repository, bool(found.auto_worktree)
 
 
@@ -31,18 +32,22 @@ def attach(q: Queue, number: int, holder: str, wanted: bool | None) -> Workspace
     """After a claim of issue ``number`` by ``holder``: its worktree, made if ``wanted``
     (None: as its repository is configured). On failure to make it, raises (the caller
     gives the claim back)."""
-    repo, auto = _repository_of(q, number)
+    repo, auto = _repository_of(q, number) or (None, False)
     if wanted is None:
         wanted = auto
     if not wanted:
         return get_for_issue(q, number)
     if repo is None:
-        raise InvalidInput(
-            f"Issue #{number} belongs to no repository: no worktree can be made for it",
-            number=number,
-            hint="put it in one first (workq repo assign), or claim without worktree",
-        )
+        raise _no_repository(number)
     return spawn(q, repo, number, agent=holder)
+
+
+def _no_repository(number: int) -> InvalidInput:
+    return InvalidInput(
+        f"Issue #{number} belongs to no repository: no worktree can be made for it",
+        number=number,
+        hint="put it in one first (workq repo assign), or claim without worktree",
+    )
 
 
 def _given_back(q: Queue, number: int, holder: str, error: WorkqError) -> WorkqError:
@@ -65,7 +70,12 @@ def claim(
     plan_runs: Collection[str] = (),
 ) -> Claim:
     """``claims.claim``, then the issue's worktree (made when ``worktree``, or when its
-    repository makes one per claim). If it cannot be made, a new claim is given back."""
+    repository makes one per claim). If it cannot be made, a new claim is given back.
+    An issue in no repository is refused before the claim, so nothing changes."""
+    if worktree:
+        placed = _repository_of(q, number)
+        if placed is not None and placed[0] is None:
+            raise _no_repository(number)
     taken = claims.claim(q, number, run_id, plan_runs=plan_runs)
     try:
         info = attach(q, number, run_id, worktree)
@@ -85,7 +95,10 @@ def claim_next(
     plan_runs: Collection[str] = (),
 ) -> ClaimedIssue | None:
     """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it. The
-    repository's own setting is read only when the filter names a repository."""
+    repository's own setting is read only when the filter names a repository. Asked for a
+    worktree, only issues that belong to a repository are considered."""
+    if worktree and not (f and f.repository):
+        f = (f or ReadyFilter()).model_copy(update={"in_a_repository": True})
     taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs)
     if taken is None or (worktree is None and not (f and f.repository)):
         return taken
