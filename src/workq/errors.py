@@ -39,6 +39,7 @@ class Step(Enum):
     TESTS_PASSED = "testsPassed=true"
     SKIP_JUSTIFICATION = "skipJustification"
     LIST_PLANS = "get_current_phase (this run's plan)"
+    RUN_GATES = "run_quality_gates"
 
 
 Hint = str | tuple[str | Step, ...]
@@ -346,7 +347,7 @@ class QualityGateFailed(Conflict):
     """One or more quality gates failed."""
 
     code = "ERR_QUALITY_GATE_FAILED"
-    hint = "fix the issues the gates report, commit, then run_quality_gates again"
+    next_step = ("fix the issues the gates report, commit, then ", Step.RUN_GATES, " again")
 
 
 class TestsFailing(Conflict):
@@ -354,7 +355,7 @@ class TestsFailing(Conflict):
 
     __test__ = False  # not a pytest test class
     code = "ERR_TESTS_FAILING"
-    hint = "fix the failing tests, commit, then run_quality_gates again"
+    next_step = ("fix the failing tests, commit, then ", Step.RUN_GATES, " again")
 
 
 class RuleViolation(Conflict):

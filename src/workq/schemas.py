@@ -520,6 +520,7 @@ class GateSetting(_Model):
 
 
 class GateConfig(_Model):
+    checkout: str
     source: str
     gates: list[GateSetting]
 

@@ -249,6 +249,7 @@ def load_commands() -> typer.Typer:
             admin,
             claims,
             context,
+            gates,
             hooks,
             issues,
             plan,
@@ -257,7 +258,18 @@ def load_commands() -> typer.Typer:
             workspaces,
         )
 
-        for module in (issues, claims, admin, sync, plan, workflow, workspaces, hooks, context):
+        for module in (
+            issues,
+            claims,
+            admin,
+            sync,
+            plan,
+            workflow,
+            workspaces,
+            hooks,
+            context,
+            gates,
+        ):
             module.register(app)
         _loaded = True
     return app

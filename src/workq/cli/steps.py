@@ -26,6 +26,7 @@ COMMANDS: dict[Step, str] = {
     Step.LIST_PLANS: "workq plan list",
     Step.TESTS_PASSED: "--tests-passed",
     Step.SKIP_JUSTIFICATION: "--skip-justification",
+    Step.RUN_GATES: "workq gates run {number}",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -113,6 +114,7 @@ def advance(
         skip_justification=skip_justification,
         pr_title=pr_title,
         pr_body=pr_body,
+        here=Path.cwd(),
     )
     if json_:
         output.emit_json({"workflow": change.model_dump(mode="json")})

@@ -3,6 +3,7 @@ issues this server's run ids hold."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from mcp.types import CallToolResult
@@ -97,7 +98,9 @@ def register(reg: Registry) -> None:
         """Move a claimed issue's workflow: selection -> research -> branch ->
         implementation -> testing -> commit -> pr -> review, or to abandoned. Skipping
         needs skipJustification; testing -> commit needs testsPassed=true or
-        skipJustification. Records the branch name and PR title/body; creates neither."""
+        skipJustification; testsPassed=true needs the quality gates passed on the issue's
+        checkout (run now if not yet), unless the server trusts. Records the branch name
+        and PR title/body; creates neither."""
         from workq.services import workflow
 
         prefix = "Could not advance the workflow"
@@ -113,6 +116,7 @@ def register(reg: Registry) -> None:
                 skip_justification=skipJustification,
                 pr_title=prTitle,
                 pr_body=prBody,
+                here=Path.cwd(),
             )
         return ok(_change_text(change), WorkflowAdvanced(workflow=change))
 

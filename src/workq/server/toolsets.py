@@ -23,6 +23,7 @@ from workq.server import (
     tools_notes,
     tools_plan,
     tools_priority,
+    tools_quality,
     tools_reserve,
     tools_workflow,
 )
@@ -41,6 +42,7 @@ TOOLSETS: dict[str, tuple[Registrar, ...]] = {
     "agit": (tools_agit.register,),
     "reserve": (tools_reserve.register,),
     "context": (tools_context.register,),
+    "quality": (tools_quality.register,),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 # Other names a toolset answers to: seed 000 calls its seven tools the priority server.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,13 +25,15 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, insert, select
 
 from workq.db.engine import retry_lost_read
-from workq.db.tables import gate_runs, repositories
+from workq.db.tables import gate_runs, issues, repositories
 from workq.domain import gates as rules
 from workq.domain.gates import GateSpec
 from workq.errors import (
     GitFailed,
     InvalidInput,
+    NotHolder,
     QualityGateFailed,
+    Step,
     TestsFailing,
     UncommittedChanges,
 )
@@ -43,6 +45,7 @@ from workq.schemas import (
     GateRun,
     GateSetting,
     GateTestResults,
+    Status,
 )
 from workq.services import commands, worktrees
 from workq.services.context import Queue, load, record
@@ -52,9 +55,12 @@ __all__ = [
     "EVENT_KIND",
     "Configuration",
     "MergeCandidate",
+    "check_work",
     "checkout_for",
     "configuration",
     "evidence",
+    "held_issue",
+    "locate",
     "merge_gate",
     "require_passed",
     "run",
@@ -116,9 +122,11 @@ def configuration(checkout: Path, commit: str | None = None) -> Configuration:
 
 
 def settings(checkout: Path) -> GateConfig:
-    """The configuration in effect in ``checkout``, as an answer."""
-    found = configuration(checkout)
+    """The configuration in effect in the work tree ``checkout`` stands in, as an answer."""
+    root = git.toplevel(checkout)
+    found = configuration(root)
     return GateConfig(
+        checkout=str(root),
         source=found.source,
         gates=[
             GateSetting(
@@ -156,6 +164,68 @@ def checkout_for(q: Queue, number: int, fallback: Path | None = None) -> Path | 
         except GitFailed:
             return None
     return None
+
+
+def _no_checkout(number: int, why: str) -> QualityGateFailed:
+    return QualityGateFailed(
+        f"issue #{number} has no checkout to run quality gates in, {why}",
+        hint=(
+            "give the issue a worktree or a repository (agit toolset), or run workq inside "
+            "the repository's checkout; or trust the agent's word: serve --tests-gate trust "
+            "(WORKQ_TESTS_GATE=trust)"
+        ),
+        number=number,
+        reason="no_checkout",
+    )
+
+
+def locate(q: Queue, number: int, here: Path | None) -> Path:
+    """``checkout_for``, or the error that says how to give the issue one.
+
+    Raises:
+        QualityGateFailed: no checkout (reason ``no_checkout``).
+        NotFound: no issue ``number``.
+    """
+    found = checkout_for(q, number, here)
+    if found is None:
+        raise _no_checkout(number, "so its gates cannot run")
+    return found
+
+
+@retry_lost_read
+def held_issue(q: Queue, holders: Collection[str]) -> int:
+    """The one issue ``holders`` hold: the default issue of run_quality_gates.
+
+    Raises:
+        NotHolder: they hold none.
+        InvalidInput: they hold several.
+    """
+    with q.db.read() as conn:
+        numbers = (
+            conn.execute(
+                select(issues.c.number)
+                .where(
+                    issues.c.status == Status.IN_PROGRESS.value,
+                    issues.c.claimed_by.in_(list(holders)),
+                )
+                .order_by(issues.c.number)
+                .limit(10)
+            )
+            .scalars()
+            .all()
+        )
+    if not numbers:
+        raise NotHolder(
+            "this session holds no claimed issue",
+            hint=("claim one first (", Step.CLAIM_NEXT, "), or give issue_number"),
+        )
+    if len(numbers) > 1:
+        held = ", ".join(f"#{n}" for n in numbers)
+        raise InvalidInput(
+            f"this session holds several issues ({held}); say which with issue_number",
+            field="issue_number",
+        )
+    return int(numbers[0])
 
 
 # --- running -------------------------------------------------------------------------------
@@ -515,7 +585,7 @@ def require_passed(
         missing = ", ".join(s.name for s in todo)
         raise QualityGateFailed(
             f"issue #{number}: no evidence that gates {missing} passed on {commit[:12]}",
-            hint="run_quality_gates with no files on that commit (a clean tree), then again",
+            hint=(Step.RUN_GATES, " with no files on that commit (a clean tree), then again"),
             number=number,
             commit=commit,
             missing=[s.name for s in todo],
@@ -542,6 +612,27 @@ def require_passed(
     ran = [_run_gate(q, spec, root, files, config.source) for spec in todo]
     _store(q, number, commit, False, True, ran, actor)
     report = _report(number, commit, False, root, config.source, ran, good)
+    _refuse(report, number)
+    return report
+
+
+def check_work(
+    q: Queue, number: int, checkout: Path | None, *, actor: str | None = None
+) -> GateReport:
+    """The tests gate of the workflow: the gates on what ``checkout`` holds now. A clean
+    tree needs them passed on its HEAD (``require_passed``); uncommitted changes are
+    checked by running the gates on them now (stored as runs on a dirty tree).
+
+    Raises:
+        QualityGateFailed: no checkout, or a gate failed.
+        TestsFailing: the tests gate failed.
+    """
+    if checkout is None:
+        raise _no_checkout(number, "so nothing can show that its tests pass")
+    root = git.toplevel(checkout)
+    if not git.dirty_paths(root):
+        return require_passed(q, number, root, git.head(root), actor=actor)
+    report = run(q, number, root, actor=actor)
     _refuse(report, number)
     return report
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
@@ -35,7 +36,7 @@ from workq.domain.workflow import (
 from workq.errors import InvalidInput, NotHolder, Step
 from workq.plan_schemas import PhaseChange, WorkflowChange, WorkflowStatus
 from workq.schemas import PAGE_MAX, TITLE_MAX, Status
-from workq.services import pulls
+from workq.services import gates, pulls
 from workq.services.context import Queue, load, record
 
 __all__ = [
@@ -107,9 +108,11 @@ def _claimed(issue: Any, holders: Collection[str] | None) -> None:
         )
 
 
-def _held_issue(conn: Connection, number: int | None, holders: Collection[str]) -> Any:
+def _held_issue(
+    conn: Connection, number: int | None, holders: Collection[str], *, lock: bool = True
+) -> Any:
     if number is not None:
-        issue = load(conn, fields.number(number, "issueNumber"), for_update=True)
+        issue = load(conn, fields.number(number, "issueNumber"), for_update=lock)
         _claimed(issue, holders)
         return issue
     rows = conn.execute(
@@ -130,7 +133,7 @@ def _held_issue(conn: Connection, number: int | None, holders: Collection[str]) 
             f"this session holds several issues ({held}); say which with issueNumber",
             field="issueNumber",
         )
-    return load(conn, rows[0].number, for_update=True)
+    return load(conn, rows[0].number, for_update=lock)
 
 
 def _status(conn: Connection, issue: Any, now: datetime) -> WorkflowStatus:
@@ -193,6 +196,35 @@ def status(
 # --- advancing -----------------------------------------------------------------------------
 
 
+def _gates_evidence(
+    q: Queue,
+    number: int | None,
+    holders: Collection[str],
+    target: WorkflowPhase | str,
+    skip_justification: str | None,
+    here: Path | None,
+) -> dict[str, Any]:
+    """Check the quality gates when this move would take testsPassed=true into commit; what
+    the workflow event records of them (empty when the move does not cross into commit).
+    Runs outside any transaction: gates take time."""
+    with q.db.read() as conn:
+        issue = _held_issue(conn, number, holders, lock=False)
+        row, _ = _state(conn, issue)
+    current = WorkflowPhase(row.phase) if row else SELECTION
+    check = check_transition(
+        current, target, tests_passed=True, skip_justification=skip_justification
+    )
+    if check.tests_gate != "passed":
+        return {}
+    where = gates.checkout_for(q, issue.number, here)
+    report = gates.check_work(q, issue.number, where, actor=issue.claimed_by)
+    return {
+        "commit": report.commit,
+        "dirty": report.dirty,
+        "evidence": "stored" if report.from_evidence else "ran",
+    }
+
+
 def _default_pr_title(issue: Any) -> str:
     """Contract B's ``{type}: {title} (#{number})``, the title cut to fit."""
     head, tail = f"{issue.issue_type}: ", f" (#{issue.number})"
@@ -224,10 +256,16 @@ def advance(
     skip_justification: str | None = None,
     pr_title: str | None = None,
     pr_body: str | None = None,
+    here: Path | None = None,
 ) -> WorkflowChange:
     """Move the workflow of issue ``number`` (default: the one issue ``holders`` hold) to
     ``target``, by contract B's matrix. ``pr_title``/``pr_body`` are recorded when given;
     entering ``pr`` without them records contract B's defaults.
+
+    The tests gate: with ``q.tests_gate`` "evidence", ``tests_passed=True`` into commit is
+    taken only when the quality gates passed on the issue's checkout (its worktree, its
+    repository, else the git work tree ``here``, the caller's directory); see
+    ``gates.check_work``. A skip justification is taken as contract B says.
 
     Raises:
         NotHolder: the issue is not claimed by one of ``holders`` (reason ``not_locked``).
@@ -235,11 +273,16 @@ def advance(
             ``tests_required``).
         InvalidInput: bad arguments, or ``number`` omitted while holding several issues.
         NotFound: no issue ``number``.
+        QualityGateFailed, TestsFailing, UncommittedChanges: the tests gate refused
+            ``tests_passed=True`` (nothing changed).
     """
     if not holders:
         raise NotHolder("No issue is locked by this session", reason="not_locked")
     title = fields.title(pr_title) if pr_title is not None else None
     body = fields.description(pr_body) if pr_body is not None else None
+    shown: dict[str, Any] = {}
+    if tests_passed is True and q.tests_gate == gates.EVIDENCE:
+        shown = _gates_evidence(q, number, holders, target, skip_justification, here)
 
     def work(conn: Connection) -> WorkflowChange:
         issue = _held_issue(conn, number, holders)
@@ -291,6 +334,8 @@ def advance(
             recorded["skipped"] = [p.value for p in check.skipped]
         if check.tests_gate:
             recorded["tests_gate"] = check.tests_gate
+        if check.tests_gate == "passed" and shown:
+            recorded["gates"] = shown
         if new_title and (row is None or row.pr_title != new_title):
             recorded["pr_title"] = new_title
         record(

@@ -1,0 +1,163 @@
+"""Quality gates on the command line: run them on an issue's checkout, show the gates in
+effect, and the evidence stored on an issue (services/gates.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workq.cli import output
+from workq.cli.plan import run_id_of
+from workq.cli.state import state
+from workq.errors import InvalidInput
+from workq.schemas import GateReport
+from workq.services import gates
+
+gates_app = typer.Typer(
+    help="Quality gates: run them on an issue's checkout, list them, show their evidence.",
+    no_args_is_help=True,
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _print(report: GateReport) -> None:
+    state_word = "uncommitted changes on " if report.dirty else ""
+    output.line(
+        f"Issue #{report.number}, {state_word}{report.commit[:12]} in {report.checkout} "
+        f"({report.config}): {'all gates pass' if report.overall_pass else 'gates FAIL'}"
+    )
+    rows = []
+    for g in report.gates:
+        first = g.error or (
+            f"{g.issues[0].file}:{g.issues[0].line}: {g.issues[0].message}" if g.issues else ""
+        )
+        word = "skipped" if g.skipped else ("pass" if g.passed else "FAIL")
+        rows.append((g.gate_number, g.name, word, g.score, g.issues_total, first[:100]))
+    output.table(["#", "gate", "result", "score", "issues", "first"], rows)
+    if report.test_results is not None:
+        t = report.test_results
+        output.line(f"tests: {t.passed} passed, {t.failed} failed")
+        for error in t.errors[:10]:
+            output.line(f"  {error}")
+
+
+@gates_app.command("run")
+def run_command(
+    ctx: typer.Context,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[N] [FILES...]",
+            help="The issue (default: the one your run id holds), then files relative to "
+            "its checkout (default: the whole checkout, which is evidence for the commit).",
+        ),
+    ] = None,
+    no_tests: Annotated[bool, typer.Option("--no-tests", help="Leave out the tests gate.")] = False,
+    gate: Annotated[
+        list[str] | None, typer.Option("--gate", help="Only this gate (number or name).")
+    ] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Whose claim.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Run the quality gates on an issue's checkout and store the result as evidence.
+    Exits 1 when a gate fails."""
+    s = state(ctx)
+    q = s.queue()
+    words = list(args or [])
+    if words and words[0].isdigit():
+        number = int(words.pop(0))
+    else:
+        number = gates.held_issue(q, {run_id_of(s, run_id)})
+    if number < 1:
+        raise InvalidInput("the issue number is 1 or more", field="N")
+    chosen: list[int | str] | None = [int(g) if g.isdigit() else g for g in gate] if gate else None
+    report = gates.run(
+        q,
+        number,
+        gates.locate(q, number, Path.cwd()),
+        files=words,
+        include_tests=not no_tests,
+        gates=chosen,
+        actor=s.actor,
+    )
+    if json_:
+        output.emit_json(report.model_dump(mode="json"))
+    else:
+        _print(report)
+    if not report.overall_pass:
+        raise typer.Exit(1)
+
+
+@gates_app.command("list")
+def list_command(
+    ctx: typer.Context,
+    number: Annotated[
+        int | None,
+        typer.Argument(
+            help="An issue: the gates of its checkout (default: this directory's).", min=1
+        ),
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """The gates in effect, and where they come from."""
+    s = state(ctx)
+    where = gates.locate(s.queue(), number, Path.cwd()) if number is not None else Path.cwd()
+    found = gates.settings(where)
+    if json_:
+        output.emit_json(found.model_dump(mode="json"))
+        return
+    output.line(f"Gates of {found.checkout} ({found.source}):")
+    output.table(
+        ["#", "gate", "command", "files", "timeout", "tests"],
+        [
+            (
+                g.gate_number,
+                g.name,
+                " ".join(g.command),
+                ", ".join(g.files) or "all",
+                f"{g.timeout:g} s",
+                "yes" if g.tests else "",
+            )
+            for g in found.gates
+        ],
+    )
+
+
+@gates_app.command("evidence")
+def evidence_command(
+    ctx: typer.Context,
+    number: Annotated[int, typer.Argument(help="The issue.", min=1)],
+    limit: Annotated[int, typer.Option(help="At most this many runs.", min=1, max=1000)] = 50,
+    json_: JsonFlag = False,
+) -> None:
+    """The gate runs stored on an issue, newest first: which gates passed on which commit."""
+    found = gates.evidence(state(ctx).queue(), number, limit=limit)
+    if json_:
+        output.emit_json([r.model_dump(mode="json") for r in found])
+        return
+    if not found:
+        output.line(f"No gate runs on issue #{number}")
+        return
+    output.table(
+        ["when", "commit", "tree", "scope", "gate", "result", "score", "by"],
+        [
+            (
+                output.when(r.finished_at),
+                r.commit[:12],
+                "dirty" if r.dirty else "clean",
+                "all" if r.full else "files",
+                r.gate,
+                "timed out" if r.timed_out else ("pass" if r.passed else "FAIL"),
+                r.score,
+                r.actor,
+            )
+            for r in found
+        ],
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(gates_app, name="gates")
