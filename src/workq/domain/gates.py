@@ -164,7 +164,12 @@ def relative_file(value: object) -> str:
         raise InvalidInput(f"file {text!r} leaves the checkout (..)", field="files")
     if not parts or any(not c.isprintable() for c in text):
         raise InvalidInput(f"file {text!r} is not a usable path", field="files")
-    return "/".join(parts)
+    clean = "/".join(parts)
+    if len(clean) > 1 and clean[1] == ":":
+        raise InvalidInput(
+            f"file {text!r} looks absolute: give it relative to the checkout", field="files"
+        )
+    return clean
 
 
 def select(spec: GateSpec, files: Iterable[str]) -> list[str]:
