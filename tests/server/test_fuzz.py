@@ -60,6 +60,8 @@ def valid_value(schema: dict[str, Any]) -> st.SearchStrategy[Json]:
     """Values the advertised schema accepts (the domain may still refuse them)."""
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
+    if "anyOf" in schema:  # e.g. a gate's number or name
+        return st.one_of([valid_value(choice) for choice in schema["anyOf"]])
     kind = schema.get("type")
     if kind == "integer":
         low, high = schema.get("minimum", -(2**31)), schema.get("maximum", 2**31)

@@ -273,8 +273,8 @@ def advance(
             ``tests_required``).
         InvalidInput: bad arguments, or ``number`` omitted while holding several issues.
         NotFound: no issue ``number``.
-        QualityGateFailed, TestsFailing, UncommittedChanges: the tests gate refused
-            ``tests_passed=True`` (nothing changed).
+        QualityGateFailed, TestsFailing: the tests gate refused ``tests_passed=True``
+            (nothing changed but the stored gate runs).
     """
     if not holders:
         raise NotHolder("No issue is locked by this session", reason="not_locked")
