@@ -71,6 +71,7 @@ def test_files_and_the_command_line() -> None:
     assert chosen == ["a.py", "src/b.py"]
     assert gates.argv(spec, chosen) == ["lint", "--fast", "a.py", "src/b.py", "--end"]
     assert gates.choose(gates.DEFAULT_GATES, [5, "mypy"]) == list(gates.DEFAULT_GATES[3:])
+    assert gates.choose(gates.DEFAULT_GATES, ["1"]) == [gates.DEFAULT_GATES[0]]
     with pytest.raises(InvalidInput, match="no gate 'nope'"):
         gates.choose(gates.DEFAULT_GATES, ["nope"])
 

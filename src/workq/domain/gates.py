@@ -136,6 +136,8 @@ def choose(specs: Sequence[GateSpec], wanted: Iterable[int | str] | None) -> lis
         return list(specs)
     chosen: set[int] = set()
     for item in wanted:
+        if isinstance(item, str) and item.isdigit() and not any(s.name == item for s in specs):
+            item = int(item)
         found = [
             s for s in specs if (s.number == item if isinstance(item, int) else s.name == item)
         ]
