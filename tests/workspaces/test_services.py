@@ -21,7 +21,7 @@ from workq.errors import (
     NotFound,
     WorktreeDirty,
 )
-from workq.schemas import ReadyFilter, Status
+from workq.schemas import IssueType, ReadyFilter, Status
 from workq.services import (
     agents,
     claims,
@@ -121,7 +121,7 @@ def test_claim_next_with_a_worktree_passes_over_issues_in_no_repository(queue: Q
     assert got is not None and got.number == placed and got.worktree is not None
     assert workspaces.claim_next(queue, "agent-b", None, worktree=True) is None
     assert [e.kind for e in notes.history(queue, nowhere)] == ["created"]
-    only_bugs = ReadyFilter(include_types=["bug"])
+    only_bugs = ReadyFilter(include_types=[IssueType.BUG])
     assert workspaces.claim_next(queue, "agent-b", only_bugs, worktree=True) is None
     taken = workspaces.claim_next(queue, "agent-b", only_bugs)
     assert taken is not None and taken.number == nowhere
