@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from tests.plan.conftest import serve
-from tests.server.conftest import call_error, call_ok, error_of
+from tests.server.conftest import call_error, call_ok, error_of, text
 
 pytestmark = pytest.mark.anyio
 
@@ -46,6 +46,9 @@ async def test_two_agents_reserve_skip_and_refuse(tmp_path: Path) -> None:
             await call_ok(b, "issue_reserve", number=3, glob="docs/a.md", mode="shared")
             not_mine = error_of(await call_error(b, "issue_unreserve", number=1, glob="docs/**"))
             assert not_mine["code"] == "NOT_HOLDER"
+            # The glob is the caller's text: the failure's first words stay workq's own.
+            odd = await call_error(b, "issue_unreserve", number=3, glob="a: b")
+            assert text(odd).startswith("Could not release paths of issue #3: INVALID_INPUT: ")
 
             await call_ok(a, "issue_complete", number=1)
             listed = (await call_ok(b, "issue_reservations")).structured_content

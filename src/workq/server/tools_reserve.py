@@ -57,7 +57,7 @@ def register(reg: Registry) -> None:
         Refused (PATHS_RESERVED) if another holder's reservation overlaps."""
         from workq.services import reservations
 
-        with worded(f"Could not reserve {glob} for issue #{number}"):
+        with worded(f"Could not reserve paths for issue #{number}"):
             held = reservations.reserve(
                 state.queue(), number, state.acting_as(run_id), glob, mode=mode, fence=fence
             )
@@ -70,7 +70,7 @@ def register(reg: Registry) -> None:
         """Release a path you reserved with issue_reserve (touches go with the claim)."""
         from workq.services import reservations
 
-        with worded(f"Could not release {glob} of issue #{number}"):
+        with worded(f"Could not release paths of issue #{number}"):
             held = reservations.unreserve(
                 state.queue(), number, state.acting_as(run_id), glob, fence=fence
             )
