@@ -30,6 +30,7 @@ REVISIONS: tuple[str, ...] = (
     "0008_agit",
     "0009_reserve_touches",
     "0010_gates",
+    "0011_gitflow_issue_branches",
 )
 HEAD = REVISIONS[-1]
 

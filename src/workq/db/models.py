@@ -484,3 +484,25 @@ class GateRunRow(Base):
     actor: Mapped[str | None] = mapped_column(String(128))
 
     __table_args__ = (Index("ix_gate_runs_issue_commit", "issue_id", "commit_sha"),)
+
+
+class IssueBranchRow(Base):
+    """The branch an issue's work is on (0011_gitflow_issue_branches): linked by
+    ``start_work_on_issue`` or ``link_issue_to_branch``. ``checkout`` is the work tree it is
+    checked out in; ``merge_commit`` is recorded before a merge moves the default branch
+    (so a rerun after a crash finishes instead of merging twice)."""
+
+    __tablename__ = "issue_branches"
+
+    issue_id: Mapped[str] = mapped_column(
+        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer)
+    branch: Mapped[str] = mapped_column(String(255))
+    checkout: Mapped[str] = mapped_column(Text)
+    base_commit: Mapped[str | None] = mapped_column(String(64))
+    merge_commit: Mapped[str | None] = mapped_column(String(64))
+    linked_by: Mapped[str | None] = mapped_column(String(128))
+    linked_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_issue_branches_branch", "branch"),)

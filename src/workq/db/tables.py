@@ -19,6 +19,7 @@ from workq.db.models import (
     GitHubMirrorRow,
     GitHubOutboxRow,
     GitHubPullRow,
+    IssueBranchRow,
     IssueRow,
     LabelRow,
     PlanIssueRow,
@@ -58,6 +59,8 @@ agents = cast(Table, AgentRow.__table__)
 # File reservations (migration 0009_reserve_touches).
 touches = cast(Table, TouchRow.__table__)
 reservations = cast(Table, ReservationRow.__table__)
+# The branch of an issue's work (migration 0011_gitflow_issue_branches).
+issue_branches = cast(Table, IssueBranchRow.__table__)
 
 
 class IssueRecord(NamedTuple):

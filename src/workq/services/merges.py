@@ -1,10 +1,12 @@
-"""The merge queue: one worktree's branch into its repository's default branch.
+"""The merge queue: one worktree's branch into its repository's default branch (and, through
+``land``, a branch checked out in a shared checkout: seed 004's merge_to_main).
 
 Merges into one repository are serialised by a lease on its row (held in the database, so
 across processes and machines; a killed merger's lease expires). The merge is checked with
 ``git merge-tree --write-tree`` (no checkout touched) and refused with the conflicting files;
 then the default branch fast-forwards, or gets a merge commit (or one squashed commit, as the
-repository is configured), the issue is completed, and the worktree and branch removed.
+repository is configured, or as the caller asks: ``no-ff``, ``squash``), the issue is
+completed, and the worktree and branch removed.
 
 A rerun after a crash at any point finishes or reports, and never merges twice: before the
 default branch moves, the commit it will move to is recorded (state ``merging``), and a
@@ -18,15 +20,16 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, select, update
 
 from workq.db.tables import issues, repositories, worktrees
-from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorktreeDirty
+from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorkqError, WorktreeDirty
 from workq.schemas import MergeResult
 from workq.services import claims
 from workq.services.context import Queue, new_id, record
@@ -44,6 +47,10 @@ DEFAULT_WAIT_SECONDS = 300.0
 # here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
 Gate = Callable[[Queue, MergeCandidate], None]
 GATES: list[Gate] = [merge_gate]
+# How a merge lands (seed 004's merge_to_main): a merge commit even where a fast-forward
+# would do, or one squashed commit.
+Strategy = Literal["no-ff", "squash"]
+STRATEGIES: tuple[Strategy, ...] = ("no-ff", "squash")
 
 
 def _holder() -> str:
@@ -90,12 +97,34 @@ def merge(
     actor: str | None = None,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
     wait_seconds: float = DEFAULT_WAIT_SECONDS,
+    strategy: Strategy | None = None,
+    keep_branch: bool = False,
 ) -> MergeResult:
-    """Merge worktree ``worktree_id`` of ``repo`` into the default branch, then clean up."""
+    """Merge worktree ``worktree_id`` of ``repo`` into the default branch, then clean up.
+    ``strategy`` None merges as the repository is configured (fast-forward when possible);
+    ``no-ff`` and ``squash`` always add a commit."""
     with q.db.read() as conn:
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
     _check_early(q, Path(r.path), r.default_branch, w, actor)
+    with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
+        return _merge_locked(q, repo, worktree_id, actor, strategy, keep_branch)
+
+
+@contextlib.contextmanager
+def merge_lease(
+    q: Queue,
+    repo: str | None,
+    *,
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
+) -> Iterator[None]:
+    """Hold ``repo``'s merge lease (waiting for it up to ``wait_seconds``). A repository
+    that is not registered has no lease: its merges rely on the default branch's
+    compare-and-swap alone."""
+    if repo is None:
+        yield
+        return
     holder = _holder()
     deadline = time.monotonic() + wait_seconds
     pause = 0.02
@@ -105,19 +134,27 @@ def merge(
         time.sleep(pause)
         pause = min(pause * 1.5, 0.25)
     try:
-        return _merge_locked(q, repo, worktree_id, actor)
+        yield
     finally:
         _release_lease(q, repo, holder)
 
 
-def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> MergeResult:
+def _merge_locked(
+    q: Queue,
+    repo: str,
+    worktree_id: str,
+    actor: str | None,
+    strategy: Strategy | None,
+    keep_branch: bool,
+) -> MergeResult:
     with q.db.read() as conn:
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
         title = conn.execute(select(issues.c.title).where(issues.c.id == w.issue_id)).scalar()
     root, into = Path(r.path), r.default_branch
     if w.state == "merged":
-        _drop_branch(root, w.branch, into, w.merge_commit)
+        if not keep_branch:
+            drop_branch(root, w.branch, into, w.merge_commit)
         return MergeResult(
             merged=True,
             branch=w.branch,
@@ -133,43 +170,18 @@ def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> M
             ", not merged: nothing to merge",
             worktree_id=worktree_id,
         )
-    head = git.branch_tip(root, into)
-    if head is None:
-        raise NotFound(f"the default branch {into!r} of {repo!r} is gone", repo=repo)
-    tip = git.branch_tip(root, w.branch)
-    landed = bool(w.merge_commit) and git.is_ancestor(root, w.merge_commit, head)
-    if not landed and tip is not None:
-        landed = tip != w.base_commit and git.is_ancestor(root, tip, head)
-    already = landed
-    if not landed:
-        if tip is None:
-            raise NotFound(f"branch {w.branch!r} is gone", branch=w.branch)
-        path = Path(w.path)
-        if path.is_dir() and git.dirty_paths(path):
-            raise WorktreeDirty(
-                f"worktree {worktree_id} ({path}) has uncommitted changes: commit them before "
-                "merging",
-                worktree_id=worktree_id,
-            )
-        if tip == head or git.is_ancestor(root, tip, head):
-            new = head
-        elif git.is_ancestor(root, head, tip):
-            new = tip  # fast-forward
-        else:
-            check = git.merge_tree(root, head, tip)
-            if check.tree is None:
-                raise MergeConflict(
-                    f"merge would result in conflicts in {', '.join(check.conflicts)}",
-                    conflicting_files=check.conflicts,
-                    branch=w.branch,
-                )
-            label = f"#{w.number}: {title}" if w.number is not None else w.branch
-            if r.merge_mode == "squash":
-                new = git.commit_tree(root, check.tree, [head], f"{label}\n\nSquashed {w.branch}")
-            else:
-                new = git.commit_tree(root, check.tree, [head, tip], f"Merge {w.branch} ({label})")
-        for gate in GATES:
-            gate(q, MergeCandidate(root, path, tip, new, w.number, actor))
+    path = Path(w.path)
+
+    def dirty() -> WorkqError:
+        return WorktreeDirty(
+            f"worktree {worktree_id} ({path}) has uncommitted changes: commit them before merging",
+            worktree_id=worktree_id,
+        )
+
+    def gates(tip: str, new: str) -> None:
+        check_gates(q, MergeCandidate(root, path, tip, new, w.number, actor))
+
+    def intend(new: str) -> None:
         q.db.write(
             lambda conn: conn.execute(
                 update(worktrees)
@@ -177,9 +189,20 @@ def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> M
                 .values(state="merging", merge_commit=new, updated_at=q.now())
             )
         )
-        _advance(root, into, head, new)
-        head = new
-    _finish(q, w, r, actor, already, w.merge_commit if already else head)
+
+    label = f"#{w.number}: {title}" if w.number is not None else w.branch
+    landing = Landing(
+        root=root,
+        into=into,
+        branch=w.branch,
+        base_commit=w.base_commit,
+        recorded=w.merge_commit,
+        checkout=path,
+        label=label,
+        strategy=strategy or ("squash-or-ff" if r.merge_mode == "squash" else "ff"),
+    )
+    head, already = land(landing, gates=gates, intend=intend, dirty=dirty)
+    _finish(q, w, r, actor, already, w.merge_commit if already else head, keep_branch)
     return MergeResult(
         merged=True,
         branch=w.branch,
@@ -191,6 +214,12 @@ def _merge_locked(q: Queue, repo: str, worktree_id: str, actor: str | None) -> M
     )
 
 
+def check_gates(q: Queue, candidate: MergeCandidate) -> None:
+    """Ask every check in ``GATES`` about ``candidate``."""
+    for gate in GATES:
+        gate(q, candidate)
+
+
 def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None) -> None:
     """Ask the checks before the lease, for a branch that would land: clean, ahead."""
     path, tip, head = Path(w.path), git.branch_tip(root, w.branch), git.branch_tip(root, into)
@@ -198,8 +227,69 @@ def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None) -> 
         return
     if git.is_ancestor(root, tip, head) or git.dirty_paths(path):
         return  # landed already, or refused under the lease
-    for gate in GATES:
-        gate(q, MergeCandidate(root, path, tip, None, w.number, actor))
+    check_gates(q, MergeCandidate(root, path, tip, None, w.number, actor))
+
+
+@dataclass(frozen=True)
+class Landing:
+    """A branch to land on the default branch ``into`` of the repository at ``root``."""
+
+    root: Path
+    into: str
+    branch: str
+    base_commit: str | None  # where the branch started: a tip still there has no work
+    recorded: str | None  # the commit an interrupted merge was moving ``into`` to
+    checkout: Path | None  # the work tree that has the branch checked out (must be clean)
+    label: str  # names the work in the merge commit's message
+    strategy: Strategy | Literal["ff", "squash-or-ff"]
+
+
+def land(
+    b: Landing,
+    *,
+    gates: Callable[[str, str], None],
+    intend: Callable[[str], None],
+    dirty: Callable[[], WorkqError],
+) -> tuple[str, bool]:
+    """Move ``b.into`` to a commit that has the branch's work, or find it already there.
+    The merge is checked in memory (``merge-tree``; conflicts refused with the files), the
+    ``gates`` see the branch tip and the commit to land, ``intend`` records that commit
+    before the default branch moves. The default branch's new tip, and whether an earlier
+    run had landed it."""
+    root, into = b.root, b.into
+    head = git.branch_tip(root, into)
+    if head is None:
+        raise NotFound(f"the default branch {into!r} at {root} is gone", branch=into)
+    tip = git.branch_tip(root, b.branch)
+    landed = bool(b.recorded) and git.is_ancestor(root, b.recorded or "", head)
+    if not landed and tip is not None:
+        landed = tip != b.base_commit and git.is_ancestor(root, tip, head)
+    if landed:
+        return head, True
+    if tip is None:
+        raise NotFound(f"branch {b.branch!r} is gone", branch=b.branch)
+    if b.checkout is not None and b.checkout.is_dir() and git.dirty_paths(b.checkout):
+        raise dirty()
+    if tip == head or git.is_ancestor(root, tip, head):
+        new = head
+    elif b.strategy in ("ff", "squash-or-ff") and git.is_ancestor(root, head, tip):
+        new = tip  # fast-forward
+    else:
+        check = git.merge_tree(root, head, tip)
+        if check.tree is None:
+            raise MergeConflict(
+                f"merge would result in conflicts in {', '.join(check.conflicts)}",
+                conflicting_files=check.conflicts,
+                branch=b.branch,
+            )
+        if b.strategy in ("squash", "squash-or-ff"):
+            new = git.commit_tree(root, check.tree, [head], f"{b.label}\n\nSquashed {b.branch}")
+        else:
+            new = git.commit_tree(root, check.tree, [head, tip], f"Merge {b.branch} ({b.label})")
+    gates(tip, new)
+    intend(new)
+    _advance(root, into, head, new)
+    return new, False
 
 
 def _advance(root: Path, branch: str, old: str, new: str) -> None:
@@ -223,17 +313,26 @@ def _advance(root: Path, branch: str, old: str, new: str) -> None:
     git.merge_ff_only(where, new)
 
 
-def _finish(q: Queue, w: Any, r: Any, actor: str | None, already: bool, landed: str | None) -> None:
+def _finish(
+    q: Queue,
+    w: Any,
+    r: Any,
+    actor: str | None,
+    already: bool,
+    landed: str | None,
+    keep_branch: bool = False,
+) -> None:
     """Complete the issue, remove the worktree and its branch, mark it merged."""
     if w.number is not None:
         with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
             claims.complete(q, w.number, None, force=True, actor=actor or w.agent)
-    _discard(q, w, r, force=True, state="merged")
-    _drop_branch(Path(r.path), w.branch, r.default_branch, landed)
+    _discard(q, w, r, force=True, state="merged", keep_branch=keep_branch)
+    if not keep_branch:
+        drop_branch(Path(r.path), w.branch, r.default_branch, landed)
     record_merge(q, w, actor, already)
 
 
-def _drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
+def drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
     """Delete the merged branch, if still there and the default branch has its work (its
     tip, or the commit that merged it: a squash)."""
     tip = git.branch_tip(root, branch)

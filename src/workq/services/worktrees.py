@@ -250,9 +250,12 @@ def list_worktrees(
     return [_listed(r, disk) for r in rows]
 
 
-def _discard(q: Queue, w: Any, r: Any, *, force: bool, state: str = "removed") -> bool:
+def _discard(
+    q: Queue, w: Any, r: Any, *, force: bool, state: str = "removed", keep_branch: bool = False
+) -> bool:
     """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when the
-    default branch already has all of its commits. Whether the branch was deleted."""
+    default branch already has all of its commits (unless ``keep_branch``). Whether the
+    branch was deleted."""
     root, path = Path(r.path), Path(w.path)
     if path.is_dir():
         known = {wt.path.resolve() for wt in git.worktrees(root)}
@@ -271,10 +274,10 @@ def _discard(q: Queue, w: Any, r: Any, *, force: bool, state: str = "removed") -
         git.worktree_prune(root)
     deleted = False
     tip = git.branch_tip(root, w.branch)
-    if tip is not None and git.is_ancestor(root, tip, "refs/heads/" + r.default_branch):
-        git.delete_branch(root, w.branch)
+    if tip is None:
         deleted = True
-    elif tip is None:
+    elif not keep_branch and git.is_ancestor(root, tip, "refs/heads/" + r.default_branch):
+        git.delete_branch(root, w.branch)
         deleted = True
 
     def mark(conn: Connection) -> None:

@@ -410,3 +410,61 @@ def show_file(path: Path, commit: str, name: str) -> str | None:
     """The text of file ``name`` (relative to the root) at ``commit``, or None if absent."""
     done = run(["show", f"{commit}:{name}"], cwd=path, check=False)
     return done.stdout if done.returncode == 0 else None
+
+
+# --- a checkout's own branch and commits (seed 004's git steps) ----------------------------
+
+
+def switch(path: Path, branch: str) -> None:
+    """Check out ``branch`` in the work tree at ``path``."""
+    run(["switch", "--quiet", branch], cwd=path)
+
+
+def switch_new(path: Path, branch: str, start: str) -> None:
+    """Create ``branch`` at ``start`` and check it out in the work tree at ``path``."""
+    run(["switch", "--quiet", "--no-track", "-c", branch, start], cwd=path)
+
+
+def index_tree(path: Path) -> str | None:
+    """The tree the index holds now (to put it back), or None while it has conflicts."""
+    done = run(["write-tree"], cwd=path, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def restore_index(path: Path, tree: str | None) -> None:
+    """Put the index back to ``tree`` (None: to HEAD's), leaving the files as they are."""
+    run(["read-tree", tree or "HEAD"], cwd=path)
+
+
+def stage_all(path: Path) -> None:
+    run(["add", "--all"], cwd=path)
+
+
+def _identity(path: Path) -> dict[str, str]:
+    """Who a commit is by: the repository's own ``user.name``/``user.email`` when set,
+    else the caller's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` variables, else ``workq``.
+    (``clean_env`` hides the user's global config, so git alone would refuse to commit.)"""
+    found: dict[str, str] = {}
+    for key, part in (("user.name", "NAME"), ("user.email", "EMAIL")):
+        done = run(["config", "--get", key], cwd=path, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            continue
+        fallback = "workq" if part == "NAME" else "workq@localhost"
+        for role in ("AUTHOR", "COMMITTER"):
+            name = f"GIT_{role}_{part}"
+            found[name] = os.environ.get(name) or fallback
+    return found
+
+
+def commit(path: Path, message: str, *, hooks: bool = True, timeout: float = 300.0) -> str:
+    """Commit what is staged in the work tree at ``path`` with ``message`` (the
+    repository's hooks run, as for a commit its user makes); the new commit's hash."""
+    run(
+        ["commit", "--quiet", "--file", "-", "--cleanup", "verbatim"],
+        cwd=path,
+        env=_identity(path),
+        input_text=message,
+        hooks=hooks,
+        timeout=timeout,
+    )
+    return head(path)
