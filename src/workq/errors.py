@@ -363,3 +363,17 @@ class RuleViolation(Conflict):
 
     code = "ERR_RULE_VIOLATION"
     hint = "change what the rule names, then call again"
+
+
+class NothingToCommit(Conflict):
+    """There is nothing to commit."""
+
+    code = "NOTHING_TO_COMMIT"
+    hint = "change something first; commit_tdd_phase commits every change of the checkout"
+
+
+class OnDefaultBranch(Conflict):
+    """The checkout is on the default branch, not on a feature branch."""
+
+    code = "ON_DEFAULT_BRANCH"
+    hint = "start a branch first: start_work_on_issue or create_feature_branch"

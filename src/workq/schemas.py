@@ -624,3 +624,46 @@ class DocResults(_Model):
     """Seed 004's ``search_documentation`` answer (its array, as ``results``)."""
 
     results: list[DocHit]
+
+
+# --- seed 004's git steps (services/gitflow.py) ------------------------------------------------
+
+
+class BranchCreated(_Model):
+    branch_name: str
+    created_from: str = Field(description="The default branch it starts from")
+
+
+class BranchLinked(_Model):
+    branch_name: str
+    issue_number: int
+    project_status: str = Field(description="In Progress once claimed, else the status")
+
+
+class IssueContext(_Model):
+    number: int
+    title: str
+    acceptance_criteria: list[str] = Field(description="Its body's checkbox lines")
+
+
+class WorkStarted(_Model):
+    branch_name: str
+    issue: IssueContext
+    path: str = Field(description="Where to work: the worktree, or the server's checkout")
+    worktree: bool = Field(description="Whether path is a worktree of its own")
+    created_from: str
+    resumed: bool = Field(default=False, description="The caller had started it already")
+
+
+class TddCommit(_Model):
+    commit_hash: str
+    commit_message: str
+    issue_number: int | None = None
+
+
+class MergedToMain(_Model):
+    merged_branch: str
+    target_branch: str
+    commit_hash: str
+    issue_number: int
+    branch_deleted: bool

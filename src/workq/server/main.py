@@ -68,7 +68,7 @@ def serve(
         http.check_bind(host, settings.token)
     check_storage(settings)
     server = build_server(settings, migrate=migrate)
-    github = _check_github(server.state, settings, migrate)
+    github = _check_github(server.state, settings, migrate) + _check_git(settings)
     endpoint = "stdio" if kind == "stdio" else f"http://{host}:{port}/mcp"
     # stderr: in the server process stdout carries the protocol and nothing else.
     database = describe_database(settings)
@@ -107,6 +107,26 @@ def _check_github(state: ServerState, settings: Settings, migrate: bool | None) 
         state.github.keep_error(exc)
         return f"; GitHub tools unavailable, each call answers: {exc.describe()}"
     return f"; GitHub tools on {link.repo} as {link.login}"
+
+
+def _check_git(settings: Settings) -> str:
+    """Seed 001's lesson for the git toolset: git present and new enough, checked once
+    before serving; what the start line adds.
+
+    Raises:
+        GitMissing: the toolset was named and git is missing or too old.
+    """
+    from workq.server import toolsets
+    from workq.services.checkouts import check_git
+
+    if "git" not in toolsets.select(settings.toolsets):
+        return ""
+    try:
+        return f"; git {check_git()}"
+    except WorkqError as exc:
+        if "git" in toolsets.named(settings.toolsets):
+            raise
+        return f"; git tools unavailable, each call answers: {exc.describe()}"
 
 
 def _mirror_repo(settings: Settings, migrate: bool | None) -> str | None:

@@ -17,6 +17,7 @@ from workq.server import (
     tools_claims,
     tools_context,
     tools_deps,
+    tools_git,
     tools_github,
     tools_insight,
     tools_issues,
@@ -43,6 +44,7 @@ TOOLSETS: dict[str, tuple[Registrar, ...]] = {
     "reserve": (tools_reserve.register,),
     "context": (tools_context.register,),
     "quality": (tools_quality.register,),
+    "git": (tools_git.register,),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 # Other names a toolset answers to: seed 000 calls its seven tools the priority server.

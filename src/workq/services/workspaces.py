@@ -28,10 +28,18 @@ def _repository_of(q: Queue, number: int) -> tuple[str | None, bool] | None:
     return found.repository, bool(found.auto_worktree)
 
 
-def attach(q: Queue, number: int, holder: str, wanted: bool | None) -> WorkspaceInfo | None:
+def per_claim(q: Queue, number: int) -> bool:
+    """Whether issue ``number``'s repository makes a worktree for every claim."""
+    placed = _repository_of(q, number)
+    return placed is not None and placed[1]
+
+
+def attach(
+    q: Queue, number: int, holder: str, wanted: bool | None, *, branch: str | None = None
+) -> WorkspaceInfo | None:
     """After a claim of issue ``number`` by ``holder``: its worktree, made if ``wanted``
-    (None: as its repository is configured). On failure to make it, raises (the caller
-    gives the claim back)."""
+    (None: as its repository is configured), on ``branch`` (default: named from the
+    issue). On failure to make it, raises (the caller gives the claim back)."""
     repo, auto = _repository_of(q, number) or (None, False)
     if wanted is None:
         wanted = auto
@@ -39,7 +47,7 @@ def attach(q: Queue, number: int, holder: str, wanted: bool | None) -> Workspace
         return get_for_issue(q, number)
     if repo is None:
         raise _no_repository(number)
-    return spawn(q, repo, number, agent=holder)
+    return spawn(q, repo, number, agent=holder, branch=branch)
 
 
 def _no_repository(number: int) -> InvalidInput:
@@ -50,10 +58,16 @@ def _no_repository(number: int) -> InvalidInput:
     )
 
 
-def _given_back(q: Queue, number: int, holder: str, error: WorkqError) -> WorkqError:
-    """Release the claim just taken because its worktree could not be made."""
+def given_back(
+    q: Queue,
+    number: int,
+    holder: str,
+    error: WorkqError,
+    reason: str = "its worktree could not be made",
+) -> WorkqError:
+    """Release the claim just taken because its workspace could not be made."""
     try:
-        claims.release(q, number, [holder], reason="its worktree could not be made")
+        claims.release(q, number, [holder], reason=reason)
     except WorkqError:  # pragma: no cover - reported below with the cause
         error.facts["claim_kept"] = True
         return error
@@ -68,9 +82,11 @@ def claim(
     *,
     worktree: bool | None = None,
     plan_runs: Collection[str] = (),
+    branch: str | None = None,
 ) -> Claim:
     """``claims.claim``, then the issue's worktree (made when ``worktree``, or when its
-    repository makes one per claim). If it cannot be made, a new claim is given back.
+    repository makes one per claim; on ``branch`` if given). If it cannot be made, a new
+    claim is given back.
     An issue in no repository is refused before the claim, so nothing changes."""
     if worktree:
         placed = _repository_of(q, number)
@@ -78,11 +94,11 @@ def claim(
             raise _no_repository(number)
     taken = claims.claim(q, number, run_id, plan_runs=plan_runs)
     try:
-        info = attach(q, number, run_id, worktree)
+        info = attach(q, number, run_id, worktree, branch=branch)
     except WorkqError as exc:
         if taken.already_held:
             raise
-        raise _given_back(q, number, run_id, exc) from None
+        raise given_back(q, number, run_id, exc) from None
     return taken.model_copy(update={"worktree": info}) if info else taken
 
 
@@ -107,5 +123,5 @@ def claim_next(
     except WorkqError as exc:
         if taken.already_held:
             raise
-        raise _given_back(q, taken.number, run_id, exc) from None
+        raise given_back(q, taken.number, run_id, exc) from None
     return taken.model_copy(update={"worktree": info}) if info else taken
