@@ -322,7 +322,7 @@ def test_a_rerun_after_the_default_branch_moved_finishes(queue: Queue, repo: Pat
     assert _branches(repo) == ["main"]
 
 
-# --- the worktree variant --------------------------------------------------------------------------
+# --- the worktree variant ---------------------------------------------------------------
 
 
 def test_the_loop_in_a_worktree(queue: Queue, repo: Path) -> None:

@@ -513,7 +513,7 @@ def _merge_checkout(
     with merges.merge_lease(q, work.repo, lease_seconds=lease_seconds):
         head, already = merges.land(
             landing,
-            gates=lambda new: None,
+            gates=lambda tip, new: None,
             intend=lambda new: checkouts.intend_merge(q, n, new),
             dirty=dirty,
         )
