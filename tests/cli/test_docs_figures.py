@@ -54,7 +54,7 @@ OPT_IN = re.compile(r"`tools/list`, opt-in toolsets \| \| (?P<line>[^|]+) \|")
 @pytest.mark.anyio
 async def test_the_opt_in_toolset_sizes_in_docs_mcp_md_are_measured(tmp_path: Path) -> None:
     parts = []
-    for name in ("workflow", "github", "context"):
+    for name in ("workflow", "github", "context", "git"):
         async with Client(make_server(tmp_path / "q.db", toolsets=name), mode="legacy") as c:
             tools = (await c.list_tools()).tools
         parts.append(f"`{name}` {_kb(tools)} KB ({len(tools)} tools)")
