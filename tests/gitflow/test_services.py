@@ -356,3 +356,23 @@ def test_comment_with_the_seed_prefix(queue: Queue) -> None:
     assert notes.comments(queue, number)[-1].body == added.body
     with pytest.raises(InvalidInput):
         gitflow.add_issue_comment(queue, number, "  ", "progress", author=ME)
+
+
+def test_a_repository_with_a_worktree_per_claim_gets_one(queue: Queue, repo: Path) -> None:
+    repositories.add(queue, "app", repo, auto_worktree=True)
+    number = issues.create(queue, title="Auto").number
+    repositories.assign(queue, number, "app")
+    (repo / "scratch.txt").write_text("the server's checkout may be dirty: it is not used")
+    started = gitflow.start_work_on_issue(queue, repo, number, run_id=ME)
+    assert started.worktree and Path(started.path).is_dir()
+    assert git.current_branch(Path(started.path)) == f"feature/{number}-auto"
+    again = gitflow.start_work_on_issue(queue, repo, number, run_id=ME)
+    assert again.resumed and again.path == started.path
+
+
+def test_a_worktree_needs_a_repository(queue: Queue, tmp_path: Path) -> None:
+    number = issues.create(queue, title="Nowhere").number
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(InvalidInput, match="belongs to no repository"):
+        gitflow.start_work_on_issue(queue, tmp_path / "plain", number, run_id=ME, worktree=True)
+    assert [e.kind for e in notes.history(queue, number)] == ["created"]

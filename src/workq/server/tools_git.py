@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from workq.schemas import (
     COMMENT_MAX,
+    NUMBER_MAX,
     BranchCreated,
     BranchLinked,
     MergedToMain,
@@ -28,7 +29,8 @@ Phase = Literal["red", "green", "refactor", "docs"]
 CommentType = Literal["progress", "question", "blocker", "resolution"]
 Short = Annotated[str, Field(min_length=1, max_length=40)]
 Which = Annotated[
-    int | None, Field(strict=True, ge=1, description="The issue, when you hold several")
+    int | None,
+    Field(strict=True, ge=1, le=NUMBER_MAX, description="The issue, when you hold several"),
 ]
 # Room for the prefix a comment type adds.
 BODY_MAX = COMMENT_MAX - 64

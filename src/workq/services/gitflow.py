@@ -380,7 +380,8 @@ def commit_tdd_phase(
             tdd.red_only_tests(staged)
         commit = git.commit(work.path, message)
     except WorkqError:
-        git.restore_index(work.path, saved)
+        if saved is not None:  # (an index with conflicts is left staged: it had no tree)
+            git.restore_index(work.path, saved)
         raise
     if work.number is not None:
         _record(

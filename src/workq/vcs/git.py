@@ -431,9 +431,9 @@ def index_tree(path: Path) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def restore_index(path: Path, tree: str | None) -> None:
-    """Put the index back to ``tree`` (None: to HEAD's), leaving the files as they are."""
-    run(["read-tree", tree or "HEAD"], cwd=path)
+def restore_index(path: Path, tree: str) -> None:
+    """Put the index back to ``tree``, leaving the files as they are."""
+    run(["read-tree", tree], cwd=path)
 
 
 def stage_all(path: Path) -> None:
