@@ -12,6 +12,7 @@ from workq.errors import (
     AlreadyClaimed,
     BranchExists,
     InvalidInput,
+    MergeConflict,
     NotFound,
     NothingToCommit,
     OnDefaultBranch,
@@ -332,6 +333,8 @@ def test_the_loop_in_a_worktree(queue: Queue, repo: Path) -> None:
     assert started.worktree and started.path != str(repo)
     assert started.branch_name == f"feature/{number}-in-a-worktree"
     assert git.current_branch(repo) == "main"  # the server's checkout stays where it was
+    again = gitflow.start_work_on_issue(queue, repo, number, run_id=ME)
+    assert again.resumed and again.worktree and again.path == started.path
     where = Path(started.path)
     _write(where, {"src/app.py": "x = 9\n"})
     with pytest.raises(RuleViolation):
@@ -376,3 +379,20 @@ def test_a_worktree_needs_a_repository(queue: Queue, tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="belongs to no repository"):
         gitflow.start_work_on_issue(queue, tmp_path / "plain", number, run_id=ME, worktree=True)
     assert [e.kind for e in notes.history(queue, number)] == ["created"]
+
+
+def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
+    number = _start(queue, repo)
+    branch = git.current_branch(repo)
+    assert branch is not None
+    _commit(queue, repo, "green", {"src/app.py": "x = 'ours'\n"})
+    git.switch(repo, "main")
+    _write(repo, {"src/app.py": "x = 'theirs'\n"})
+    git.stage_all(repo)
+    main = git.commit(repo, "a conflicting change on main")
+    git.switch(repo, branch)
+    with pytest.raises(MergeConflict) as caught:
+        gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    assert caught.value.facts["conflicting_files"] == ["src/app.py"]
+    assert git.head(repo, "main") == main and git.current_branch(repo) == branch
+    assert issues.get(queue, number).status == Status.IN_PROGRESS

@@ -153,8 +153,9 @@ def start_work_on_issue(
     fields.number(number)
     issue = _open_issue(q, number)
     branch = tdd.feature_branch(branch_type, branch_name(number, issue.title))
-    wanted = workspaces.per_claim(q, number) if worktree is None else worktree
-    if wanted:
+    if worktree is None:  # as its repository says, or where it was started before
+        worktree = workspaces.per_claim(q, number) or worktrees.get_for_issue(q, number) is not None
+    if worktree:
         return _start_in_worktree(q, where, issue, branch, run_id, plan_runs)
     co = checkouts.at(q, where)
     current = git.current_branch(co.path)
