@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from workq.domain import tdd
-from workq.domain.criteria import acceptance_criteria
+from workq.domain.checklists import checkbox_items
 from workq.errors import InvalidInput, RuleViolation
 
 
@@ -109,7 +109,7 @@ def test_acceptance_criteria_are_the_checkbox_lines() -> None:
         "Intro\n\n## Acceptance Criteria\n- [ ] parses empty input\n* [x] keeps order\n"
         "  - [ ] nested one\n- not a box\n```\n- [ ] inside code\n```\n- [X] last\n"
     )
-    assert acceptance_criteria(body) == [
+    assert checkbox_items(body) == [
         "parses empty input",
         "keeps order",
         "nested one",

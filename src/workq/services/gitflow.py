@@ -20,7 +20,7 @@ from sqlalchemy import Connection, select
 from workq.db.tables import issues as issues_t
 from workq.db.tables import worktrees as worktrees_t
 from workq.domain import branches, fields, tdd
-from workq.domain.criteria import acceptance_criteria
+from workq.domain.checklists import checkbox_items
 from workq.domain.workflow import branch_name
 from workq.errors import (
     BranchExists,
@@ -71,7 +71,7 @@ def _context(issue: Issue) -> IssueContext:
     return IssueContext(
         number=issue.number,
         title=issue.title,
-        acceptance_criteria=acceptance_criteria(issue.description),
+        acceptance_criteria=checkbox_items(issue.description),
     )
 
 
