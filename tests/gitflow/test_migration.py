@@ -1,4 +1,4 @@
-"""Migration 0010_gitflow_issue_branches from the revision before it, with data, and back."""
+"""Migration 0011_gitflow_issue_branches from the revision before it, with data, and back."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from workq.services import checkouts, issues
 from workq.services.context import Queue
 from workq.services.runtime import open_database
 
-REVISION = "0010_gitflow_issue_branches"
+REVISION = "0011_gitflow_issue_branches"
 
 
 def test_upgrade_from_the_previous_revision_with_data_and_back(settings: Settings) -> None:

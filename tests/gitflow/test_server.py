@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.gates.gaterepo import gated_repo
 from tests.server.conftest import call_error, call_ok, error_of, serve_argv, stdio_server, text
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
@@ -72,7 +73,12 @@ async def test_the_git_toolset_is_opt_in(tmp_path: Path) -> None:
 
 
 async def test_the_coding_loop_end_to_end(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "app")
+    """start_work_on_issue, a red commit refused with a non-test file, red, green, the
+    gates failing (tests, then lint) and passing, merge_to_main: the issue is done, the
+    default branch has the commits, the branch is gone. The repository's gates are small
+    scripts (tests/gates/gaterepo.py): the tests fail while src/app.py says FAIL, the lint
+    while a file under src/ says BAD."""
+    repo = gated_repo(tmp_path / "app")
     db = tmp_path / "q.db"
     number = _issue(db, "Parse the input", "Do it.\n\n- [ ] parses\n- [ ] reports errors\n")
     async with stdio_server(db, "--toolsets", "default,git", "--run-id", "run-a", cwd=repo) as c:
@@ -107,12 +113,24 @@ async def test_the_coding_loop_end_to_end(tmp_path: Path) -> None:
         )
         assert red["commit_message"].startswith("test: add failing tests for the parser\n")
         (repo / "src" / "parse.py").write_text("def parse(): return 1\n")
+        (repo / "src" / "app.py").write_text("x = 'FAIL'\n")
         green = _data(
             await call_ok(
                 c, "commit_tdd_phase", phase="green", component="the parser", quality_gates="5/5"
             )
         )
         assert "Status: GREEN" in green["commit_message"]
+        failing = await call_error(c, "merge_to_main")
+        assert error_of(failing)["code"] == "ERR_TESTS_FAILING", text(failing)
+        (repo / "src" / "app.py").write_text("x = 'BAD'\n")
+        await call_ok(c, "commit_tdd_phase", phase="green", component="the parser")
+        lint = await call_error(c, "merge_to_main")
+        assert error_of(lint)["code"] == "ERR_QUALITY_GATE_FAILED", text(lint)
+        assert git.current_branch(repo) == branch and not git.is_ancestor(
+            repo, green["commit_hash"], "main"
+        )
+        (repo / "src" / "app.py").write_text("x = 2\n")
+        await call_ok(c, "commit_tdd_phase", phase="refactor", component="the parser")
 
         comment = _data(
             await call_ok(
@@ -133,7 +151,8 @@ async def test_the_coding_loop_end_to_end(tmp_path: Path) -> None:
     issue = _read(db, lambda q: issues.get(q, number))
     assert issue.status == Status.DONE
     kinds = [e.kind for e in _read(db, lambda q: notes.history(q, number))]
-    assert kinds.count("tdd_committed") == 2 and "branch_linked" in kinds
+    assert kinds.count("tdd_committed") == 4 and "branch_linked" in kinds
+    assert "gates_run" in kinds
 
 
 async def test_refusals_carry_the_seed_codes(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gates.gaterepo import gated_repo
 from tests.workspaces.gitrepo import log, make_repo
 from workq.errors import (
     AlreadyClaimed,
@@ -16,7 +17,9 @@ from workq.errors import (
     NotFound,
     NothingToCommit,
     OnDefaultBranch,
+    QualityGateFailed,
     RuleViolation,
+    TestsFailing,
     UncommittedChanges,
 )
 from workq.schemas import Status
@@ -396,3 +399,22 @@ def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert git.head(repo, "main") == main and git.current_branch(repo) == branch
     assert issues.get(queue, number).status == Status.IN_PROGRESS
+
+
+def test_merge_needs_the_gates_on_the_branch_tip(queue: Queue, tmp_path: Path) -> None:
+    repo = gated_repo(tmp_path / "gated")
+    queue.tests_gate = "evidence"
+    number = _start(queue, repo)
+    _commit(queue, repo, "green", {"src/app.py": "x = 'FAIL'\n"})
+    main = git.head(repo, "main")
+    with pytest.raises(TestsFailing):
+        gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    assert git.head(repo, "main") == main
+    assert issues.get(queue, number).status == Status.IN_PROGRESS
+    _commit(queue, repo, "green", {"src/app.py": "x = 'BAD'\n"})
+    with pytest.raises(QualityGateFailed):
+        gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    _commit(queue, repo, "green", {"src/app.py": "x = 3\n"})
+    done = gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    assert done.commit_hash == git.head(repo, "main") != main
+    assert issues.get(queue, number).status == Status.DONE

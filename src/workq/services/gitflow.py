@@ -10,7 +10,6 @@ database transaction; a claim taken for a branch that then cannot be made is giv
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ from workq.services import (
 )
 from workq.services.checkouts import Checkout
 from workq.services.context import Queue, load, record
+from workq.services.gates import MergeCandidate
 from workq.services.repositories import ACTIVE
 from workq.vcs import git
 
@@ -413,16 +413,6 @@ def _record(q: Queue, number: int, kind: str, actor: str | None, after: dict[str
     q.db.write(work)
 
 
-def _require_gates(q: Queue, number: int, checkout: Path, commit: str, actor: str | None) -> None:
-    """The quality gates must have passed on ``commit`` (run now when they have not):
-    ``services.gates.require_passed``, looked up when called (see the module's note)."""
-    try:
-        gates = importlib.import_module("workq.services.gates")
-    except ModuleNotFoundError:  # the gates service is not in this build: nothing to require
-        return
-    gates.require_passed(q, number, checkout, commit, run=True, actor=actor)
-
-
 def merge_to_main(
     q: Queue,
     where: Path,
@@ -462,9 +452,6 @@ def merge_to_main(
         )
     if issue.status != Status.DONE:
         checkouts.require_clean(work.path)
-        tip = git.branch_tip(work.root, work.branch)
-        if tip is not None:
-            _require_gates(q, n, work.path, tip, actor)
     if work.worktree_id is not None and work.repo is not None:
         done = merges.merge(
             q,
@@ -512,10 +499,17 @@ def _merge_checkout(
         label=f"#{n}: {issue.title}",
         strategy=strategy,
     )
+
+    def gates(tip: str, new: str | None) -> None:
+        merges.check_gates(q, MergeCandidate(work.root, work.path, tip, new, n, actor))
+
+    tip, main = git.branch_tip(work.root, work.branch), git.branch_tip(work.root, work.into)
+    if tip is not None and main is not None and not git.is_ancestor(work.root, tip, main):
+        gates(tip, None)  # before the lease: gates may take minutes; asked again under it
     with merges.merge_lease(q, work.repo, lease_seconds=lease_seconds):
         head, already = merges.land(
             landing,
-            gates=lambda tip, new: None,
+            gates=gates,
             intend=lambda new: checkouts.intend_merge(q, n, new),
             dirty=dirty,
         )
