@@ -103,6 +103,16 @@ def _fill_the_rest(queue: Queue) -> None:
             "opened_at": now,
             "merged_at": None,
         },
+        models.IssueBranchRow: {
+            "issue_id": issue_id,
+            "number": 2,
+            "branch": "feature/2-mirrored",
+            "checkout": "/src/app",
+            "base_commit": "a" * 40,
+            "merge_commit": None,
+            "linked_by": "run-b",
+            "linked_at": now,
+        },
         models.RepositoryRow: {
             "name": "app",
             "path": "/src/app",
