@@ -4,11 +4,10 @@ holds gate runs the services read as evidence, and the downgrade drops only that
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
+from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
 from workq.services import gates
@@ -16,12 +15,6 @@ from workq.services.context import Queue
 from workq.services.runtime import open_database
 
 REVISION = "0010_gates"
-SEED = (
-    "INSERT INTO issues (id, number, title, description, status, priority, issue_type, agent,"
-    " is_blocked, open_blockers, created_at, updated_at) VALUES "
-    "('a1', 1, 'made before the gates', 'body', 'open', 1, 'task', 'claude', false, 0,"
-    " :now, :now)"
-)
 RUN = (
     "INSERT INTO gate_runs (issue_id, number, commit_sha, dirty, whole_checkout, gate, gate_number,"
     " tests, passed, score, issues_found, tests_passed, tests_failed, tests_errors, exit_code,"
@@ -33,13 +26,8 @@ RUN = (
 def test_upgrade_to_gates_with_data_and_back(settings: Settings) -> None:
     db = open_database(settings)
     try:
-        script = ScriptDirectory.from_config(migrate.alembic_config(db))
-        previous = script.get_revision(REVISION).down_revision
-        assert isinstance(previous, str)
-        migrate.upgrade(db, previous)
-        now = datetime(2026, 1, 1, tzinfo=UTC)
-        with db.engine.begin() as conn:
-            conn.execute(text(SEED), {"now": now})
+        previous = upgrades.before(db, REVISION, "made before the gates")
+        now = upgrades.MADE_AT
         assert "gate_runs" not in inspect(db.engine).get_table_names()
 
         migrate.upgrade(db, REVISION)

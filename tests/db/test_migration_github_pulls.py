@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
+from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
 from workq.services import pulls
@@ -15,23 +15,12 @@ from workq.services.context import Queue
 from workq.services.runtime import open_database
 
 REVISION = "0007_github_pulls"
-SEED = (
-    "INSERT INTO issues (id, number, title, description, status, priority, issue_type, agent,"
-    " is_blocked, open_blockers, created_at, updated_at) VALUES "
-    "('a1', 1, 'opened before the upgrade', 'body', 'open', 1, 'bug', 'claude', false, 0,"
-    " :now, :now)"
-)
 
 
 def test_upgrade_to_github_pulls_with_data(settings: Settings) -> None:
     db = open_database(settings)
     try:
-        script = ScriptDirectory.from_config(migrate.alembic_config(db))
-        previous = script.get_revision(REVISION).down_revision
-        assert isinstance(previous, str)
-        migrate.upgrade(db, previous)
-        with db.engine.begin() as conn:
-            conn.execute(text(SEED), {"now": datetime(2026, 1, 1, tzinfo=UTC)})
+        previous = upgrades.before(db, REVISION, "opened before the upgrade", "bug")
         assert "github_pulls" not in inspect(db.engine).get_table_names()
 
         migrate.upgrade(db, REVISION)

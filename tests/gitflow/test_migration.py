@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
-from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
+from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
 from workq.services import checkouts, issues
@@ -20,22 +19,11 @@ REVISION = "0011_gitflow_issue_branches"
 def test_upgrade_from_the_previous_revision_with_data_and_back(settings: Settings) -> None:
     db = open_database(settings)
     try:
-        script = ScriptDirectory.from_config(migrate.alembic_config(db))
-        previous = script.get_revision(REVISION).down_revision
-        assert isinstance(previous, str)
-        migrate.upgrade(db, previous)
-        now = datetime(2026, 1, 1, tzinfo=UTC)
-        with db.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO issues (id, number, title, description, status, priority,"
-                    " issue_type, agent, is_blocked, open_blockers, created_at, updated_at)"
-                    " VALUES ('a1', 1, 'parse input', 'body', 'open', 1, 'bug', 'claude',"
-                    " false, 0, :now, :now)"
-                ),
-                {"now": now},
-            )
+        previous = upgrades.before(db, REVISION, "parse input", "bug")
         migrate.upgrade(db, REVISION)
+        with db.engine.begin() as conn:  # at this revision, plain SQL
+            assert conn.execute(text("SELECT count(*) FROM issue_branches")).scalar() == 0
+        migrate.upgrade(db)  # the services speak the newest schema
         queue = Queue(db)
         assert issues.get(queue, 1).title == "parse input"
         assert checkouts.of_issue(queue, 1) is None

@@ -3,14 +3,12 @@ the migration that stores them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
 import pytest
-from alembic.script import ScriptDirectory
-from sqlalchemy import text
 
+from tests.db import upgrades
 from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of
 from tests.server.test_claim_faces import cli, cli_json
@@ -52,20 +50,7 @@ def test_a_bad_glob_changes_nothing(queue: Queue, bad: str) -> None:
 def test_touch_revision_upgrades_a_database_with_issues(settings: Settings) -> None:
     db = open_database(settings)
     try:
-        script = ScriptDirectory.from_config(migrate.alembic_config(db))
-        previous = script.get_revision(REVISION).down_revision
-        assert isinstance(previous, str)
-        migrate.upgrade(db, previous)
-        with db.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO issues (id, number, title, description, status, priority,"
-                    " issue_type, agent, is_blocked, open_blockers, created_at, updated_at)"
-                    " VALUES ('a1', 1, 'old', '', 'open', 1, 'task', 'claude', false, 0,"
-                    " :now, :now)"
-                ),
-                {"now": datetime(2026, 1, 1, tzinfo=UTC)},
-            )
+        upgrades.before(db, REVISION, "old")
         migrate.upgrade(db, REVISION)
         migrate.upgrade(db)
     finally:

@@ -4,11 +4,9 @@ triggers on issues survive)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
+from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
 from workq.services import search
@@ -21,21 +19,8 @@ REVISION = "0008_agit"
 def test_upgrade_from_the_previous_revision_with_data_and_back(settings: Settings) -> None:
     db = open_database(settings)
     try:
-        script = ScriptDirectory.from_config(migrate.alembic_config(db))
-        previous = script.get_revision(REVISION).down_revision
-        assert isinstance(previous, str)
-        migrate.upgrade(db, previous)
-        now = datetime(2026, 1, 1, tzinfo=UTC)
-        with db.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO issues (id, number, title, description, status, priority,"
-                    " issue_type, agent, is_blocked, open_blockers, created_at, updated_at)"
-                    " VALUES ('a1', 1, 'parser crash', 'body', 'open', 1, 'bug', 'claude',"
-                    " false, 0, :now, :now)"
-                ),
-                {"now": now},
-            )
+        previous = upgrades.before(db, REVISION, "parser crash", "bug")
+        now = upgrades.MADE_AT
         migrate.upgrade(db, REVISION)
         with db.engine.begin() as conn:
             assert conn.execute(text("SELECT repository FROM issues")).scalar_one() is None
