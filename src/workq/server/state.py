@@ -114,6 +114,7 @@ class ServerState:
             renewer.join(timeout=10)
         if future.done() and future.exception() is None:
             future.result().db.dispose()
+        self.github.close()
 
     def mirror_repo(self) -> str | None:
         """The repository this database mirrors to, if one is configured."""
