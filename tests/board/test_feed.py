@@ -8,13 +8,16 @@ import json
 import subprocess
 import sys
 import threading
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
 from tests.board.conftest import board_server, cli
-from workq.board.feed import ChangeFeed
+from workq.board import feed as feed_module
+from workq.board.feed import ChangeFeed, Signal
 from workq.services import board, issues
 from workq.services.context import Queue
 
@@ -44,25 +47,73 @@ def test_one_poll_serves_every_listener(q: Queue) -> None:
     asyncio.run(scenario())
 
 
-def test_with_the_database_signal_an_idle_feed_does_not_ask(q: Queue) -> None:
+class WatchedSignal:
+    """The database's change signal, passed through, with a record of how the feed waits on
+    it: each wait's timeout, and whether the signal (not the timeout) ended it."""
+
+    def __init__(self, signal: Signal) -> None:
+        self._signal = signal
+        self.timeouts: list[float] = []
+        self.moved: list[bool] = []
+        self.changed = threading.Condition()
+
+    def version(self) -> int:
+        return self._signal.version()
+
+    def watching(self) -> AbstractContextManager[Any]:
+        return self._signal.watching()
+
+    def wait_past(self, seen: int, timeout: float) -> bool:
+        with self.changed:
+            self.timeouts.append(timeout)
+            self.changed.notify_all()
+        moved = self._signal.wait_past(seen, timeout)
+        with self.changed:
+            self.moved.append(moved)
+            self.changed.notify_all()
+        return moved
+
+    def until(self, begun: int, ended: int = 0) -> None:
+        """Until the feed has begun ``begun`` waits on the signal and ``ended`` have ended."""
+        with self.changed:
+            assert self.changed.wait_for(
+                lambda: len(self.timeouts) >= begun and len(self.moved) >= ended, WAIT
+            ), (self.timeouts, self.moved)
+
+
+def test_with_the_database_signal_an_idle_feed_does_not_ask(
+    q: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The look a feed with a signal takes anyway, pushed beyond the test: only a write wakes it.
+    monkeypatch.setattr(feed_module, "SIGNAL_TIMEOUT", WAIT)
+    signal = WatchedSignal(q.db.changes)
+
     async def scenario() -> None:
         feed = ChangeFeed(
             lambda: board.last_change(q),
             lambda after: board.changes(q, after),
-            signal=q.db.changes,
+            signal=signal,
             tick=0.01,  # the timer a feed without a signal would poll on
         )
         listener = feed.listen()
         await asyncio.wait_for(feed.started.wait(), WAIT)
+        await asyncio.to_thread(signal.until, 1)
         asked = feed.queries
-        await asyncio.sleep(0.5)  # fifty ticks with nothing written
-        assert feed.queries == asked
+        # Idle, it sleeps on the signal, not on its tick: no look until something is written.
+        assert (signal.timeouts, signal.moved) == ([WAIT], [])
         await asyncio.to_thread(issues.create, q, title="wakes the feed")
         batch = await asyncio.wait_for(listener.get(), WAIT)
         assert [(c.number, c.kind) for c in batch] == [(1, "created")]
+        await asyncio.to_thread(signal.until, 2, 1)
+        assert signal.moved == [True]  # woken by the write
+        assert feed.queries == asked + 2  # one look: the newest id, then the new event
         await feed.stop()
+        # Its last wait goes on in a thread of its own, which a write ends.
+        await asyncio.to_thread(issues.create, q, title="ends the last wait")
+        await asyncio.to_thread(signal.until, 2, 2)
 
-    asyncio.run(scenario())
+    with q.db.changes.watching():  # the signal follows the database after the feed stopped
+        asyncio.run(scenario())
 
 
 class Listener(threading.Thread):

@@ -12,6 +12,8 @@ from tests.workspaces.gitrepo import log, make_repo
 from workq.errors import (
     AlreadyClaimed,
     BranchExists,
+    Conflict,
+    GitFailed,
     InvalidInput,
     MergeConflict,
     NotFound,
@@ -26,6 +28,9 @@ from workq.schemas import Status
 from workq.services import checkouts, claims, gitflow, issues, notes, repositories
 from workq.services.context import Queue
 from workq.vcs import git
+
+# The merges here are trusted; the one test of the tests gate asks for evidence itself.
+pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
 
 ME = "run-me"
 BODY = "Make it.\n\n- [ ] parses input\n- [x] keeps order\n"
@@ -126,8 +131,11 @@ def test_link_refuses_a_done_or_missing_issue_and_another_holder(queue: Queue, r
     done = issues.create(queue, title="done").number
     claims.claim(queue, done, "other")
     claims.complete(queue, done, ["other"])
-    with pytest.raises(Exception, match="is done"):
+    with pytest.raises(
+        Conflict, match=rf"^Issue #{done} is done: no work to start on it$"
+    ) as refused:
         gitflow.link_issue_to_branch(queue, repo, done, run_id=ME, holders={ME})
+    assert (refused.value.code, refused.value.facts) == ("CONFLICT", {"number": done})
     theirs = issues.create(queue, title="theirs").number
     claims.claim(queue, theirs, "other")
     with pytest.raises(AlreadyClaimed):
@@ -176,9 +184,11 @@ def test_start_gives_the_claim_back_when_git_fails(queue: Queue, repo: Path) -> 
     lock = repo / ".git" / "refs" / "heads" / "feature"
     lock.mkdir(parents=True)
     (lock / f"{number}-locked.lock").write_text("")  # git cannot create the branch ref
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(GitFailed, match="cannot lock ref 'refs/heads/feature/") as caught:
         gitflow.start_work_on_issue(queue, repo, number, run_id=ME)
-    assert caught.value.facts.get("claim_released") is True  # type: ignore[attr-defined]
+    assert caught.value.code == "GIT_FAILED"
+    assert caught.value.facts["command"].startswith("switch ")
+    assert caught.value.facts["claim_released"] is True
     assert issues.get(queue, number).claimed_by is None
 
 
@@ -237,8 +247,10 @@ def test_commits_run_the_repositorys_hooks(queue: Queue, repo: Path) -> None:
     hook.chmod(0o755)
     _write(repo, {"src/app.py": "x = 3\n"})
     head = git.head(repo)
-    with pytest.raises(Exception, match="refused by the hook"):
+    with pytest.raises(GitFailed, match=r"^git commit failed: refused by the hook$") as caught:
         gitflow.commit_tdd_phase(queue, repo, "green", "x", holders={ME})
+    assert caught.value.facts["command"].startswith("commit ")
+    assert caught.value.facts["exit_code"] == 1
     assert git.head(repo) == head
     assert git.staged_paths(repo) == []  # the index is as it was
 

@@ -20,9 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 TIMEOUT = 90
 
+MISSING = not INSPECTOR.exists() or shutil.which("node") is None
+if MISSING and os.environ.get("WORKQ_REQUIRE_INSPECTOR"):  # CI ran npm ci: must be there
+    raise RuntimeError(
+        "the MCP Inspector CLI (node_modules/.bin/mcp-inspector) or node is missing, "
+        "and WORKQ_REQUIRE_INSPECTOR is set: run `npm ci` at the repository root"
+    )
 pytestmark = pytest.mark.skipif(
-    not INSPECTOR.exists() or shutil.which("node") is None,
-    reason="the MCP Inspector CLI is not installed: run `npm ci` at the repository root",
+    MISSING, reason="the MCP Inspector CLI is not installed: run `npm ci` at the repository root"
 )
 
 

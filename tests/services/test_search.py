@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from workq.errors import InvalidInput
@@ -38,12 +40,26 @@ def test_the_index_follows_updates_and_deletes_but_not_claims(queue: Queue) -> N
     assert _numbers(search.search(queue, "beta")) == [2]
 
 
+def _marked(snippet: str) -> list[str]:
+    """The words a snippet marks as matches: [in brackets]."""
+    return re.findall(r"\[([^\[\]]*)\]", snippet)
+
+
 def test_query_syntax_is_taken_literally(queue: Queue) -> None:
-    issues.create(queue, title='A "quoted" OR (odd) title*')
+    title = 'A "quoted" OR (odd) title*'
+    issues.create(queue, title=title)
     assert _numbers(search.search(queue, 'quoted" OR (odd')) == [1]
     assert _numbers(search.search(queue, "NEAR AND")) == []
-    snippet = search.search(queue, "odd").items[0].snippet
-    assert "[odd]" in snippet or "odd" in snippet
+    [hit] = search.search(queue, 'quoted" OR (odd').items
+    assert _marked(hit.snippet) == ["quoted", "OR", "odd"], hit.snippet
+    # Brackets and parentheses in a query are not syntax; a prefix marks its whole word.
+    for query in ("odd", "[odd]", "(odd)", "od"):
+        [hit] = search.search(queue, query).items
+        assert _marked(hit.snippet) == ["odd"], (query, hit.snippet)
+        assert "([odd])" in hit.snippet  # the mark inside the title's own parentheses
+        # Apart from the mark, the title's text as written (PostgreSQL may trim the ends).
+        unmarked = hit.snippet.replace("[odd]", "odd").strip()
+        assert unmarked in title and "OR (odd) title*" in unmarked, (query, hit.snippet)
 
 
 def test_pages_follow_the_cursor(queue: Queue) -> None:

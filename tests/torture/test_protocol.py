@@ -5,9 +5,12 @@ message, stays up, and keeps serving: the same connection, and the other clients
 
 from __future__ import annotations
 
+import fcntl
 import json
 import socket
 import sqlite3
+import sys
+import termios
 import threading
 import time
 from collections import Counter
@@ -171,6 +174,21 @@ def _one_line(server: RawServer, name: str, line: bytes) -> None:
     refused_or_dropped(before)
 
 
+def _read_by_the_server(server: RawServer, timeout: float = 60) -> None:
+    """Until the server has read everything written to its stdin (the pipe is empty)."""
+    assert server.process.stdin is not None
+    pipe = server.process.stdin.fileno()
+    deadline = time.monotonic() + timeout
+    while True:
+        unread = bytearray(4)
+        fcntl.ioctl(pipe, termios.FIONREAD, unread)  # bytes in the pipe, either end (Linux)
+        if int.from_bytes(unread, sys.byteorder) == 0:
+            return
+        assert server.process.poll() is None, "the server died"
+        assert time.monotonic() < deadline, "the server does not read its stdin"
+        time.sleep(0.005)
+
+
 @pytest.mark.anyio
 async def test_out_of_order_on_a_fresh_stdio_server(tmp_path: Path) -> None:
     """Calls before initialize, a request split across writes, an id reused while the first
@@ -184,7 +202,7 @@ async def test_out_of_order_on_a_fresh_stdio_server(tmp_path: Path) -> None:
         server.initialize()
         half = rpc(50, "ping")
         server.send(half[:10])
-        time.sleep(0.3)
+        _read_by_the_server(server)  # the first part read alone, before the rest is written
         server.send(half[10:])
         assert server.until(50)[0]["result"] == {}
         TRIED["stdio: request split across writes"] += 1

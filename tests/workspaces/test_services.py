@@ -15,6 +15,7 @@ from workq.db.tables import repositories as repositories_t
 from workq.db.tables import worktrees as worktrees_t
 from workq.errors import (
     Conflict,
+    GitFailed,
     InvalidInput,
     MergeBusy,
     MergeConflict,
@@ -35,6 +36,9 @@ from workq.services import (
 )
 from workq.services.context import Queue
 from workq.vcs import git
+
+# What is tested here is not the tests gate (tests/gates): merges are trusted.
+pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
 
 
 @pytest.fixture
@@ -356,6 +360,7 @@ def test_crash_before_the_ref_moved_then_rerun_merges(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     _n, path, wid = _spawned(queue, "early crash")
     tip = commit(path, {"e.txt": "e"})
+    main = git.head(repo)
     queue.db.write(
         lambda conn: conn.execute(
             update(worktrees_t)
@@ -363,8 +368,11 @@ def test_crash_before_the_ref_moved_then_rerun_merges(queue: Queue, repo: Path):
             .values(state="merging", merge_commit="0" * 40)
         )
     )
-    with pytest.raises(Exception):  # noqa: B017 - a commit id git has never seen
+    # The recorded merge commit is one git has never seen: git says so, nothing moves.
+    with pytest.raises(GitFailed, match=f"^git merge-base failed: .*{'0' * 40}") as caught:
         merges.merge(queue, "app", wid)
+    assert (caught.value.code, caught.value.facts) == ("GIT_FAILED", {"command": "merge-base"})
+    assert git.head(repo) == main
     queue.db.write(
         lambda conn: conn.execute(
             update(worktrees_t).where(worktrees_t.c.id == wid).values(merge_commit=tip)
