@@ -2,14 +2,20 @@
 
 Set WORKQ_TEST_PG_URL (e.g. postgresql+psycopg://workq:workq@127.0.0.1:5432/workq) to run
 every test that takes ``queue`` against both engines. ``.ci/run`` does.
+
+Each test process migrates one template database per engine, once; a test gets a copy of it
+(the SQLite file copied, ``CREATE DATABASE ... TEMPLATE`` on PostgreSQL), a few milliseconds
+where migrating costs tens. The migrations themselves are tested in tests/db.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,11 +45,19 @@ class FakeClock:
 
 
 @pytest.fixture(autouse=True)
-def _trust_the_tests_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The suite predates the tests gate (services/gates.py): a test that claims
-    testsPassed=true or merges is trusted unless it asks for evidence (WORKQ_TESTS_GATE,
-    Settings(tests_gate=...), serve --tests-gate). Servers started through the SDK's
-    stdio client do not inherit this environment: they pass --tests-gate."""
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts in its own folder: the CLI run in-process, an in-process server and
+    anything else that uses the working directory (plan files, the server's checkout) work
+    there, never in this repository."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def trusted_tests_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests whose subject is not the tests gate (services/gates.py): a claim of
+    testsPassed=true, or a merge, is trusted instead of asking for gate evidence. Reaches
+    what reads the environment (Settings, the in-process CLI, servers started with this
+    environment); servers started through the SDK's stdio client pass --tests-gate."""
     monkeypatch.setenv("WORKQ_TESTS_GATE", "trust")
 
 
@@ -62,14 +76,45 @@ def pg_admin_url() -> str | None:
     return PG_URL
 
 
-def fresh_pg_database(base_url: str) -> str:
-    """A new empty database on the test server; returns its URL."""
+def fresh_pg_database(base_url: str, *, template: str | None = None) -> str:
+    """A new database on the test server, empty or a copy of ``template`` (a database
+    name); returns its URL."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     admin.dispose()
     return base_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head, made once per test process; copy it, never open it."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    open_queue(Settings(db_path=path), migrate=True).db.dispose()
+    return path
+
+
+def migrated_sqlite(template: Path, path: Path) -> Path:
+    """``path``, a copy of the migrated template (a new, empty queue at head)."""
+    shutil.copyfile(template, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str | None]:
+    """The name of a database migrated to head on the test server, made once per test
+    process (None without PostgreSQL); ``fresh_pg_database(..., template=...)`` copies it."""
+    if PG_URL is None:
+        yield None
+        return
+    url = fresh_pg_database(PG_URL)
+    open_queue(Settings(database_url=url), migrate=True).db.dispose()
+    try:
+        yield url.rsplit("/", 1)[1]
+    finally:
+        drop_pg_database(PG_URL, url)
 
 
 def drop_pg_database(base_url: str, url: str) -> None:
@@ -92,17 +137,31 @@ def drop_pg_database(base_url: str, url: str) -> None:
         admin.dispose()
 
 
-@pytest.fixture(params=ENGINES)
-def settings(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Settings]:
-    if request.param == "sqlite":
-        yield Settings(db_path=db_path, lease_seconds=60)
+@contextmanager
+def database(engine: str, path: Path, *, template: Path | str | None) -> Iterator[Settings]:
+    """Settings (lease 60 s) for a new database on ``engine``: a SQLite file at ``path`` or
+    a database on the PostgreSQL test server, a copy of ``template`` or else empty."""
+    if engine == "sqlite":
+        if template is not None:
+            migrated_sqlite(Path(template), path)
+        yield Settings(db_path=path, lease_seconds=60)
         return
     assert PG_URL is not None
-    url = fresh_pg_database(PG_URL)
+    url = fresh_pg_database(PG_URL, template=None if template is None else str(template))
     try:
         yield Settings(database_url=url, lease_seconds=60)
     finally:
         drop_pg_database(PG_URL, url)
+
+
+@pytest.fixture(params=ENGINES)
+def settings(
+    request: pytest.FixtureRequest, db_path: Path, sqlite_template: Path, pg_template: str | None
+) -> Iterator[Settings]:
+    """A queue's settings, lease 60 s, on a new database already at head."""
+    template = sqlite_template if request.param == "sqlite" else pg_template
+    with database(request.param, db_path, template=template) as found:
+        yield found
 
 
 @pytest.fixture
