@@ -1,4 +1,5 @@
-"""A real ``workq board`` process on 127.0.0.1 over a real SQLite file, and the CLI."""
+"""A real ``workq board`` process on 127.0.0.1 over a real SQLite file, and the CLI (run in
+this process)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests.workq_cli import workq
 from workq.config import Settings
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
 START_TIMEOUT = 30.0
-CLI_TIMEOUT = 60.0
 
 
 def free_port() -> int:
@@ -29,14 +30,8 @@ def free_port() -> int:
 
 
 def cli(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        cwd=db.parent,
-        env={**os.environ, "WORKQ_ACTOR": "cli-test"},
-    )
+    """``workq --db DB ARGS`` as the actor cli-test, in this process."""
+    done = workq("--db", db, *args, cwd=db.parent, env={"WORKQ_ACTOR": "cli-test"})
     if check:
         assert done.returncode == 0, done.stderr
     return done

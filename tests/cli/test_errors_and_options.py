@@ -1,5 +1,7 @@
 """What a person at the CLI meets first: one-line errors worded for the CLI, global options
-on either side of the command, and output that reads right. Real CLI processes throughout."""
+on either side of the command, and output that reads right. The CLI runs in this process
+(tests/workq_cli.py), as a real process where the process is the subject: ``workq serve``,
+an interpreter that cannot import psycopg, a traceback, a reader that closes the pipe."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 import typer
 
-from tests.cli.test_cli import data, ok, run
+from tests.workq_cli import data, ok, workq, workq_process
 from workq.cli.main import app, load_commands
 from workq.cli.steps import COMMANDS
 from workq.errors import Step
@@ -45,7 +47,8 @@ BAD_SETTINGS = [
 def test_a_bad_setting_is_one_line_naming_the_variable_and_its_range(
     tmp_path: Path, command: list[str], variable: str, value: str, accepted: str
 ) -> None:
-    line = one_line_error(run(tmp_path, *command, env={variable: value}, stdin=""))
+    run = workq_process if command == ["serve"] else workq  # never `workq serve` in-process
+    line = one_line_error(run(*command, env={variable: value}, stdin=""))
     assert line.startswith(f"error: INVALID_INPUT: {variable}='{value}' is not valid")
     assert accepted in line
     assert not (tmp_path / "autopilot.db").exists()
@@ -54,21 +57,23 @@ def test_a_bad_setting_is_one_line_naming_the_variable_and_its_range(
 def test_the_two_names_of_the_sqlite_file_both_work_and_an_empty_one_is_refused(
     tmp_path: Path,
 ) -> None:
-    ok(tmp_path, "create", "a", env={"WORKQ_DB": "w.db"})
-    ok(tmp_path, "create", "b", env={"ISSUES_DB": "i.db"})
+    ok("create", "a", env={"WORKQ_DB": "w.db"})
+    ok("create", "b", env={"ISSUES_DB": "i.db"})
     assert (tmp_path / "w.db").exists() and (tmp_path / "i.db").exists()
-    assert "ISSUES_DB=''" in one_line_error(run(tmp_path, "list", env={"ISSUES_DB": ""}))
+    assert "ISSUES_DB=''" in one_line_error(workq("list", env={"ISSUES_DB": ""}))
 
 
 def test_postgresql_without_its_driver_names_the_extra_to_install(tmp_path: Path) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
-    # A process where psycopg cannot be imported, as after `pip install workq`.
+    # A process where psycopg cannot be imported, as after `pip install workq`: a real one,
+    # since this process may have imported psycopg already.
     (shim / "psycopg.py").write_text("raise ImportError('psycopg is not installed')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")])}
     url = "postgresql+psycopg://workq:secret@127.0.0.1:9/workq"
     for command in (["list"], ["serve"]):
-        line = one_line_error(run(tmp_path, "--database-url", url, *command, env=env, stdin=""))
+        done = workq_process("--database-url", url, *command, env=env, stdin="")
+        line = one_line_error(done)
         assert "psycopg" in line and "pip install 'workq[postgres]'" in line
 
 
@@ -76,9 +81,9 @@ def test_postgresql_without_its_driver_names_the_extra_to_install(tmp_path: Path
 
 
 def test_an_empty_database_url_is_refused_not_taken_for_sqlite(tmp_path: Path) -> None:
-    flag = one_line_error(run(tmp_path, "--database-url", "", "list"))
+    flag = one_line_error(workq("--database-url", "", "list"))
     assert "--database-url=''" in flag
-    env = one_line_error(run(tmp_path, "list", env={"WORKQ_DATABASE_URL": ""}))
+    env = one_line_error(workq("list", env={"WORKQ_DATABASE_URL": ""}))
     assert "WORKQ_DATABASE_URL=''" in env
     assert not (tmp_path / "autopilot.db").exists()
 
@@ -89,31 +94,32 @@ def test_an_empty_database_url_is_refused_not_taken_for_sqlite(tmp_path: Path) -
 def test_every_global_option_works_after_the_command(tmp_path: Path) -> None:
     db = str(tmp_path / "after.db")
     url = f"sqlite:///{tmp_path / 'url.db'}"
-    ok(tmp_path, "create", "first", "--db", db)
-    ok(tmp_path, "create", "-d", "--db", "title", "--db", db)  # -d's value stays the description
-    assert [i["number"] for i in data(tmp_path, "list", "--db", db)["items"]] == [1, 2]
-    assert data(tmp_path, "show", "2", "--db", db)["description"] == "--db"
-    assert data(tmp_path, "ready", f"--db={db}")[0]["number"] == 1
-    claim = data(tmp_path, "claim-next", "--db", db, "--as", "bob")
+    ok("create", "first", "--db", db)
+    ok("create", "-d", "--db", "title", "--db", db)  # -d's value stays the description
+    assert [i["number"] for i in data("list", "--db", db)["items"]] == [1, 2]
+    assert data("show", "2", "--db", db)["description"] == "--db"
+    assert data("ready", f"--db={db}")[0]["number"] == 1
+    claim = data("claim-next", "--db", db, "--as", "bob")
     assert claim["issue"]["claimed_by"] == "bob"
-    assert data(tmp_path, "history", "1", "--db", db, "--as", "x")[-1]["actor"] == "bob"
-    assert data(tmp_path, "db", "current", "--db", db)["state"] == "current"
-    assert data(tmp_path, "plan", "list", "--db", db) == []
-    ok(tmp_path, "create", "via url", "--database-url", url)
-    assert data(tmp_path, "stats", "--database-url", url)["total"] == 1
+    assert data("history", "1", "--db", db, "--as", "x")[-1]["actor"] == "bob"
+    assert data("db", "current", "--db", db)["state"] == "current"
+    assert data("plan", "list", "--db", db) == []
+    ok("create", "via url", "--database-url", url)
+    assert data("stats", "--database-url", url)["total"] == 1
     # --json before the command means the command's --json
-    assert [i["number"] for i in json.loads(ok(tmp_path, "--json", "ready", "--db", db))] == [2]
-    assert json.loads(ok(tmp_path, "--db", db, "--json", "show", "2"))["number"] == 2
-    refused = run(tmp_path, "--json", "delete", "1", "--db", db)
+    assert [i["number"] for i in json.loads(ok("--json", "ready", "--db", db))] == [2]
+    assert json.loads(ok("--db", db, "--json", "show", "2"))["number"] == 2
+    refused = workq("--json", "delete", "1", "--db", db)
     assert refused.returncode == 2 and "prints no JSON" in refused.stderr
     # -v after the command: the traceback, as before it
-    loud = run(tmp_path, "show", "99", "--db", db, "-v")
+    # a real process: -v lets the error through, and the interpreter prints its traceback
+    loud = workq_process("show", "99", "--db", db, "-v")
     assert loud.returncode != 0 and "Traceback" in loud.stderr
     assert not (tmp_path / "autopilot.db").exists()
 
 
 def test_a_global_option_without_its_value_is_a_usage_error(tmp_path: Path) -> None:
-    done = run(tmp_path, "show", "1", "--db")
+    done = workq("show", "1", "--db")
     assert done.returncode == 2 and "'--db'" in done.stderr and "requires a value" in done.stderr
     assert not list(tmp_path.iterdir())
 
@@ -122,16 +128,16 @@ def test_a_global_option_without_its_value_is_a_usage_error(tmp_path: Path) -> N
 
 
 def test_cli_errors_name_cli_commands_not_tools(tmp_path: Path) -> None:
-    missing = one_line_error(run(tmp_path, "show", "9999"))
+    missing = one_line_error(workq("show", "9999"))
     assert "'workq list'" in missing and "issue_list" not in missing
-    no_plan = one_line_error(run(tmp_path, "plan", "exit", "--run-id", "r"))
+    no_plan = one_line_error(workq("plan", "exit", "--run-id", "r"))
     assert "'workq plan enter SLUG GOAL'" in no_plan and "enter_plan_mode" not in no_plan
-    ok(tmp_path, "create", "held")
-    ok(tmp_path, "claim", "1", "--run-id", "agent-1")
-    refused = one_line_error(run(tmp_path, "complete", "1", "--as", "carol"))
+    ok("create", "held")
+    ok("claim", "1", "--run-id", "agent-1")
+    refused = one_line_error(workq("complete", "1", "--as", "carol"))
     assert "held by agent-1, not by you (carol)" in refused
     assert "'workq complete 1 --force'" in refused
-    taken = one_line_error(run(tmp_path, "claim", "1", "--run-id", "agent-2"))
+    taken = one_line_error(workq("claim", "1", "--run-id", "agent-2"))
     assert "'workq ready'" in taken and "issue_ready" not in taken
 
 
@@ -156,57 +162,55 @@ def test_every_step_a_hint_can_name_has_a_cli_command_that_exists() -> None:
 def test_a_read_against_an_unreachable_server_does_not_speak_of_writes(tmp_path: Path) -> None:
     pytest.importorskip("psycopg")
     url = "postgresql+psycopg://workq:secret@127.0.0.1:9/workq"  # the discard port: closed
-    line = one_line_error(
-        run(tmp_path, "--database-url", url, "list", env={"WORKQ_CONNECT_TIMEOUT": "2"})
-    )
+    line = one_line_error(workq("--database-url", url, "list", env={"WORKQ_CONNECT_TIMEOUT": "2"}))
     assert "CONNECTION_LOST" in line
     assert "may or may not" not in line and "write" not in line
 
 
 def test_backup_into_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "x")
-    line = one_line_error(run(tmp_path, "backup", str(tmp_path / "nope" / "x.db")))
+    ok("create", "x")
+    line = one_line_error(workq("backup", str(tmp_path / "nope" / "x.db")))
     assert f"the backup's folder {tmp_path / 'nope'} does not exist" in line
 
 
 def test_a_failed_import_leaves_no_new_database_behind(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_text("not an export\n")
-    one_line_error(run(tmp_path, "--db", "fresh.db", "import", "bad.txt"))
-    one_line_error(run(tmp_path, "--db", "fresh.db", "import", "missing.txt"))
+    one_line_error(workq("--db", "fresh.db", "import", "bad.txt"))
+    one_line_error(workq("--db", "fresh.db", "import", "missing.txt"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
     # an existing database stays, whatever the import did
-    ok(tmp_path, "--db", "kept.db", "create", "mine")
-    one_line_error(run(tmp_path, "--db", "kept.db", "import", "bad.txt"))
-    assert data(tmp_path, "--db", "kept.db", "show", "1")["title"] == "mine"
+    ok("--db", "kept.db", "create", "mine")
+    one_line_error(workq("--db", "kept.db", "import", "bad.txt"))
+    assert data("--db", "kept.db", "show", "1")["title"] == "mine"
 
 
 # --- item 11: output ----------------------------------------------------------------------------
 
 
 def test_import_counts_read_as_words(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "a")
-    ok(tmp_path, "export", "out.jsonl")
-    said = ok(tmp_path, "--db", "new.db", "import", "out.jsonl")
+    ok("create", "a")
+    ok("export", "out.jsonl")
+    said = ok("--db", "new.db", "import", "out.jsonl")
     assert said.strip() == "Imported counters: 1, events: 1, issues: 1"
 
 
 def test_help_shows_arguments_in_capitals_and_flags_without_a_type(tmp_path: Path) -> None:
-    shown = ok(tmp_path, "complete", "--help", env={"COLUMNS": "120", "NO_COLOR": "1"})
+    shown = ok("complete", "--help", env={"COLUMNS": "120", "NO_COLOR": "1"})
     assert "workq complete [OPTIONS] NUMBER" in shown
     assert "{number}" not in shown and "<bool>" not in shown
-    assert "<bool>" not in ok(tmp_path, "--help", env={"COLUMNS": "120"})
+    assert "<bool>" not in ok("--help", env={"COLUMNS": "120"})
 
 
 def test_export_dash_writes_stdout_not_a_file(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "a")
-    lines = ok(tmp_path, "export", "-").splitlines()
+    ok("create", "a")
+    lines = ok("export", "-").splitlines()
     assert json.loads(lines[0])["type"] and len(lines) == 4
     assert not (tmp_path / "-").exists()
 
 
 @pytest.mark.parametrize("command", [["export"], ["show", "1"], ["show", "1", "--json"]])
 def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path, command: list[str]) -> None:
-    ok(tmp_path, "create", "long", "-d", "\n".join(["x" * 100] * 600))  # > a pipe's buffer
+    ok("create", "long", "-d", "\n".join(["x" * 100] * 600))  # > a pipe's buffer
     reader = subprocess.Popen(
         [sys.executable, "-m", "workq.cli.main", *command],
         cwd=tmp_path,
@@ -225,27 +229,27 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path, command: lis
 def test_update_without_fields_is_refused_and_lists_say_what_an_issue_waits_on(
     tmp_path: Path,
 ) -> None:
-    ok(tmp_path, "create", "first")
-    ok(tmp_path, "create", "second")
-    refused = one_line_error(run(tmp_path, "update", "1"))
+    ok("create", "first")
+    ok("create", "second")
+    refused = one_line_error(workq("update", "1"))
     assert "nothing to change" in refused
-    assert [e["kind"] for e in data(tmp_path, "history", "1")] == ["created"]
-    ok(tmp_path, "depend", "2", "--on", "1")
-    item = data(tmp_path, "list")["items"][1]
+    assert [e["kind"] for e in data("history", "1")] == ["created"]
+    ok("depend", "2", "--on", "1")
+    item = data("list")["items"][1]
     assert item["waiting_on"] == [1] and item["blocked_reason"] is None
-    assert "#1" in ok(tmp_path, "list", env={"COLUMNS": "200"}).splitlines()[-1]
+    assert "#1" in ok("list", env={"COLUMNS": "200"}).splitlines()[-1]
 
 
 # --- item 12: plan exit through the CLI -----------------------------------------------------
 
 
 def test_plan_exit_refuses_only_a_template_and_warns_of_empty_sections(tmp_path: Path) -> None:
-    ok(tmp_path, "plan", "enter", "p", "A goal", "--run-id", "r")
+    ok("plan", "enter", "p", "A goal", "--run-id", "r")
     plan = tmp_path / "plans" / "p.md"
-    refused = one_line_error(run(tmp_path, "plan", "exit", "--run-id", "r"))
+    refused = one_line_error(workq("plan", "exit", "--run-id", "r"))
     assert "PLAN_EMPTY" in refused and "nothing beyond its template" in refused
     assert "'workq plan exit'" in refused and "exit_plan_mode" not in refused
     plan.write_text(plan.read_text() + "\n## Notes\nThe parser lives in src/parse.py.\n")
-    said = ok(tmp_path, "plan", "exit", "--run-id", "r")
+    said = ok("plan", "exit", "--run-id", "r")
     assert "Exited plan mode" in said
     assert "Warning: left empty: Findings, Approach, Risks, Tasks" in said

@@ -1,4 +1,4 @@
-"""Queue rules an adversarial review broke, through real ``workq`` processes: claims that
+"""Queue rules an adversarial review broke, through the ``workq`` CLI: claims that
 come to wait on an unfinished issue, self-renewals, blocking another's claim, and what text
 may be stored (its characters, its unit, its normal form)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import data, ok, run
+from tests.workq_cli import data, ok, workq
 from workq.schemas import DESCRIPTION_MAX, TITLE_MAX
 
 
@@ -19,8 +19,8 @@ def dump(cwd: Path) -> list[str]:
         return list(conn.iterdump())
 
 
-def events(cwd: Path, number: int) -> list[dict[str, object]]:
-    found: list[dict[str, object]] = data(cwd, "history", str(number))
+def events(number: int) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = data("history", str(number))
     return found
 
 
@@ -28,14 +28,14 @@ def events(cwd: Path, number: int) -> list[dict[str, object]]:
 
 
 def test_a_dependency_added_to_a_claimed_issue_stops_its_completion(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "blocker")
-    ok(tmp_path, "create", "dependent")
-    ok(tmp_path, "claim", "2", "--run-id", "r1")
-    said = ok(tmp_path, "depend", "2", "--on", "1")
+    ok("create", "blocker")
+    ok("create", "dependent")
+    ok("claim", "2", "--run-id", "r1")
+    said = ok("depend", "2", "--on", "1")
     assert "r1 keeps its claim on #2 but cannot complete it" in said
 
     before = dump(tmp_path)
-    refused = run(tmp_path, "complete", "2", "--run-id", "r1")
+    refused = workq("complete", "2", "--run-id", "r1")
     assert refused.returncode == 1
     assert refused.stderr.startswith(
         "error: OPEN_BLOCKERS: Issue #2 waits on #1, which is not done; finish those first"
@@ -44,52 +44,52 @@ def test_a_dependency_added_to_a_claimed_issue_stops_its_completion(tmp_path: Pa
     assert dump(tmp_path) == before
 
     # The claim stays the holder's: its re-claim is a renewal that says what changed.
-    again = run(tmp_path, "claim", "2", "--run-id", "r1")
+    again = workq("claim", "2", "--run-id", "r1")
     assert again.returncode == 0, again.stderr
     assert "Issue #2 now waits on #1, not done yet" in again.stdout
-    renewal = data(tmp_path, "claim", "2", "--run-id", "r1")
+    renewal = data("claim", "2", "--run-id", "r1")
     assert renewal["already_held"] is True and renewal["waits_on"] == [1]
-    beat = ok(tmp_path, "heartbeat", "2", "--run-id", "r1")
+    beat = ok("heartbeat", "2", "--run-id", "r1")
     assert "Issue #2 now waits on #1" in beat
 
-    ok(tmp_path, "claim", "1", "--run-id", "r2")
-    ok(tmp_path, "complete", "1", "--run-id", "r2")
-    done = data(tmp_path, "complete", "2", "--run-id", "r1")
+    ok("claim", "1", "--run-id", "r2")
+    ok("complete", "1", "--run-id", "r2")
+    done = data("complete", "2", "--run-id", "r1")
     assert done["already_done"] is False
-    assert data(tmp_path, "show", "2")["status"] == "done"
+    assert data("show", "2")["status"] == "done"
 
 
 def test_a_reopened_blocker_holds_back_its_claimed_dependent(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "blocker")
-    ok(tmp_path, "create", "dependent")
-    ok(tmp_path, "depend", "2", "--on", "1")
-    ok(tmp_path, "claim", "1", "--run-id", "r1")
-    ok(tmp_path, "complete", "1", "--run-id", "r1")
-    ok(tmp_path, "claim", "2", "--run-id", "r2")
-    ok(tmp_path, "reopen", "1")
+    ok("create", "blocker")
+    ok("create", "dependent")
+    ok("depend", "2", "--on", "1")
+    ok("claim", "1", "--run-id", "r1")
+    ok("complete", "1", "--run-id", "r1")
+    ok("claim", "2", "--run-id", "r2")
+    ok("reopen", "1")
 
-    refused = run(tmp_path, "complete", "2", "--run-id", "r2")
+    refused = workq("complete", "2", "--run-id", "r2")
     assert refused.returncode == 1
     assert "OPEN_BLOCKERS: Issue #2 waits on #1" in refused.stderr
-    assert data(tmp_path, "claim", "2", "--run-id", "r2")["waits_on"] == [1]
+    assert data("claim", "2", "--run-id", "r2")["waits_on"] == [1]
 
     # An admin may still force it; the history says so, with what it waited on.
-    ok(tmp_path, "complete", "2", "--force")
-    completed = [e for e in events(tmp_path, 2) if e["kind"] == "completed"]
+    ok("complete", "2", "--force")
+    completed = [e for e in events(2) if e["kind"] == "completed"]
     assert completed[-1]["after"] == {"status": "done", "forced": True, "waits_on": [1]}
 
 
 def test_claim_next_of_its_own_expired_claim_is_a_renewal(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "only")
-    first = data(tmp_path, "claim", "1", "--run-id", "r1")
+    ok("create", "only")
+    first = data("claim", "1", "--run-id", "r1")
     with closing(sqlite3.connect(tmp_path / "autopilot.db")) as conn, conn:
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00.000000'")
 
-    again = data(tmp_path, "claim-next", "--run-id", "r1")["issue"]
+    again = data("claim-next", "--run-id", "r1")["issue"]
     assert again["number"] == 1
     assert again["already_held"] is True and again["previous_holder"] is None
     assert again["claimed_at"] == first["claimed_at"]
-    kinds = [e["kind"] for e in events(tmp_path, 1)]
+    kinds = [e["kind"] for e in events(1)]
     assert "claim_takeover" not in kinds and kinds.count("claimed") == 1
 
 
@@ -97,31 +97,31 @@ def test_claim_next_of_its_own_expired_claim_is_a_renewal(tmp_path: Path) -> Non
 
 
 def test_blocking_another_runs_live_claim_needs_force(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "held")
-    ok(tmp_path, "claim", "1", "--run-id", "r1")
+    ok("create", "held")
+    ok("claim", "1", "--run-id", "r1")
     before = dump(tmp_path)
-    refused = run(tmp_path, "--as", "r2", "block", "1", "not yours")
+    refused = workq("--as", "r2", "block", "1", "not yours")
     assert refused.returncode == 1
     assert refused.stderr.startswith("error: NOT_HOLDER: Issue #1 is held by r1"), refused.stderr
     assert "--force" in refused.stderr
     assert dump(tmp_path) == before
 
-    ok(tmp_path, "--as", "r2", "block", "1", "stuck", "--force")
-    issue = data(tmp_path, "show", "1")
+    ok("--as", "r2", "block", "1", "stuck", "--force")
+    issue = data("show", "1")
     assert issue["is_blocked"] and issue["claimed_by"] is None
-    blocked = [e for e in events(tmp_path, 1) if e["kind"] == "blocked"][-1]
+    blocked = [e for e in events(1) if e["kind"] == "blocked"][-1]
     assert blocked["actor"] == "r2"
     assert blocked["after"] == {"blocked_reason": "stuck", "forced": True}
 
 
 def test_the_holder_and_anyone_on_an_unclaimed_issue_block_without_force(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "held")
-    ok(tmp_path, "create", "free")
-    ok(tmp_path, "claim", "1", "--run-id", "r1")
-    ok(tmp_path, "--as", "r1", "block", "1", "my own")
-    ok(tmp_path, "--as", "r2", "block", "2", "nobody's")
+    ok("create", "held")
+    ok("create", "free")
+    ok("claim", "1", "--run-id", "r1")
+    ok("--as", "r1", "block", "1", "my own")
+    ok("--as", "r2", "block", "2", "nobody's")
     for number in (1, 2):
-        last = [e for e in events(tmp_path, number) if e["kind"] == "blocked"][-1]
+        last = [e for e in events(number) if e["kind"] == "blocked"][-1]
         after = last["after"]
         assert after is None or "forced" not in after  # type: ignore[operator]
 
@@ -139,7 +139,7 @@ C1_AND_SEPARATORS = {
 
 @pytest.mark.parametrize("value", C1_AND_SEPARATORS.values(), ids=C1_AND_SEPARATORS.keys())
 def test_c1_controls_and_separators_stay_out_of_one_line_text(tmp_path: Path, value: str) -> None:
-    ok(tmp_path, "create", "first")
+    ok("create", "first")
     before = dump(tmp_path)
     for args in (
         ("create", value),
@@ -148,39 +148,39 @@ def test_c1_controls_and_separators_stay_out_of_one_line_text(tmp_path: Path, va
         ("claim", "1", "--run-id", value),
         ("create", "t", "--agent", value),
     ):
-        done = run(tmp_path, *args)
+        done = workq(*args)
         assert done.returncode == 1, (args, done.stdout)
         assert done.stderr.startswith("error: INVALID_INPUT: "), done.stderr
     assert dump(tmp_path) == before
 
 
 def test_a_name_with_a_trailing_newline_is_refused(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "first")
+    ok("create", "first")
     before = dump(tmp_path)
     for args in (("create", "t", "-l", "bug\n"), ("claim", "1", "--run-id", "r1\n")):
-        done = run(tmp_path, *args)
+        done = workq(*args)
         assert done.returncode == 1 and "INVALID_INPUT" in done.stderr, done.stderr
     assert dump(tmp_path) == before
 
 
 def test_multi_line_text_refuses_c1_and_keeps_line_separators(tmp_path: Path) -> None:
-    ok(tmp_path, "create", "first")
+    ok("create", "first")
     for c1 in ("\x9b2J", "a\x85b"):
         for args in (("create", "t", "-d", c1), ("comment", "1", c1), ("block", "1", c1)):
-            done = run(tmp_path, *args)
+            done = workq(*args)
             assert done.returncode == 1 and "INVALID_INPUT" in done.stderr, (args, done.stderr)
     text = "line one\u2028line two\u2029para\ttab\r\nend"
-    ok(tmp_path, "create", "kept", "-d", text)
-    assert data(tmp_path, "show", "2")["description"] == text
+    ok("create", "kept", "-d", text)
+    assert data("show", "2")["description"] == text
 
 
 def test_a_title_is_measured_once_trimmed(tmp_path: Path) -> None:
     padded = " " + "x" * TITLE_MAX + " "
-    made = data(tmp_path, "create", padded)
+    made = data("create", padded)
     assert made["title"] == "x" * TITLE_MAX
-    data(tmp_path, "update", "1", "--title", "\u3000" + "y" * TITLE_MAX + "\u00a0")
-    assert data(tmp_path, "show", "1")["title"] == "y" * TITLE_MAX
-    refused = run(tmp_path, "create", " " + "x" * (TITLE_MAX + 1) + " ")
+    data("update", "1", "--title", "\u3000" + "y" * TITLE_MAX + "\u00a0")
+    assert data("show", "1")["title"] == "y" * TITLE_MAX
+    refused = workq("create", " " + "x" * (TITLE_MAX + 1) + " ")
     assert refused.returncode == 1
     assert f"title is {TITLE_MAX + 1} characters long; the limit is {TITLE_MAX}" in refused.stderr
 
@@ -190,12 +190,12 @@ def test_descriptions_and_comments_are_limited_in_characters_not_bytes(tmp_path:
     # within the limit, which counts characters (an argument may hold 128 KiB at most).
     at_limit = ("é" + "a") * (DESCRIPTION_MAX // 2)
     assert len(at_limit) == DESCRIPTION_MAX and len(at_limit.encode()) > 64 * 1024
-    made = data(tmp_path, "create", "t", "-d", at_limit)
+    made = data("create", "t", "-d", at_limit)
     assert len(made["description"]) == DESCRIPTION_MAX
-    ok(tmp_path, "comment", "1", at_limit)
+    ok("comment", "1", at_limit)
     before = dump(tmp_path)
     for args in (("create", "t", "-d", at_limit + "a"), ("comment", "1", at_limit + "a")):
-        done = run(tmp_path, *args)
+        done = workq(*args)
         assert done.returncode == 1
         assert f"is {DESCRIPTION_MAX + 1} characters long; the limit is {DESCRIPTION_MAX}" in (
             done.stderr

@@ -1,5 +1,6 @@
-"""`workq import`, `export` and `db copy` as real processes: all or nothing, and progress shown
-on a terminal only."""
+"""`workq import`, `export` and `db copy`: all or nothing, and progress shown on a terminal
+only. Progress is tested in real processes (stderr a pseudo-terminal, or a pipe); the rest
+runs in this process."""
 
 from __future__ import annotations
 
@@ -7,54 +8,34 @@ import json
 import os
 import pty
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.services.test_transfer import ISSUES, export_of
-
-COMMAND = [sys.executable, "-m", "workq.cli.main"]
-
-
-def run(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        input=stdin,
-        env={**os.environ, "WORKQ_ACTOR": "tester"},
-    )
-
-
-def ok(cwd: Path, *args: str) -> str:
-    done = run(cwd, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from tests.workq_cli import WORKQ, ok, workq, workq_process
 
 
 def test_a_bad_line_near_the_end_leaves_the_database_as_it_was(tmp_path: Path) -> None:
-    ok(tmp_path, "init")
-    before = ok(tmp_path, "export")
+    ok("init")
+    before = ok("export")
     lines = export_of(ISSUES)
     row = json.loads(lines[-2])
     row[{"labels": "name", "comments": "body"}[row["type"]]] = "bad\x00text"
     lines[-2] = json.dumps(row)
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
-    refused = run(tmp_path, "import", "bad.jsonl")
+    refused = workq("import", "bad.jsonl")
     assert refused.returncode == 1
     assert f"line {len(lines) - 1}:" in refused.stderr
-    assert ok(tmp_path, "export") == before
+    assert ok("export") == before
 
 
 def test_a_large_import_from_stdin_round_trips(tmp_path: Path) -> None:
     text = "\n".join(export_of(ISSUES)) + "\n"
-    done = run(tmp_path, "import", "-", stdin=text)
+    done = workq("import", "-", stdin=text)
     assert done.returncode == 0, done.stderr
     assert f"issues: {ISSUES}" in done.stdout
-    assert done.stderr == ""  # no progress into a pipe
-    assert ok(tmp_path, "export") == text
-    ok(tmp_path, "export", "again.jsonl")
+    assert done.stderr == ""  # no progress where stderr is not a terminal
+    assert ok("export") == text
+    ok("export", "again.jsonl")
     assert (tmp_path / "again.jsonl").read_text() == text
 
 
@@ -62,7 +43,7 @@ def test_bytes_that_are_not_utf8_are_refused_with_their_line(tmp_path: Path) -> 
     lines = [line.encode() for line in export_of(2)]
     lines[-1] = lines[-1].replace(b"bulk", b"bu\xfflk")
     (tmp_path / "bad.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    refused = run(tmp_path, "import", "bad.jsonl")
+    refused = workq("import", "bad.jsonl")
     assert refused.returncode == 1
     assert f"line {len(lines)} is not UTF-8" in refused.stderr
 
@@ -74,7 +55,7 @@ def _on_a_terminal(cwd: Path, *args: str) -> tuple[int, str]:
     env.pop("NO_COLOR", None)
     controller, terminal = pty.openpty()
     child = subprocess.Popen(
-        [*COMMAND, *args],
+        [WORKQ, *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -107,8 +88,8 @@ def test_progress_is_shown_on_a_terminal_and_not_into_a_pipe(tmp_path: Path) -> 
     assert status == 0, shown
     assert "Copying rows" in shown
 
-    piped = run(tmp_path, "export", "third.jsonl")
+    piped = workq_process("export", "third.jsonl")
     assert piped.returncode == 0 and piped.stderr.startswith("Wrote ")
     assert "Exporting" not in piped.stderr and "\x1b" not in piped.stderr
-    copied = run(tmp_path, "db", "copy", "--from", "autopilot.db", "--to", "c.db")
+    copied = workq_process("db", "copy", "--from", "autopilot.db", "--to", "c.db")
     assert copied.returncode == 0 and copied.stderr == ""

@@ -1,17 +1,16 @@
-"""A docs tree in a real git repository, the ``workq`` CLI as a subprocess, and servers
+"""A docs tree in a real git repository, the ``workq`` CLI (run in this process), and servers
 whose caches stay in the test's folder."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import workq_cli
 from tests.workspaces.gitrepo import make_repo
 from workq.vcs import git
 
@@ -98,15 +97,8 @@ def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
 def workq(
     db: Path, *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-    )
+    """``workq --db DB ARGS`` in ``cwd``, in this process."""
+    return workq_cli.workq("--db", db, *args, cwd=cwd, env=env)
 
 
 def workq_json(db: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:

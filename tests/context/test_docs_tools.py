@@ -1,7 +1,11 @@
-"""search_documentation through a real ``workq serve`` over stdio, and ``workq docs search``."""
+"""search_documentation through ``workq serve --toolsets default,context`` working in a
+docs repository (a real process over stdio, and the same server built in this process), and
+``workq docs search``."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, chdir
 from pathlib import Path
 from typing import Any, get_args
 
@@ -10,6 +14,8 @@ from mcp import Client
 
 from tests.context.conftest import environment, status, workq, workq_json
 from tests.server.conftest import call_error, call_ok, stdio_server, text
+from workq.config import Settings
+from workq.server.app import build_server
 from workq.server.tools_context import Scope
 from workq.services.docs_index import SCOPES
 
@@ -17,9 +23,23 @@ pytestmark = pytest.mark.anyio
 
 
 def _served(tmp_path: Path, cwd: Path) -> Any:
+    """A real ``workq serve`` process working in ``cwd``."""
     return stdio_server(
         tmp_path / "q.db", "--toolsets", "default,context", cwd=cwd, env=environment(tmp_path)
     )
+
+
+@asynccontextmanager
+async def _served_here(tmp_path: Path, cwd: Path) -> AsyncIterator[Client]:
+    """The server ``_served`` starts, built in this process from the same environment and
+    run while this process works in ``cwd`` (the checkout whose docs it searches)."""
+    with chdir(cwd):
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in environment(tmp_path).items():
+                patch.setenv(name, value)
+            settings = Settings(db_path=tmp_path / "q.db", toolsets="default,context")
+        async with Client(build_server(settings)) as client:
+            yield client
 
 
 async def _search(client: Client, query: str, scope: str | None = None) -> list[dict[str, Any]]:
@@ -68,7 +88,7 @@ async def test_ranked_hits_with_title_snippet_line_and_relative_score(
 async def test_scopes_are_docs_subfolders_and_an_unknown_scope_is_refused(
     docs_repo: Path, tmp_path: Path
 ) -> None:
-    async with _served(tmp_path, docs_repo) as client:
+    async with _served_here(tmp_path, docs_repo) as client:
         everywhere = await _search(client, "validation")
         standards = await _search(client, "validation", "coding_standards")
         architecture = await _search(client, "validation", "architecture")
@@ -101,7 +121,7 @@ WORDLESS = ["", "*", "  ", '"', "(", "\"'()*:^-", "a\nb"]
 async def test_fts_syntax_in_a_query_is_just_text_and_a_query_without_words_is_refused(
     docs_repo: Path, tmp_path: Path
 ) -> None:
-    async with _served(tmp_path, docs_repo) as client:
+    async with _served_here(tmp_path, docs_repo) as client:
         answered = [await client.call_tool("search_documentation", {"query": q}) for q in HOSTILE]
         refused = [await client.call_tool("search_documentation", {"query": q}) for q in WORDLESS]
         still = await _search(client, "supervisor")
@@ -115,7 +135,7 @@ async def test_edits_and_deletions_show_in_the_next_search_and_the_tree_stays_cl
     docs_repo: Path, tmp_path: Path
 ) -> None:
     before = status(docs_repo)
-    async with _served(tmp_path, docs_repo) as client:
+    async with _served_here(tmp_path, docs_repo) as client:
         assert await _search(client, "kangaroo") == []
         (docs_repo / "docs/development/testing.md").write_text("# Testing\n\nA kangaroo.\n")
         found = await _search(client, "kangaroo")

@@ -1,8 +1,11 @@
-"""get_work_context through a real ``workq serve`` over stdio, ``workq context``, and the
+"""get_work_context through ``workq serve`` (a real process over stdio working in a git
+repository, and the same server built in this process), ``workq context``, and the
 service's own edges (a closure older than 7 days)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, chdir
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +16,41 @@ from tests.conftest import FakeClock
 from tests.context.conftest import environment, workq, workq_json
 from tests.server.conftest import call_ok, stdio_server, text
 from tests.workspaces.gitrepo import make_repo
+from workq.config import Settings
+from workq.server.app import build_server
 from workq.services import claims, issues, work_context
 from workq.services.context import Queue
 from workq.vcs import git
 
 RUN = "run-ctx"
+TOOLSETS = "default,context,deps"
 
 
-def _served(tmp_path: Path, cwd: Path, toolsets: str = "default,context,deps") -> Any:
-    env = environment(tmp_path, WORKQ_PLANS_DIR=str(tmp_path / "plans"))
+def _environment(tmp_path: Path) -> dict[str, str]:
+    return environment(tmp_path, WORKQ_PLANS_DIR=str(tmp_path / "plans"))
+
+
+def _served(tmp_path: Path, cwd: Path, toolsets: str = TOOLSETS) -> Any:
+    """A real ``workq serve`` process working in ``cwd``."""
+    env = _environment(tmp_path)
     return stdio_server(
         tmp_path / "q.db", "--toolsets", toolsets, "--run-id", RUN, cwd=cwd, env=env
     )
+
+
+@asynccontextmanager
+async def _served_here(
+    tmp_path: Path, cwd: Path, toolsets: str = TOOLSETS
+) -> AsyncIterator[Client]:
+    """The server ``_served`` starts, built in this process from the same environment and
+    run while this process works in ``cwd`` (its checkout)."""
+    with chdir(cwd):
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in _environment(tmp_path).items():
+                patch.setenv(name, value)
+            settings = Settings(db_path=tmp_path / "q.db", toolsets=toolsets, run_id=RUN)
+        async with Client(build_server(settings)) as client:
+            yield client
 
 
 async def _context(client: Client, **args: Any) -> dict[str, Any]:
@@ -102,7 +128,7 @@ async def test_next_up_in_claim_order_blockers_with_reasons_plan_and_recent_clos
 ) -> None:
     folder = tmp_path / "work"
     folder.mkdir()
-    async with _served(tmp_path, folder) as client:
+    async with _served_here(tmp_path, folder) as client:
         done = await _create(client, "Shipped already", priority="urgent")
         await _create(client, "Low chore", priority="low")
         labelled = await _create(client, "Tagged", priority="high", labels=["ui", "api"])

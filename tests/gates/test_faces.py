@@ -1,21 +1,26 @@
-"""Quality gates through a real ``workq serve --toolsets default,workflow,quality`` (stdio,
-the SDK's client) and the real ``workq gates`` commands, on a real repository: the gates
-fail then pass, the tests gate follows them, and bad paths are refused."""
+"""Quality gates through ``workq serve --toolsets default,workflow,quality`` (a real process
+over stdio with the SDK's client, and the same server built in this process) and the
+``workq gates`` commands (run in this process), on a real repository: the gates fail then
+pass, the tests gate follows them, and bad paths are refused."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, chdir
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
+from tests import workq_cli
 from tests.gates.gaterepo import commit, gated_repo
 from tests.server.conftest import call_error, call_ok, error_of, stdio_server, text
+from workq.config import Settings
+from workq.server.app import build_server
 
 LIMIT = 120
 
@@ -23,15 +28,9 @@ LIMIT = 120
 def workq(
     cwd: Path, db: Path, *args: str, gate: str = "evidence"
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "WORKQ_TESTS_GATE": gate, "WORKQ_RUN_ID": "dev"},
-    )
+    """``workq --db DB ARGS`` in ``cwd`` as the run dev, in this process."""
+    env = {"WORKQ_TESTS_GATE": gate, "WORKQ_RUN_ID": "dev"}
+    return workq_cli.workq("--db", db, *args, cwd=cwd, env=env)
 
 
 def _data(result: Any) -> dict[str, Any]:
@@ -40,13 +39,31 @@ def _data(result: Any) -> dict[str, Any]:
     return data
 
 
+@asynccontextmanager
+async def gates_server(db: Path, repo: Path, backend: str) -> AsyncIterator[Client]:
+    """``workq serve --toolsets default,workflow,quality --tests-gate evidence`` working in
+    ``repo``: on asyncio the real process over stdio (its flags, its checkout); on trio the
+    same server built and run in this process (a server process runs asyncio whatever its
+    client does, so this runs the server's tools under trio)."""
+    if backend == "asyncio":
+        args = ("--toolsets", "default,workflow,quality", "--tests-gate", "evidence")
+        async with stdio_server(db, *args, cwd=repo) as client:
+            yield client
+        return
+    with chdir(repo):
+        settings = Settings(db_path=db, toolsets="default,workflow,quality", tests_gate="evidence")
+        async with Client(build_server(settings)) as client:
+            yield client
+
+
 @pytest.mark.anyio
-async def test_run_quality_gates_and_the_tests_gate_through_the_server(tmp_path: Path) -> None:
+async def test_run_quality_gates_and_the_tests_gate_through_the_server(
+    tmp_path: Path, anyio_backend_name: str
+) -> None:
     repo = gated_repo(tmp_path / "app", app="x = 1  # BAD\n")
     db = tmp_path / "q.db"
-    args = ("--toolsets", "default,workflow,quality", "--tests-gate", "evidence")
     with anyio.fail_after(LIMIT):
-        async with stdio_server(db, *args, cwd=repo) as client:
+        async with gates_server(db, repo, anyio_backend_name) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             hints = tools["run_quality_gates"].annotations
             assert hints is not None and hints.idempotent_hint is True

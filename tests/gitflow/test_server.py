@@ -1,6 +1,8 @@
-"""Seed 004's git steps through a real ``workq serve`` process over stdio, run inside a
-real git repository: the whole coding loop, the refusals an agent meets on the way, and
-the start check of git itself."""
+"""Seed 004's git steps through servers working inside a real git repository: the whole
+coding loop through a real ``workq serve`` process over stdio, the refusals an agent meets
+on the way through a server built in this process (while this process works in the
+repository), the toolset's opt-in, and the start check of git itself (a real ``workq
+serve`` that must refuse to start)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from tests.gates.gaterepo import gated_repo
-from tests.server.conftest import call_error, call_ok, error_of, serve_argv, stdio_server, text
+from tests.server.conftest import (
+    call_error,
+    call_ok,
+    error_of,
+    make_server,
+    serve_argv,
+    stdio_server,
+    text,
+)
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.schemas import Status
+from workq.server.app import build_server
 from workq.services import issues, notes
 from workq.services.runtime import open_queue
 from workq.vcs import git
@@ -55,10 +67,10 @@ def _data(result: Any) -> dict[str, Any]:
 
 
 async def test_the_git_toolset_is_opt_in(tmp_path: Path) -> None:
-    async with stdio_server(tmp_path / "q.db") as client:
+    async with Client(build_server(Settings(db_path=tmp_path / "q.db"))) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert not names & set(GIT_TOOLS)
-    async with stdio_server(tmp_path / "q.db", "--toolsets", "git") as client:
+    async with Client(make_server(tmp_path / "q.db", "git")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert sorted(tools) == GIT_TOOLS
     hints = {n: t.annotations for n, t in tools.items()}
@@ -155,11 +167,14 @@ async def test_the_coding_loop_end_to_end(tmp_path: Path) -> None:
     assert "gates_run" in kinds
 
 
-async def test_refusals_carry_the_seed_codes(tmp_path: Path) -> None:
+async def test_refusals_carry_the_seed_codes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "app")
     db = tmp_path / "q.db"
     number = _issue(db, "Refusals")
-    async with stdio_server(db, "--toolsets", "git", "--run-id", "run-a", cwd=repo) as c:
+    monkeypatch.chdir(repo)  # the server's checkout
+    async with Client(make_server(db, "git", run_id="run-a")) as c:
         (repo / "README.md").write_text("dirty\n")
         dirty = await call_error(c, "create_feature_branch", branch_type="feature", name="x")
         assert error_of(dirty)["code"] == "ERR_UNCOMMITTED_CHANGES"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from tests.conftest import migrated_sqlite
 from tests.github.mirror_helpers import REPO, env_for, markers
 from tests.github_fake.server import ControlAPI, FakeGitHub, FakeGitHubProcess
 from workq.config import Settings
@@ -30,10 +31,10 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    settings = Settings(db_path=tmp_path / "queue.db", toolsets="all", plans_dir=tmp_path / "p")
-    open_queue(settings).db.dispose()  # create and migrate before the server and the sync
-    return settings
+def settings(tmp_path: Path, sqlite_template: Path) -> Settings:
+    # Created and migrated before the server and the sync: a copy of the migrated template.
+    db = migrated_sqlite(sqlite_template, tmp_path / "queue.db")
+    return Settings(db_path=db, toolsets="all", plans_dir=tmp_path / "p")
 
 
 def _wait_for(check: Callable[[], bool], seconds: float = 20.0) -> None:

@@ -2,7 +2,11 @@
 repository on disk (the fake GitHub reads its branches): the push, the pull request's body
 (``Fixes #N`` for the mirrored twin), its number and URL on the issue (issue_get, workflow
 status, ``workq show``, the mirror), and a merge upstream completing the issue once across
-two syncs."""
+two syncs.
+
+The first test runs a real ``workq serve`` over stdio in the work tree (this file's end to
+end test); the second runs the same server in this process, working in the work tree. The
+``workq`` commands run in this process (``tools_helpers.workq``)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.github.tools_helpers import git, serve_github, workq
+from tests.github.tools_helpers import git, github_server, serve_github, workq
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.config import Settings
@@ -141,7 +145,7 @@ async def test_submit_pr_then_a_merge_completes_the_issue_once(
 
 
 async def test_submit_pr_pushes_the_branch_of_the_issues_worktree(
-    tmp_path: Path, fake_github: FakeGitHub
+    tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server runs in the main checkout, on main; the issue's work is committed in its
     own worktree (a worktree per claim). submit_pr pushes and opens that branch."""
@@ -159,8 +163,8 @@ async def test_submit_pr_pushes_the_branch_of_the_issues_worktree(
     git(tree, "commit", "-q", "-m", "Speed up search")
     toolsets = "default,github"
     with anyio.fail_after(LIMIT):
-        async with serve_github(
-            work, fake_github, "--github-repo", REPO, toolsets=toolsets, db=db
+        async with github_server(
+            monkeypatch, work, fake_github, github_repo=REPO, toolsets=toolsets, db=db
         ) as client:
             await call_ok(client, "issue_claim", number=1)
             made = await call_ok(client, "submit_pr", title="feat: faster search (#1)")

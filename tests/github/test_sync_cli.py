@@ -1,4 +1,5 @@
-"""`workq sync ...` through real processes against the fake GitHub on 127.0.0.1."""
+"""`workq sync ...` against the fake GitHub on 127.0.0.1, run in this process; `workq serve
+--sync-github` in a real one."""
 
 from __future__ import annotations
 
@@ -6,24 +7,24 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.github.mirror_helpers import REPO, markers
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHub
+from tests.workq_cli import workq, workq_process
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+SCRUB = ("GITHUB_", "WORKQ_")  # none of the caller's GitHub or workq settings
 
 
 def _run(
-    db: Path, *args: str, env: dict[str, str] | None = None
+    db: Path, *args: str, env: dict[str, str] | None = None, run: Run = workq
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "WORKQ_"))}
-    base["PYTHONPATH"] = str(PROJECT_ROOT / "src")
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        env={**base, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``workq --db DB ARGS`` in this process (``run=workq_process``: a real one)."""
+    return run("--db", db, *args, env=env, scrub=SCRUB)
 
 
 def _gh_env(fake: FakeGitHub, **extra: str) -> dict[str, str]:
@@ -138,7 +139,7 @@ def test_serve_mirrors_in_the_background(tmp_path: Path, fake_github: FakeGitHub
     from mcp import Client, StdioServerParameters
 
     db = tmp_path / "q.db"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "WORKQ_"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB)}
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "workq.cli.main", "--db", str(db), "serve", "--sync-github", REPO],
@@ -165,6 +166,7 @@ def test_serve_with_a_bad_token_refuses_to_start(tmp_path: Path, fake_github: Fa
         "--sync-github",
         REPO,
         env=_gh_env(fake_github, GITHUB_TOKEN="wrong"),
+        run=workq_process,  # never `workq serve` in this process
     )
     assert done.returncode == 1 and done.stderr.startswith("error: ")
     assert done.stdout == ""

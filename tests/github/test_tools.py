@@ -1,6 +1,10 @@
-"""Seed 001's seven GitHub tools through a real ``workq serve --toolsets github`` against
-the fake GitHub: every tool's success and failure, GitHub's own error text kept, rate
-limits with retry-after and no retry, a large diff cut with a warning, closing twice."""
+"""Seed 001's seven GitHub tools through ``workq serve --toolsets github`` against the fake
+GitHub: every tool's success and failure, GitHub's own error text kept, rate limits with
+retry-after and no retry, a large diff cut with a warning, closing twice.
+
+The pull request tools run against a real ``workq serve`` over stdio (this file's end to
+end test: its diffs of 100-200 KB cross the wire); the others against the same server in
+this process (``github_server``)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.github.tools_helpers import serve_github
+from tests.github.tools_helpers import github_server, serve_github
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_error, call_ok, error_of, text
 
@@ -161,14 +165,16 @@ async def test_pull_request_tools(tmp_path: Path, fake_github: FakeGitHub) -> No
             assert error_of(nothing)["code"] == "GITHUB_NOT_FOUND"
 
 
-async def test_issue_tools(tmp_path: Path, fake_github: FakeGitHub) -> None:
+async def test_issue_tools(
+    tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake_github.seed_issue("Fix the login", labels=["bug"], body="It fails")
     fake_github.seed_issue("Write docs", labels=["docs"])
     fake_github.seed_pull_request("A pull request is not an issue", labels=["bug"])
     fake_github.seed_issue("Old", state="closed", labels=["bug"])
     fake_github.seed_label("existing")
     with anyio.fail_after(LIMIT):
-        async with serve_github(tmp_path, fake_github, *REPO) as client:
+        async with github_server(monkeypatch, tmp_path, fake_github, github_repo=REPO[1]) as client:
             listed = await call_ok(client, "github_list_issues")
             data = listed.structured_content
             assert data is not None
@@ -232,11 +238,11 @@ async def test_issue_tools(tmp_path: Path, fake_github: FakeGitHub) -> None:
 
 
 async def test_rate_limits_answer_retry_after_and_are_not_retried(
-    tmp_path: Path, fake_github: FakeGitHub
+    tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_github.seed_issue("One")
     with anyio.fail_after(LIMIT):
-        async with serve_github(tmp_path, fake_github, *REPO) as client:
+        async with github_server(monkeypatch, tmp_path, fake_github, github_repo=REPO[1]) as client:
             fake_github.clear_requests()
             fake_github.inject_fault("GET", "/repos/*/*/issues", kind="rate_limit", reset_in=600)
             primary = await call_error(client, "github_list_issues")

@@ -1,7 +1,11 @@
 """Seed 001's fail-fast start: ``workq serve --toolsets github`` refuses to start without a
 token, with a token GitHub refuses, or with no repository; ``--toolsets all`` serves the
 queue anyway and the GitHub tools answer with the setup error. The repository comes from
-the setting, the configured mirror, or the git remote."""
+the setting, the configured mirror, or the git remote.
+
+What ``workq serve`` does before serving (the refusals, the start line on stderr) is this
+file's subject: those tests run it as a real process. Where the repository comes from the
+configured mirror, a server in this process shows it (``github_server``)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.github.tools_helpers import clone_with_remote, serve_github, start_refused
+from tests.github.tools_helpers import (
+    clone_with_remote,
+    github_server,
+    serve_github,
+    start_refused,
+)
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.config import Settings
@@ -87,7 +96,7 @@ async def test_the_repository_comes_from_the_git_remote(
 
 
 async def test_the_repository_comes_from_the_configured_mirror(
-    tmp_path: Path, fake_github: FakeGitHub
+    tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_github.add_repo("acme/mirrored")
     fake_github.seed_issue("Mirrored", repo="acme/mirrored")
@@ -97,7 +106,7 @@ async def test_the_repository_comes_from_the_configured_mirror(
     finally:
         queue.db.dispose()
     with anyio.fail_after(LIMIT):
-        async with serve_github(tmp_path, fake_github, toolsets="github") as client:
+        async with github_server(monkeypatch, tmp_path, fake_github, toolsets="github") as client:
             got = await call_ok(client, "github_get_issue", issue_number=1)
             assert got.structured_content is not None
             assert got.structured_content["title"] == "Mirrored"

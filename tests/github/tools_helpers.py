@@ -1,5 +1,6 @@
-"""Real ``workq serve --toolsets github`` subprocesses pointed at the fake GitHub, and git
-repositories on disk for them to stand in."""
+"""``workq serve --toolsets github`` pointed at the fake GitHub, as a real subprocess
+(``serve_github``) or the same server in this process (``github_server``), the ``workq``
+command against the fake, and git repositories on disk for them to stand in."""
 
 from __future__ import annotations
 
@@ -10,13 +11,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import CALL_TIMEOUT
+from tests.workq_cli import workq as run_workq
+from workq.config import Settings
+from workq.server.app import build_server
 
 WORKQ = str(Path(sys.executable).with_name("workq"))
+# What a real server or command started here gets of the test's environment is only the
+# fake's (``fake_env``): an in-process one has these removed.
+SCRUB = ("GITHUB_", "WORKQ_", "GH_")
 
 
 def fake_env(fake: FakeGitHub, token: str | None = None) -> dict[str, str]:
@@ -53,6 +61,38 @@ async def serve_github(
             stdio_client(params, errlog=log), read_timeout_seconds=CALL_TIMEOUT
         ) as client:
             yield client
+
+
+@asynccontextmanager
+async def github_server(
+    monkeypatch: pytest.MonkeyPatch,
+    workdir: Path,
+    fake: FakeGitHub,
+    *,
+    run_id: str = "run-a",
+    token: str | None = None,
+    toolsets: str = "default,github",
+    github_repo: str | None = None,
+    db: Path | None = None,
+) -> AsyncIterator[Client]:
+    """The server ``serve_github`` starts, built and run in this process: working in
+    ``workdir`` (its checkout), with the fake's environment (``fake_env``) and no other
+    GITHUB_, GH_ or WORKQ_ variable. Unlike ``workq serve`` it checks its link to GitHub at
+    the first GitHub call, not before serving (see server/github_link.py)."""
+    for key in [k for k in os.environ if k.startswith(SCRUB)]:
+        monkeypatch.delenv(key)
+    for key, value in fake_env(fake, token).items():
+        if key != "PATH":
+            monkeypatch.setenv(key, value)
+    monkeypatch.chdir(workdir)
+    settings = Settings(
+        db_path=db or workdir / "queue.db",
+        run_id=run_id,
+        toolsets=toolsets,
+        github_repo=github_repo,
+    )
+    async with Client(build_server(settings)) as client:
+        yield client
 
 
 def start_refused(workdir: Path, fake: FakeGitHub, *args: str, token: str | None = None) -> str:
@@ -101,17 +141,9 @@ def clone_with_remote(root: Path, remote_url: str) -> Path:
 
 
 def workq(db: Path, fake: FakeGitHub, *args: str, cwd: Path | None = None) -> str:
-    """A ``workq --db DB ARGS`` command against the fake (writes unpaced); its stdout."""
+    """A ``workq --db DB ARGS`` command against the fake (writes unpaced), run in this process
+    with the fake's environment and no other GITHUB_, GH_ or WORKQ_ variable; its stdout."""
     env = {**fake_env(fake), "WORKQ_GITHUB_PACE": "0"}
-    done = subprocess.run(
-        [WORKQ, "--db", str(db), *args],
-        env=env,
-        cwd=cwd or db.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    done = run_workq("--db", db, *args, cwd=cwd or db.parent, env=env, scrub=SCRUB)
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -1,20 +1,24 @@
-"""Helpers for plan mode and workflow tests: real ``workq serve`` subprocesses working in
-``tmp_path`` (so plan files land in ``tmp_path/plans``), and plan files filled in the way an
-agent edits them."""
+"""Helpers for plan mode and workflow tests: servers working in ``tmp_path`` (so plan files
+land in ``tmp_path/plans``), either real ``workq serve`` subprocesses (``serve``) or the same
+server in this process (``serve_here``), and plan files filled in the way an agent edits
+them."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, chdir
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.server.conftest import CALL_TIMEOUT
+from workq.config import Settings
+from workq.server.app import build_server
 
 WORKQ = str(Path(sys.executable).with_name("workq"))
 
@@ -68,6 +72,23 @@ async def serve(
     with (workdir / f"serve-{run_id}.log").open("a") as log:
         transport = stdio_client(params, errlog=log)
         async with Client(transport, read_timeout_seconds=CALL_TIMEOUT) as client:
+            yield client
+
+
+@asynccontextmanager
+async def serve_here(
+    workdir: Path,
+    run_id: str,
+    *,
+    db: str = "queue.db",
+    **settings: Any,
+) -> AsyncIterator[Client]:
+    """The server ``serve(workdir, run_id, ...)`` starts, built and run in this process
+    while it works in ``workdir``: ``settings`` are what the flags would set (``toolsets``,
+    ``tests_gate``, ...); the rest comes from the environment, as for ``workq serve``."""
+    with chdir(workdir):
+        server = build_server(Settings(db_path=workdir / db, run_id=run_id, **settings))
+        async with Client(server) as client:
             yield client
 
 

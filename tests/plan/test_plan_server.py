@@ -1,6 +1,7 @@
-"""Plan mode through real ``workq serve`` subprocesses: every transition allowed and
-refused with seed 002's wording, restarts, two run ids, claims refused while planning,
-path escapes, and launchSwarm followed by the autopilot loop."""
+"""Plan mode through servers: every transition allowed and refused with seed 002's
+wording, restarts, two run ids, claims refused while planning, path escapes (servers built
+in this process, one per run id, on one database file), and launchSwarm followed by the
+autopilot loop, end to end through real ``workq serve`` subprocesses."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from tests.plan.conftest import fill, serve, tree
+from tests.plan.conftest import fill, serve, serve_here, tree
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.domain.plan import PlanPhase, guidance
 
 pytestmark = pytest.mark.anyio
 
-LIMIT = 120  # seconds for a whole test: servers start in about a second each
+LIMIT = 120  # seconds for a whole test: server processes start in about a second each
 
 
 async def code_of(client: Client, tool: str, **arguments: Any) -> tuple[str, CallToolResult]:
@@ -28,7 +29,7 @@ async def code_of(client: Client, tool: str, **arguments: Any) -> tuple[str, Cal
 
 async def test_every_plan_transition_allowed_and_refused(tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-a") as client:
+        async with serve_here(tmp_path, "run-a") as client:
             idle = await call_ok(client, "get_current_phase")
             assert text(idle).startswith("Not in plan mode (run run-a)")
             assert idle.structured_content is not None
@@ -93,19 +94,19 @@ async def test_every_plan_transition_allowed_and_refused(tmp_path: Path) -> None
 
 async def test_a_restarted_server_resumes_the_same_plan(tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-a") as client:
+        async with serve_here(tmp_path, "run-a") as client:
             await call_ok(client, "enter_plan_mode", slug="resume-me", goal="survive restarts")
             await call_ok(client, "advance_plan_phase")
-        async with serve(tmp_path, "run-a") as client:
+        async with serve_here(tmp_path, "run-a") as client:
             phase = await call_ok(client, "get_current_phase")
             assert text(phase).startswith("Current phase: DESIGN")
             assert "Plan: resume-me (plans/resume-me.md)" in text(phase)
             assert text(await call_ok(client, "advance_plan_phase")).startswith(
                 "Advanced to phase: Review"
             )
-        async with serve(tmp_path, "run-b") as client:
+        async with serve_here(tmp_path, "run-b") as client:
             assert text(await call_ok(client, "get_current_phase")).startswith("Not in plan mode")
-        async with serve(tmp_path, "run-a") as client:
+        async with serve_here(tmp_path, "run-a") as client:
             assert text(await call_ok(client, "get_current_phase")).startswith(
                 "Current phase: REVIEW"
             )
@@ -113,7 +114,7 @@ async def test_a_restarted_server_resumes_the_same_plan(tmp_path: Path) -> None:
 
 async def test_two_run_ids_plan_at_once(tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-a") as a, serve(tmp_path, "run-b") as b:
+        async with serve_here(tmp_path, "run-a") as a, serve_here(tmp_path, "run-b") as b:
             await call_ok(a, "enter_plan_mode", slug="alpha", goal="first")
             code, refused = await code_of(b, "enter_plan_mode", slug="alpha", goal="same")
             assert code == "CONFLICT" and "being planned by run run-a" in text(refused)
@@ -130,7 +131,7 @@ async def test_two_run_ids_plan_at_once(tmp_path: Path) -> None:
 
 async def test_claiming_and_completing_are_refused_while_planning(tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-a") as client, serve(tmp_path, "run-b") as other:
+        async with serve_here(tmp_path, "run-a") as client, serve_here(tmp_path, "run-b") as other:
             for title in ("first", "second", "third"):
                 await call_ok(client, "issue_create", title=title)
             await call_ok(client, "issue_claim", number=1)
@@ -164,14 +165,18 @@ async def test_claiming_and_completing_are_refused_while_planning(tmp_path: Path
             await call_ok(client, "issue_claim", number=2)
 
 
-async def test_path_escapes_are_refused_and_nothing_is_written_outside(tmp_path: Path) -> None:
+async def test_path_escapes_are_refused_and_nothing_is_written_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plans_dir = tmp_path / "work" / "plans"
     plans_dir.mkdir(parents=True)
     (tmp_path / "secret.md").write_text("keep\n")
     (plans_dir / "link.md").symlink_to(tmp_path / "secret.md")
     before = tree(tmp_path)
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-a", db="q.db", plans_dir=str(plans_dir)) as client:
+        # The plans folder comes from the environment, as for `workq serve`.
+        monkeypatch.setenv("WORKQ_PLANS_DIR", str(plans_dir))
+        async with serve_here(tmp_path, "run-a", db="q.db") as client:
             for slug in ("../secret", "/etc/passwd", "a/b", "..", "x.md", "link", "UP"):
                 code, refused = await code_of(client, "enter_plan_mode", slug=slug, goal="g")
                 assert code == "INVALID_INPUT", slug

@@ -1,6 +1,8 @@
-"""Seed 000's seven tools through real ``workq serve --toolsets priority`` processes, driven
-the way a seed-000 client drives them: create, list, select (and the reasons it refuses),
-advance, status, force claim from a second session, and release."""
+"""Seed 000's seven tools through ``workq serve --toolsets priority``, driven the way a
+seed-000 client drives them: create, list, select (and the reasons it refuses), advance,
+status, force claim from a second session, and release. The first session is a real
+``workq serve`` process over stdio; the second, on the same database file, a server built in
+this process with the same settings."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.plan.conftest import serve
+from tests.plan.conftest import serve, serve_here
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
 
@@ -31,7 +33,7 @@ async def test_a_seed_000_session_from_create_to_release(tmp_path: Path) -> None
     with anyio.fail_after(LIMIT):
         async with (
             serve(tmp_path, "run-a", "--toolsets", "priority") as a,
-            serve(tmp_path, "run-b", "--toolsets", "priority") as b,
+            serve_here(tmp_path, "run-b", toolsets="priority") as b,
         ):
             names = {t.name for t in (await a.list_tools()).tools}
             assert names == SEED_000

@@ -20,6 +20,9 @@ from workq.schemas import FORCE_CLAIM_CONFIRMATION
 from workq.services import claims, issues, workflow
 from workq.services.context import Queue
 
+# The phases are the subject; the tests gate's evidence has tests of its own (tests/gates).
+pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
+
 P = WorkflowPhase
 ALL = list(WorkflowPhase)
 SETUP = "reaching the phase under test"

@@ -1,5 +1,7 @@
-"""The workflow toolset through a real ``workq serve --toolsets default,workflow``: the
-tests-passed gate, skip justification, holder rule and seed 000's result shapes."""
+"""The workflow toolset through ``workq serve --toolsets default,workflow``: the
+tests-passed gate, skip justification, holder rule and seed 000's result shapes. The
+holder's session is a real ``workq serve`` process over stdio; the other session, and the
+default toolset's server, are built in this process."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.plan.conftest import serve
+from tests.plan.conftest import serve, serve_here
 from tests.server.conftest import call_error, call_ok, error_of, text
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +24,7 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
     with anyio.fail_after(LIMIT):
         async with (
             serve(tmp_path, "run-a", *toolsets) as a,
-            serve(tmp_path, "run-b", *toolsets) as b,
+            serve_here(tmp_path, "run-b", toolsets="default,workflow", tests_gate="trust") as b,
         ):
             names = {t.name for t in (await a.list_tools()).tools}
             assert {"advance_workflow", "get_workflow_status"} <= names
@@ -107,7 +109,7 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
 
 async def test_the_workflow_tools_are_not_in_the_default_toolset(tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-a") as client:
+        async with serve_here(tmp_path, "run-a") as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"enter_plan_mode", "exit_plan_mode", "advance_plan_phase"} <= names
             assert "get_current_phase" in names and "advance_workflow" not in names

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -13,6 +10,7 @@ from typing import Any, cast
 import pytest
 from sqlalchemy import Table, create_engine, insert, select, text
 
+from tests.workq_cli import workq
 from workq.config import Settings
 from workq.db import migrate, models
 from workq.errors import InvalidInput, SchemaMismatch
@@ -282,26 +280,14 @@ def test_db_copy_command(tmp_path: Path, pg_url: str) -> None:
     source = open_queue(Settings(db_path=first))
     _fill(source)
     source.db.dispose()
-    env = {**os.environ, "WORKQ_ACTOR": "tester"}
-
-    def workq(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "workq.cli.main", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    done = workq("db", "copy", "--from", str(first), "--to", pg_url, "--json")
+    done = workq("db", "copy", "--from", first, "--to", pg_url, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["counts"]["issues"] == 4 and "***" in report["target"]
-    again = workq("db", "copy", "--from", str(first), "--to", pg_url)
+    again = workq("db", "copy", "--from", first, "--to", pg_url, cwd=tmp_path)
     assert again.returncode == 1
     assert "INVALID_INPUT" in again.stderr and "already holds a queue" in again.stderr
-    shown = workq("--database-url", pg_url, "show", "2")
+    shown = workq("--database-url", pg_url, "show", "2", cwd=tmp_path)
     assert shown.returncode == 0 and "Docs" in shown.stdout
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import run
 from tests.server.test_claim_faces import cli_json
 from tests.vcs.test_git import make_repo
+from tests.workq_cli import workq
 from workq.errors import GitFailed
 from workq.vcs import git
 
@@ -27,7 +27,7 @@ def test_the_hook_refuses_paths_reserved_by_another_holder(tmp_path: Path) -> No
     repo = make_repo(tmp_path / "repo")
     cli_json(tmp_path, "create", "auth", "--touch", "src/auth/**")
     cli_json(tmp_path, "claim", "1", "--run-id", "run-a")
-    installed = run(tmp_path, "--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    installed = workq("--db", "queue.db", "hooks", "install", "--repo", str(repo))
     assert installed.returncode == 0, installed.stderr
     assert (repo / ".git" / "hooks" / "pre-commit").exists()
 
@@ -47,7 +47,7 @@ def test_the_hook_refuses_paths_reserved_by_another_holder(tmp_path: Path) -> No
         _commit(repo, "src/auth/c.py")
     git.run(["reset", "-q"], cwd=repo)
 
-    released = run(tmp_path, "--db", "queue.db", "release", "1", "--run-id", "run-a")
+    released = workq("--db", "queue.db", "release", "1", "--run-id", "run-a")
     assert released.returncode == 0, released.stderr
     _commit(repo, "src/auth/c.py", run_id="run-b")  # the reservation went with the claim
 
@@ -56,13 +56,11 @@ def test_install_keeps_a_foreign_hook(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\nexit 0\n")
-    kept = run(tmp_path, "--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    kept = workq("--db", "queue.db", "hooks", "install", "--repo", str(repo))
     assert kept.returncode != 0 and "is not workq's" in kept.stderr
     assert hook.read_text() == "#!/bin/sh\nexit 0\n"
     assert (
-        run(
-            tmp_path, "--db", "queue.db", "hooks", "install", "--repo", str(repo), "--force"
-        ).returncode
+        workq("--db", "queue.db", "hooks", "install", "--repo", str(repo), "--force").returncode
         == 0
     )
     assert "workq pre-commit hook" in hook.read_text()

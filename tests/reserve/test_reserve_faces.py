@@ -1,4 +1,7 @@
-"""Reservations over MCP (two real `workq serve` agents on one queue) and the error code."""
+"""Reservations over MCP (two agents on one queue) and the error code.
+
+Agent a is a real ``workq serve`` over stdio, agent b the same server in this process
+(``Client(server)``): what one reserves, the other sees across processes."""
 
 from __future__ import annotations
 
@@ -6,18 +9,21 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
+from tests.conftest import migrated_sqlite
 from tests.plan.conftest import serve
-from tests.server.conftest import call_error, call_ok, error_of, text
+from tests.server.conftest import call_error, call_ok, error_of, make_server, text
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_two_agents_reserve_skip_and_refuse(tmp_path: Path) -> None:
+async def test_two_agents_reserve_skip_and_refuse(tmp_path: Path, sqlite_template: Path) -> None:
+    db = migrated_sqlite(sqlite_template, tmp_path / "queue.db")  # a new queue, at head
     with anyio.fail_after(90):
         async with (
             serve(tmp_path, "agent-a", "--toolsets", "default,reserve") as a,
-            serve(tmp_path, "agent-b", "--toolsets", "default,reserve") as b,
+            Client(make_server(db, "default,reserve", run_id="agent-b")) as b,
         ):
             await call_ok(a, "issue_create", title="auth", touches=["src/auth/**"])
             await call_ok(a, "issue_create", title="login", touches=["src/auth/login.py"])

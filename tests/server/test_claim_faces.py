@@ -1,18 +1,24 @@
-"""One claim, one JSON contract: the CLI's --json and the MCP tools' structuredContent agree."""
+"""One claim, one JSON contract: the CLI's --json and the MCP tools' structuredContent agree.
+
+The CLI runs in this process (``tests/workq_cli.py``). The contract test talks to a real
+``workq serve`` over stdio (this file's end-to-end test); the plan-mode test to the same
+server in this process."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
-from tests.plan.conftest import WORKQ, serve
-from tests.server.conftest import call_ok
+from tests.conftest import migrated_sqlite
+from tests.plan.conftest import serve
+from tests.server.conftest import call_ok, make_server
+from tests.workq_cli import workq
 from workq.schemas import Claim, ClaimedNext
 
 pytestmark = pytest.mark.anyio
@@ -20,14 +26,8 @@ LIMIT = 60
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [WORKQ, "--db", "queue.db", *args, "--json"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "WORKQ_ACTOR": "tester"},
-    )
+    """``workq --db queue.db ARGS --json`` in ``cwd``, run in this process."""
+    return workq("--db", "queue.db", *args, "--json", cwd=cwd)
 
 
 def cli_json(cwd: Path, *args: str, status: int = 0) -> Any:
@@ -43,7 +43,12 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
-async def test_claim_and_claim_next_have_one_json_contract(tmp_path: Path) -> None:
+async def test_claim_and_claim_next_have_one_json_contract(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    # End to end: the MCP side is a real `workq serve` over stdio, so structuredContent is
+    # compared as it crosses the wire (JSON), not as the in-process client hands it over.
+    migrated_sqlite(sqlite_template, tmp_path / "queue.db")  # a new queue, at head
     with anyio.fail_after(LIMIT):
         async with serve(tmp_path, "run-m") as client:
             for title in ("one", "two", "three", "four"):
@@ -70,14 +75,10 @@ async def test_claim_and_claim_next_have_one_json_contract(tmp_path: Path) -> No
 
 async def test_a_run_planning_from_the_cli_cannot_claim_over_mcp(tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(tmp_path, "run-m") as client:
+        async with Client(make_server(tmp_path / "queue.db", "default", run_id="run-m")) as client:
             await call_ok(client, "issue_create", title="one")
-            done = subprocess.run(
-                [WORKQ, "--db", "queue.db", "plan", "enter", "p", "goal", "--run-id", "p"],
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=60,
+            done = workq(
+                "--db", "queue.db", "plan", "enter", "p", "goal", "--run-id", "p", cwd=tmp_path
             )
             assert done.returncode == 0, done.stderr
             refused = await client.call_tool("issue_claim_next", {"run_id": "p"})

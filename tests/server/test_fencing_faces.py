@@ -1,6 +1,9 @@
 """Fencing through the real faces: a `workq serve` agent whose lease lapsed and was taken
 over under its own run id (a restart) cannot complete with its old token, over MCP or the
-CLI; the new holder's token works."""
+CLI; the new holder's token works.
+
+The agent stays a real ``workq serve`` over stdio (this file's end-to-end test); the CLI
+runs in this process (``tests/workq_cli.py``), another process than the server's."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.conftest import migrated_sqlite
 from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of
 from tests.server.test_claim_faces import cli, cli_json
@@ -24,8 +28,9 @@ def _lapse(db: Path) -> None:
 
 
 async def test_old_holder_is_fenced_out_after_a_takeover_under_its_run_id(
-    tmp_path: Path,
+    tmp_path: Path, sqlite_template: Path
 ) -> None:
+    migrated_sqlite(sqlite_template, tmp_path / "queue.db")  # a new queue, at head
     with anyio.fail_after(60):
         async with serve(tmp_path, "agent-7") as old:
             await call_ok(old, "issue_create", title="one")

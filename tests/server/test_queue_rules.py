@@ -1,11 +1,14 @@
-"""The same queue rules through a real ``workq serve`` over stdio (the SDK's client): claims
-that come to wait, self-renewal by claim_next, and what text may be stored."""
+"""The same queue rules through the MCP server: claims that come to wait, self-renewal by
+claim_next, and what text may be stored.
+
+The rules run against an in-process server (the SDK's ``Client(server)``); the two tests of
+what text may be stored run against a real ``workq serve`` over stdio, since their values
+(C1 controls, U+2028/U+2029, 256 KiB of emoji) are also a test of the newline-framed JSON
+on its stdin and stdout."""
 
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -14,10 +17,19 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.server.conftest import error_of, stdio_server, text
+from tests.conftest import migrated_sqlite
+from tests.server.conftest import error_of, make_server, stdio_server, text
+from tests.workq_cli import workq
 from workq.schemas import COMMENT_MAX, DESCRIPTION_MAX, TITLE_MAX
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def db(tmp_path: Path, sqlite_template: Path) -> Path:
+    """A new queue already at head (a copy of the migrated template): nothing here is about
+    migrating, and a server opens its queue, migrating a new file, as soon as it runs."""
+    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> tuple[str, dict[str, Any]]:
@@ -39,7 +51,7 @@ def dump(db: Path) -> list[str]:
 
 async def test_a_claim_that_comes_to_wait_cannot_be_completed(db: Path) -> None:
     with anyio.fail_after(120):
-        async with stdio_server(db, "--toolsets", "all", "--run-id", "agent-1") as client:
+        async with Client(make_server(db, "all", run_id="agent-1")) as client:
             await call(client, "issue_create", title="blocker")
             await call(client, "issue_create", title="dependent")
             await call(client, "issue_claim", number=2)
@@ -75,7 +87,7 @@ async def test_a_claim_that_comes_to_wait_cannot_be_completed(db: Path) -> None:
 
 async def test_a_reopened_blocker_holds_back_its_claimed_dependent(db: Path) -> None:
     with anyio.fail_after(120):
-        async with stdio_server(db, "--toolsets", "all", "--run-id", "agent-1") as client:
+        async with Client(make_server(db, "all", run_id="agent-1")) as client:
             await call(client, "issue_create", title="blocker")
             await call(client, "issue_create", title="dependent")
             await call(client, "issue_depend", blocker=1, blocked=2)
@@ -90,13 +102,7 @@ async def test_a_reopened_blocker_holds_back_its_claimed_dependent(db: Path) -> 
 
 
 def _cli(db: Path, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=db.parent,
-    )
+    done = workq("--db", str(db), *args, cwd=db.parent)
     assert done.returncode == 0, done.stderr
 
 
@@ -107,7 +113,7 @@ async def test_claim_next_of_its_own_expired_claim_is_a_renewal(db: Path) -> Non
         claimed_at = conn.execute("SELECT claimed_at FROM issues").fetchone()[0]
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00.000000'")
     with anyio.fail_after(60):
-        async with stdio_server(db) as client:
+        async with Client(make_server(db, "default")) as client:
             said, got = await call(client, "issue_claim_next", run_id="agent-1")
     assert got["issue"]["number"] == 1 and got["issue"]["previous_holder"] is None
     assert "taken over" not in said

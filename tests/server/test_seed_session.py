@@ -1,4 +1,6 @@
-"""Seed 002's "Example Session", run as written against a real server subprocess."""
+"""Seed 002's "Example Session", run as written against a real server subprocess: the
+seed's words as an agent reads them off ``workq serve``'s stdout (kept end to end; the
+same tools in process are tests/server/test_tools.py's)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,18 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.conftest import migrated_sqlite
 from tests.server.conftest import call_ok, stdio_server, text
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def db(tmp_path: Path, sqlite_template: Path) -> Path:
+    """A new queue already at head (a copy of the migrated template): nothing here is about
+    migrating, and a server opens its queue, migrating a new file, as soon as it runs."""
+    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
+
 
 # Verbatim from seed 002 (shell comments and the agent's own work left out).
 SESSION = """

@@ -1,20 +1,25 @@
 """Waiting through the real faces: issue_claim_next(wait_seconds) over stdio blocks while
 the queue is empty without holding up the client's other calls, wakes when the CLI creates
-an issue (another process), and exactly one waiter claims each issue; the CLI's
-claim-next --wait does the same."""
+an issue (another process: the server is a real ``workq serve``, the CLI runs in the
+test's process), and exactly one waiter claims each issue; the CLI's claim-next --wait does
+the same.
+
+This stays a real server over stdio: its subject is a server process that answers other
+calls on the same stdio stream while some wait, and wakes on a write from another process.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.plan.conftest import WORKQ, serve
+from tests.conftest import migrated_sqlite
+from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
+from tests.workq_cli import ok
 
 pytestmark = pytest.mark.anyio
 LIMIT = 120
@@ -22,17 +27,13 @@ WAITERS = 3
 
 
 def create(cwd: Path, title: str) -> None:
-    subprocess.run(
-        [WORKQ, "--db", "queue.db", "create", title],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        timeout=60,
-        env={**os.environ, "WORKQ_ACTOR": "tester"},
-    )
+    ok("--db", "queue.db", "create", title, cwd=cwd)
 
 
-async def test_waiting_calls_wake_and_each_issue_goes_to_one(tmp_path: Path) -> None:
+async def test_waiting_calls_wake_and_each_issue_goes_to_one(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    migrated_sqlite(sqlite_template, tmp_path / "queue.db")  # a new queue, at head
     create(tmp_path, "seed")  # the database exists before the server starts
     with anyio.fail_after(LIMIT):
         async with serve(tmp_path, "run-w") as client:

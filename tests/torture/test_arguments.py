@@ -7,10 +7,8 @@ SQL or markup to interpret); and nothing is written outside the server's folder.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
@@ -23,6 +21,7 @@ from mcp import Client
 
 from tests.torture.conftest import record
 from tests.torture.servers import code_of, stdio, text_of
+from tests.workq_cli import workq
 from workq.config import Settings
 from workq.errors import InvalidInput
 from workq.services import issues, notes, transfer
@@ -225,14 +224,8 @@ def _tables(db: Path) -> set[str]:
 
 
 def cli(db: Path, *args: str | bytes) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=db.parent,
-        env=os.environ.copy(),
-    )
+    """``workq --db DB ARGS`` in this process; bytes reach it as they reach sys.argv."""
+    return workq("--db", db, *args, cwd=db.parent)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
@@ -25,11 +25,13 @@ import pytest
 from tests.torture import procs
 from tests.torture.conftest import record
 from tests.torture.servers import code_of, command, stdio, text_of
+from tests.workq_cli import workq, workq_process
 from workq.config import Settings
 from workq.errors import CorruptDatabase, StorageFull
 from workq.services import issues, maintenance
 from workq.services.runtime import open_queue
 
+Run = Callable[..., subprocess.CompletedProcess[str]]
 FAULTS: Counter[str] = Counter()
 BUSY_MS = "300"
 
@@ -42,15 +44,10 @@ def _figures() -> Iterator[None]:
     record("storage", lines, {"faults_injected": total, **FAULTS})
 
 
-def cli(db: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=db.parent,
-        env={**os.environ, "WORKQ_BUSY_TIMEOUT_MS": BUSY_MS, **env},
-    )
+def cli(db: Path, *args: str, run: Run = workq) -> subprocess.CompletedProcess[str]:
+    """``workq --db DB ARGS`` in DB's folder, with a short busy timeout: in this process, or
+    with ``run=workq_process`` in a real one (beside another process's lock)."""
+    return run("--db", db, *args, cwd=db.parent, env={"WORKQ_BUSY_TIMEOUT_MS": BUSY_MS})
 
 
 def refused(done: subprocess.CompletedProcess[str], code: str, *words: str) -> str:
@@ -377,9 +374,14 @@ async def test_a_long_write_lock_is_database_busy_and_work_resumes_when_it_ends(
         with lock_holder(db, "immediate") as holder:
             FAULTS["long write lock"] += 1
             started = time.monotonic()
-            refused(cli(db, "create", "x"), "DATABASE_BUSY", "lock", "nothing was changed")
+            refused(
+                cli(db, "create", "x", run=workq_process),
+                "DATABASE_BUSY",
+                "lock",
+                "nothing was changed",
+            )
             assert time.monotonic() - started < 60  # bounded: never a hang
-            assert "issue 2" in ok(cli(db, "list"))  # WAL: readers go on
+            assert "issue 2" in ok(cli(db, "list", run=workq_process))  # WAL: readers go on
             result = await client.call_tool("issue_create", {"title": "x"})
             assert code_of(result) == "DATABASE_BUSY", text_of(result)
             assert not (await client.call_tool("issue_ready", {})).is_error
@@ -409,7 +411,7 @@ def test_an_exclusive_lock_makes_reads_busy_too_and_they_resume(tmp_path: Path) 
     seed(db)
     with lock_holder(db, "exclusive") as holder:
         FAULTS["exclusive lock"] += 1
-        refused(cli(db, "list"), "DATABASE_BUSY", "lock")
+        refused(cli(db, "list", run=workq_process), "DATABASE_BUSY", "lock")
         assert holder.stdin is not None
         holder.stdin.write("\n")
         holder.stdin.flush()

@@ -1,11 +1,10 @@
-"""Seed 003's agit through real ``workq serve`` processes over stdio, on real git
-repositories: the seed's flows end to end, and four agents in four processes each claiming
-with a worktree, committing and merging."""
+"""Seed 003's agit through servers on real git repositories: the seed's flows end to end
+(a server built in this process), and four agents in four real ``workq serve`` processes
+over stdio each claiming with a worktree, committing and merging."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,9 +17,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
-from tests.server.conftest import call_ok, serve_argv, stdio_server, text
+from tests.server.conftest import call_ok, make_server, serve_argv, text
+from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
+from workq.server.app import build_server
 from workq.services import issues, repositories
 from workq.services.runtime import open_queue
 from workq.vcs import git
@@ -28,22 +29,12 @@ from workq.vcs import git
 pytestmark = pytest.mark.anyio
 
 
-def workq(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def body(result: Any) -> Any:
     return json.loads(text(result))
 
 
 async def test_default_toolset_has_no_agit_tools(tmp_path: Path) -> None:
-    async with stdio_server(tmp_path / "q.db") as client:
+    async with Client(build_server(Settings(db_path=tmp_path / "q.db"))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         refused = await client.call_tool("issue_claim", {"number": 1, "worktree": True})
     assert tools and not any(n.startswith("agit_") for n in tools)
@@ -57,10 +48,10 @@ async def test_default_toolset_has_no_agit_tools(tmp_path: Path) -> None:
 async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     repo = make_repo(tmp_path / "myapp")
-    added = workq(db, "repo", "add", "myapp", str(repo))
+    added = workq("--db", db, "repo", "add", "myapp", str(repo))
     assert added.returncode == 0, added.stderr
-    trust = ("--tests-gate", "trust")  # merges without quality gate runs (tests/gates has those)
-    async with stdio_server(db, "--toolsets", "default,agit", *trust) as client:
+    # The tests gate trusted: merges without quality gate runs (tests/gates has those).
+    async with Client(make_server(db, "default,agit", tests_gate="trust")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         agit = sorted(n for n in tools if n.startswith("agit_"))
         assert agit == sorted(
@@ -120,7 +111,7 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
         # A second task, claimed by id with its worktree; both edit one file.
         created = await call_ok(client, "issue_create", title="tune the login form")
         number = created.structured_content["number"]
-        assert workq(db, "repo", "assign", str(number), "myapp").returncode == 0
+        assert workq("--db", db, "repo", "assign", str(number), "myapp").returncode == 0
         claimed = body(
             await call_ok(
                 client, "agit_claim_task", task_id=f"t-{number}", agent_id=me, worktree=True

@@ -1,5 +1,5 @@
-"""The workspace commands as real CLI processes on real git repositories: repo, worktree,
-agents, conflicts, merge; and kill -9 in the middle of a merge, then a rerun."""
+"""The workspace commands through the CLI on real git repositories: repo, worktree, agents,
+conflicts, merge; and kill -9 in the middle of a merge (a real process), then a rerun."""
 
 from __future__ import annotations
 
@@ -13,54 +13,50 @@ from pathlib import Path
 
 import pytest
 
+from tests.workq_cli import Env, workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.services import agents, claims, issues, repositories, workspaces
 from workq.services.runtime import open_queue
 from workq.vcs import git
 
+# Merges here are the subject, not the tests gate that guards them (tests/gates).
+pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
 
-def workq(
-    db: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workq.cli.main", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+
+def cli(db: Path, *args: str, env: Env | None = None) -> subprocess.CompletedProcess[str]:
+    """``workq --db DB ARGS``, in this process."""
+    return workq("--db", db, *args, env=env)
 
 
 def test_repo_worktree_agents_conflicts_and_merge_commands(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     repo = make_repo(tmp_path / "app")
-    assert workq(db, "repo", "add", "app", str(repo)).returncode == 0
-    listed = json.loads(workq(db, "repo", "list", "--json").stdout)
+    assert cli(db, "repo", "add", "app", str(repo)).returncode == 0
+    listed = json.loads(cli(db, "repo", "list", "--json").stdout)
     assert [r["name"] for r in listed] == ["app"]
     for title in ("first change", "second change"):
-        assert workq(db, "create", title, "-t", "feature").returncode == 0
+        assert cli(db, "create", title, "-t", "feature").returncode == 0
     for n in ("1", "2"):
-        assert workq(db, "repo", "assign", n, "app").returncode == 0
-        assert workq(db, "claim", n).returncode == 0
-        spawned = workq(db, "worktree", "spawn", n, "--json")
+        assert cli(db, "repo", "assign", n, "app").returncode == 0
+        assert cli(db, "claim", n).returncode == 0
+        spawned = cli(db, "worktree", "spawn", n, "--json")
         assert spawned.returncode == 0, spawned.stderr
-    one = json.loads(workq(db, "worktree", "list", "--json").stdout)
+    one = json.loads(cli(db, "worktree", "list", "--json").stdout)
     assert [w["branch"] for w in one] == ["feature/1-first-change", "feature/2-second-change"]
-    shown = workq(db, "show", "1").stdout
+    shown = cli(db, "show", "1").stdout
     assert "worktree" in shown and "feature/1-first-change" in shown
     commit(Path(one[0]["path"]), {"src/app.py": "x = 10\n"})
     commit(Path(one[1]["path"]), {"src/app.py": "x = 20\n"})
-    scan = workq(db, "conflicts", "app")
+    scan = cli(db, "conflicts", "app")
     assert "src/app.py: #1, #2" in scan.stdout
-    status = workq(db, "repo", "status", "app")
+    status = cli(db, "repo", "status", "app")
     assert "conflict: src/app.py" in status.stdout
-    merged = workq(db, "merge", "1")
+    merged = cli(db, "merge", "1")
     assert merged.returncode == 0 and "Merged feature/1-first-change into main" in merged.stdout
-    again = workq(db, "merge", "1")
+    again = cli(db, "merge", "1")
     assert again.returncode == 0 and "already merged" in again.stdout
-    refused = workq(db, "merge", "2")
+    refused = cli(db, "merge", "2")
     assert refused.returncode == 1
     assert "MERGE_CONFLICT: merge would result in conflicts" in refused.stderr
     assert "src/app.py" in refused.stderr
@@ -69,9 +65,9 @@ def test_repo_worktree_agents_conflicts_and_merge_commands(tmp_path: Path) -> No
         me = agents.register(queue, "codex-1", "codex")
     finally:
         queue.db.dispose()
-    roster = json.loads(workq(db, "agents", "--json").stdout)
+    roster = json.loads(cli(db, "agents", "--json").stdout)
     assert [a["agent_id"] for a in roster] == [me.agent_id]
-    assert "codex-1" in workq(db, "agents").stdout
+    assert "codex-1" in cli(db, "agents").stdout
 
 
 def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> None:
@@ -91,12 +87,12 @@ def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> Non
     finally:
         queue.db.dispose()
     (paths[1] / "wip.txt").write_text("not committed")
-    pruned = workq(db, "worktree", "prune")
+    pruned = cli(db, "worktree", "prune")
     assert pruned.returncode == 0
     assert f"removed {paths[0]}" in pruned.stdout and f"kept    {paths[1]}" in pruned.stdout
     assert "1 removed" in pruned.stdout and " B" in pruned.stdout
     assert not paths[0].exists() and paths[1].exists()
-    forced = workq(db, "worktree", "prune", "--force")
+    forced = cli(db, "worktree", "prune", "--force")
     assert f"removed {paths[1]}" in forced.stdout and not paths[1].exists()
 
 
@@ -138,7 +134,7 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
             time.sleep(rng.uniform(0.5, 4.0))
             merger.kill()
             merger.wait(timeout=30)
-            rerun = workq(db, "merge", str(n), env={"WORKQ_MERGE_LEASE_SECONDS": "1"})
+            rerun = cli(db, "merge", str(n), env={"WORKQ_MERGE_LEASE_SECONDS": "1"})
             assert rerun.returncode == 0, rerun.stderr
             files = git.run(["ls-tree", "-r", "--name-only", "main"], cwd=repo).lines
             assert f"piece/{n}.txt" in files
