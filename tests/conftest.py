@@ -31,6 +31,23 @@ PG_URL = os.environ.get("WORKQ_TEST_PG_URL")
 ENGINES = ["sqlite", "postgresql"] if PG_URL else ["sqlite"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow (storms, races, many processes) go first, shared out among the
+    workers, so that none of them is left running alone at the end. pytest-xdist's
+    worksteal gives each of its N workers one contiguous block of the collection to start
+    with: each block here begins with every Nth slow test."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    rest = iter([item for item in items if not item.get_closest_marker("slow")])
+    ordered: list[pytest.Item] = []
+    for block in range(workers):
+        size = len(items) // workers + (block < len(items) % workers)
+        mine = slow[block::workers]
+        ordered += mine + [item for _, item in zip(range(size - len(mine)), rest, strict=False)]
+    ordered += rest
+    items[:] = ordered
+
+
 class FakeClock:
     """A clock the test moves by hand, so lease expiry needs no sleeping."""
 

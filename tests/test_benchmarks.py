@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 # The smallest arguments each script accepts; a script missing here fails the test below.
 TOY: dict[str, tuple[str, ...]] = {

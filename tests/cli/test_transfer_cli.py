@@ -10,6 +10,8 @@ import pty
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.services.test_transfer import ISSUES, export_of
 from tests.workq_cli import WORKQ, ok, workq, workq_process
 
@@ -76,6 +78,7 @@ def _on_a_terminal(cwd: Path, *args: str) -> tuple[int, str]:
     return child.wait(timeout=120), shown.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_progress_is_shown_on_a_terminal_and_not_into_a_pipe(tmp_path: Path) -> None:
     (tmp_path / "queue.jsonl").write_text("\n".join(export_of(50)) + "\n")
     status, shown = _on_a_terminal(tmp_path, "import", "queue.jsonl")

@@ -127,6 +127,7 @@ def test_an_exhausted_primary_limit_holds_every_request(
         assert outbox.status(m.q).pending == 3
 
 
+@pytest.mark.slow
 def test_repeated_secondary_limits_pause_the_worker(
     tmp_path: Path, fake_github: FakeGitHub
 ) -> None:

@@ -23,6 +23,7 @@ def _commit(repo: Path, path: str, *, run_id: str | None = None) -> None:
     git.run(["commit", "-q", "-m", f"change {path}"], cwd=repo, env=env, hooks=True)
 
 
+@pytest.mark.slow
 def test_the_hook_refuses_paths_reserved_by_another_holder(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     cli_json(tmp_path, "create", "auth", "--touch", "src/auth/**")

@@ -133,6 +133,7 @@ def test_a_request_before_initialize_says_what_is_missing(db: Path) -> None:
     assert refused["data"] == "params.protocolVersion: Input should be a valid string"
 
 
+@pytest.mark.slow
 def test_closing_stdin_answers_every_request_already_read(db: Path) -> None:
     """Five fresh servers in a row, each cold: every call answered, in arrival order."""
     for run in range(1, FRESH_SERVERS + 1):

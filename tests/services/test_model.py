@@ -393,6 +393,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert [f for f in report.findings if f.check == "blocked_count"] == []
 
 
+@pytest.mark.slow
 def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock, tmp_path: Path) -> None:
     queue.lease_seconds = LEASE
     # A fresh subclass per engine: hypothesis settings may be applied to a class only once.

@@ -13,7 +13,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
@@ -373,14 +372,13 @@ async def test_a_long_write_lock_is_database_busy_and_work_resumes_when_it_ends(
         await client.call_tool("issue_list", {})  # opened before the lock is taken
         with lock_holder(db, "immediate") as holder:
             FAULTS["long write lock"] += 1
-            started = time.monotonic()
+            # Bounded, never a hang: a command still waiting at workq_process's timeout fails.
             refused(
                 cli(db, "create", "x", run=workq_process),
                 "DATABASE_BUSY",
                 "lock",
                 "nothing was changed",
             )
-            assert time.monotonic() - started < 60  # bounded: never a hang
             assert "issue 2" in ok(cli(db, "list", run=workq_process))  # WAL: readers go on
             result = await client.call_tool("issue_create", {"title": "x"})
             assert code_of(result) == "DATABASE_BUSY", text_of(result)
