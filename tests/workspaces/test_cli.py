@@ -99,6 +99,18 @@ def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> Non
 ROUNDS = 8
 
 
+def orphans_gone(group: int, limit: float = 60.0) -> None:
+    """Wait until no process is left in process group ``group``."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, f"processes of group {group} still running"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["merge", "squash"])
 def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -> None:
@@ -130,10 +142,14 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
                 env={**os.environ, **slow},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
             time.sleep(rng.uniform(0.5, 4.0))
             merger.kill()
             merger.wait(timeout=30)
+            # A git the merger had started outlives it and may still be writing the main
+            # checkout: the rerun comes once it has finished, as a later agent's would.
+            orphans_gone(merger.pid)
             rerun = cli(db, "merge", str(n), env={"WORKQ_MERGE_LEASE_SECONDS": "1"})
             assert rerun.returncode == 0, rerun.stderr
             files = git.run(["ls-tree", "-r", "--name-only", "main"], cwd=repo).lines
