@@ -25,7 +25,7 @@ TOY: dict[str, tuple[str, ...]] = {
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
     "bench_transfer.py": ("--issues", "1000"),
-    "bench_wait.py": ("--waiters", "1", "--rounds", "1"),
+    "bench_wait.py": ("--waiters", "1", "--rounds", "1", "--idle-seconds", "0.5"),
 }
 # Scripts that need a PostgreSQL server of their own (WORKQ_TEST_PG_URL).
 POSTGRES_ONLY = {
