@@ -262,3 +262,30 @@ def test_end_of_input_ends_a_waiting_call_and_it_claims_nothing(db: Path) -> Non
     assert not answers[2]["result"].get("isError")
     assert answers[2]["result"]["structuredContent"] == {"issue": None}
     assert not answers[3]["result"].get("isError")
+
+
+def test_end_of_input_does_not_wait_for_a_modern_clients_listen_stream(db: Path) -> None:
+    """A 2026-07-28 client opens ``subscriptions/listen`` (answered only when the
+    connection ends) and closes stdin: the server answers the call read before and exits
+    at once, instead of waiting out its drain timeout (the Inspector SIGTERMs it after
+    2 s; a client that waits for the process hung for 300 s)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "by-hand", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    listen = request(1, "subscriptions/listen", {"_meta": meta, "notifications": {}})
+    create = request(2, "tools/call", {"_meta": meta, "name": "issue_create", "arguments": {}})
+    create["params"]["arguments"] = {"title": "while listening"}
+    done = subprocess.run(
+        [sys.executable, *serve_argv(db=db)],
+        input=json.dumps(listen) + "\n" + json.dumps(create) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT,
+        cwd=db.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+    assert tool_text(answers[2]).startswith("Created issue #1: while listening")
+    assert "left unanswered" not in done.stderr

@@ -30,8 +30,13 @@ def command(db: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "workq.cli.main", "--db", str(db), "serve", *args]
 
 
+# The toolsets holding every tool these tests call (fewer than ``all``: each server
+# starts ~0.5 s sooner).
+TOOLSETS = "core,deps,notes,insight"
+
+
 def environment(**extra: str) -> dict[str, str]:
-    return {**os.environ, "WORKQ_TOOLSETS": "all", **extra}
+    return {**os.environ, "WORKQ_TOOLSETS": TOOLSETS, **extra}
 
 
 @asynccontextmanager

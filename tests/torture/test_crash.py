@@ -12,18 +12,21 @@ from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
 from tests.torture.conftest import env_float, env_int, record, seed
 from tests.torture.harness import Torture
 
-# At least 100 kills in all, as issue 7 asks; each budget can be set by env var.
+# At least 100 kills in all, as issue 7 asks; each budget can be set by env var. Killing
+# a `workq serve` costs ~4 s (its client notices, a new server starts and must write
+# before it is a target again) against ~0.7 s for the others, so most kills are of the
+# cheaper kinds; scripts/soak.py runs every kind for as long as it is asked to.
 KILLS = {
-    "service": env_int("WORKQ_TORTURE_SERVICE_KILLS", 70),
-    "serve": env_int("WORKQ_TORTURE_SERVE_KILLS", 12),
-    "client": env_int("WORKQ_TORTURE_CLIENT_KILLS", 6),
+    "service": env_int("WORKQ_TORTURE_SERVICE_KILLS", 78),
+    "serve": env_int("WORKQ_TORTURE_SERVE_KILLS", 6),
+    "client": env_int("WORKQ_TORTURE_CLIENT_KILLS", 4),
     "cli": env_int("WORKQ_TORTURE_CLI_KILLS", 12),
 }
 TIME_LIMIT = env_float("WORKQ_TORTURE_TIME_LIMIT", 300)
 # On PostgreSQL (when WORKQ_TEST_PG_URL is set): the same torture, a smaller budget.
 PG_KILLS = {
-    "service": env_int("WORKQ_TORTURE_PG_SERVICE_KILLS", 20),
-    "serve": env_int("WORKQ_TORTURE_PG_SERVE_KILLS", 4),
+    "service": env_int("WORKQ_TORTURE_PG_SERVICE_KILLS", 22),
+    "serve": env_int("WORKQ_TORTURE_PG_SERVE_KILLS", 2),
     "client": env_int("WORKQ_TORTURE_PG_CLIENT_KILLS", 2),
     "cli": env_int("WORKQ_TORTURE_PG_CLI_KILLS", 4),
 }

@@ -250,7 +250,7 @@ class McpDoor(Door):
             "HOME": os.environ.get("HOME", spec.workdir),
             "WORKQ_LEASE_SECONDS": str(MCP_LEASE),
             "WORKQ_BUSY_TIMEOUT_MS": str(BUSY_TIMEOUT_MS),
-            "WORKQ_TOOLSETS": "all",
+            "WORKQ_TOOLSETS": "core,recovery,deps,notes",
             "WORKQ_PLANS_DIR": str(Path(spec.workdir) / "plans"),
         }
         return [sys.executable, *args], env

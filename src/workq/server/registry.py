@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver.tools import Tool
@@ -25,6 +25,19 @@ def writes(*, idempotent: bool, destructive: bool = False) -> ToolAnnotations:
         idempotent_hint=True if idempotent else None,
         open_world_hint=False,
     )
+
+
+# The issue tools' arguments and answer fields for agent workspaces (a repository, a
+# worktree per claim). Every schema byte costs every agent context, so they are offered
+# only with the agit toolset.
+WORKSPACE_FIELDS = frozenset({"repository", "worktree"})
+
+# Tool definitions already built, by the tool function's code, its defaults and whether
+# workspaces are offered: every server built in one process (an HTTP session's, a test's)
+# defines the same functions again as closures over its own state, and pydantic's schema
+# and model generation is most of what building a server costs. The schemas and argument
+# models in a definition are shared and never changed after it is built.
+_DEFINITIONS: dict[Hashable, Tool] = {}
 
 
 class Registry:
@@ -52,12 +65,57 @@ class Registry:
         if name in self.toolset_of:
             raise ValueError(f"tool {name} is registered twice")
         self.toolset_of[name] = self.toolset
+        key = (
+            fn.__code__,
+            repr(fn.__defaults__),
+            repr(fn.__kwdefaults__),
+            annotations.model_dump_json(),
+            self.workspaces,
+        )
+        definition = _DEFINITIONS.get(key)
+        if definition is None:
+            definition = _DEFINITIONS[key] = self._define(fn, annotations)
+        self.tools[name] = Tool(
+            fn=fn, **{field: getattr(definition, field) for field in _DEFINITION_FIELDS}
+        )
+
+    def _define(self, fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
         tool = Tool.from_function(
             fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
         )
-        tool.parameters = compact_input(tool.parameters)
-        tool.fn_metadata = TextStaysText.of(tool.fn_metadata, tool.parameters)
-        self.tools[name] = tool
+        parameters = compact_input(tool.parameters)
+        metadata = TextStaysText.of(tool.fn_metadata, parameters)
+        if not self.workspaces and fn.__name__.startswith("issue_"):
+            parameters = without_workspaces(parameters)
+            if metadata.output_schema is not None:
+                metadata.output_schema = without_workspaces(metadata.output_schema)
+        tool.parameters = parameters
+        tool.fn_metadata = metadata
+        return tool
+
+
+# Every field of a built tool but its function (the SDK's fields, so that one a later SDK
+# adds is carried over).
+_DEFINITION_FIELDS = tuple(name for name in Tool.model_fields if name != "fn")
+
+
+def without_workspaces(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a schema without the workspace properties, at any depth."""
+    result = dict(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        result["properties"] = {
+            name: _without(sub) for name, sub in properties.items() if name not in WORKSPACE_FIELDS
+        }
+        if "required" in schema:
+            result["required"] = [r for r in schema["required"] if r not in WORKSPACE_FIELDS]
+    if "anyOf" in schema:
+        result["anyOf"] = [_without(option) for option in schema["anyOf"]]
+    return result
+
+
+def _without(node: Any) -> Any:
+    return without_workspaces(node) if isinstance(node, dict) else node
 
 
 class Catalog(Registry):

@@ -31,6 +31,9 @@ log = logging.getLogger("workq.server")
 # How long end of input waits for the calls still running (a call may itself wait up to
 # two minutes for the database to open).
 DRAIN_TIMEOUT_SECONDS = 300.0
+# Requests that stay open for as long as the connection does (a modern client's stream of
+# notifications) and end with it: end of input does not wait for them.
+OPEN_WHILE_CONNECTED = frozenset({"subscriptions/listen"})
 
 
 class Unanswered:
@@ -92,7 +95,8 @@ class _Reader:
             return item
         message = item.message
         if isinstance(message, JSONRPCRequest):
-            self._pending.add(message.id)
+            if message.method not in OPEN_WHILE_CONNECTED:
+                self._pending.add(message.id)
             if message.method == "initialize":
                 params = complete_initialize(message.params)
                 if params is not None:

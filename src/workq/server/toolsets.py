@@ -9,7 +9,6 @@ its name to ``DEFAULT_TOOLSETS``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from workq.errors import InvalidInput
 from workq.server import (
@@ -79,13 +78,6 @@ def named(spec: str | None) -> set[str]:
     return {item for word in words for item in ALIASES.get(word, (word,)) if item in TOOLSETS}
 
 
-# The issue tools' arguments and answer fields for agent workspaces (a repository, a
-# worktree per claim). Every schema byte costs every agent context, so they are offered
-# only with the agit toolset.
-WORKSPACE_ARGUMENTS = frozenset({"repository", "worktree"})
-WORKSPACE_FIELDS = frozenset({"repository", "worktree"})
-
-
 def register(reg: Registry, names: list[str]) -> None:
     reg.workspaces = "agit" in names
     for name in names:
@@ -93,30 +85,3 @@ def register(reg: Registry, names: list[str]) -> None:
         for registrar in TOOLSETS[name]:
             registrar(reg)
     reg.toolset = ""
-    if "agit" not in names:
-        for tool_name, tool in reg.tools.items():
-            if tool_name.startswith("issue_"):
-                _without_workspaces(tool.parameters)
-                if tool.output_schema is not None:
-                    _without_workspaces(tool.output_schema, fields=WORKSPACE_FIELDS)
-
-
-def _without_workspaces(
-    schema: dict[str, Any], fields: frozenset[str] = WORKSPACE_ARGUMENTS
-) -> None:
-    """Drop the workspace properties from a schema, in place, at any depth."""
-    properties = schema.get("properties")
-    if isinstance(properties, dict):
-        for name in fields & properties.keys():
-            del properties[name]
-        if "required" in schema:
-            schema["required"] = [r for r in schema["required"] if r not in fields]
-        for sub in properties.values():
-            _nested(sub, fields)
-    for option in schema.get("anyOf", ()):
-        _nested(option, fields)
-
-
-def _nested(node: Any, fields: frozenset[str]) -> None:
-    if isinstance(node, dict):
-        _without_workspaces(node, fields)
