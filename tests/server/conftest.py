@@ -14,6 +14,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
+from tests.conftest import migrated_sqlite
 from workq.config import Settings
 from workq.server.app import WorkqServer, build_server
 from workq.server.results import ERROR_META
@@ -70,8 +71,11 @@ def make_server(db: Path, toolsets: str = "all", **settings: Any) -> WorkqServer
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "queue.db"
+def db(tmp_path: Path, sqlite_template: Path) -> Path:
+    """A new queue already at head (a copy of the migrated template): a server migrates a
+    new file as soon as it runs (~0.4 s of a `workq serve` process's start); the tests of
+    migrating at start make their own."""
+    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
 
 
 @pytest.fixture(params=["auto", "legacy"])

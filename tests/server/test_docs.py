@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.conftest import migrated_sqlite
 from tests.server.conftest import make_server
 from workq import errors
 from workq.server import app, toolsets
@@ -21,13 +20,6 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
 # (issue_create, issue_update, issue_get's result) and issue_ready's explain (an argument
 # and the not_ready result), about 0.6 KB.
 ISSUE_TOOLS_BUDGET = 14 * 1024 + 768
-
-
-@pytest.fixture
-def db(tmp_path: Path, sqlite_template: Path) -> Path:
-    """A new queue already at head (a copy of the migrated template): nothing here is about
-    migrating, and a server opens its queue, migrating a new file, as soon as it runs."""
-    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
 
 
 def _codes() -> set[str]:

@@ -112,7 +112,8 @@ async def test_a_token_is_required_when_given(db: Path) -> None:
                 assert text(created).startswith("Created issue #1")
 
 
-def test_a_non_loopback_bind_without_a_token_refuses_to_start(db: Path) -> None:
+def test_a_non_loopback_bind_without_a_token_refuses_to_start(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
     done = subprocess.run(
         [
             sys.executable,

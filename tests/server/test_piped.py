@@ -209,7 +209,8 @@ def test_a_database_that_can_never_open_is_refused_at_start(
 
 
 @pytest.mark.parametrize("option", [("--host", "0.0.0.0"), ("--port", "9000")])
-def test_host_or_port_without_http_is_refused(db: Path, option: tuple[str, str]) -> None:
+def test_host_or_port_without_http_is_refused(tmp_path: Path, option: tuple[str, str]) -> None:
+    db = tmp_path / "new.db"
     done = subprocess.run(
         [sys.executable, *serve_argv(*option, db=db)],
         stdin=subprocess.DEVNULL,

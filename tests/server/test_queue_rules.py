@@ -17,19 +17,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.conftest import migrated_sqlite
 from tests.server.conftest import error_of, make_server, stdio_server, text
 from tests.workq_cli import workq
 from workq.schemas import COMMENT_MAX, DESCRIPTION_MAX, TITLE_MAX
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def db(tmp_path: Path, sqlite_template: Path) -> Path:
-    """A new queue already at head (a copy of the migrated template): nothing here is about
-    migrating, and a server opens its queue, migrating a new file, as soon as it runs."""
-    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> tuple[str, dict[str, Any]]:

@@ -11,17 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import migrated_sqlite
 from tests.server.conftest import call_ok, stdio_server, text
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def db(tmp_path: Path, sqlite_template: Path) -> Path:
-    """A new queue already at head (a copy of the migrated template): nothing here is about
-    migrating, and a server opens its queue, migrating a new file, as soon as it runs."""
-    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
 
 
 # Verbatim from seed 002 (shell comments and the agent's own work left out).

@@ -10,7 +10,6 @@ import pytest
 from mcp import Client
 from mcp.types import GetPromptResult, ReadResourceResult, TextContent, TextResourceContents
 
-from tests.conftest import migrated_sqlite
 from tests.server.conftest import call_error, call_ok, error_of, make_server, text
 from workq.config import Settings
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
@@ -19,13 +18,6 @@ from workq.server.registry import READ_ONLY, Registry
 from workq.server.state import ServerState
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def db(tmp_path: Path, sqlite_template: Path) -> Path:
-    """A new queue already at head (a copy of the migrated template): nothing here is about
-    migrating, and a server opens its queue, migrating a new file, as soon as it runs."""
-    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
 
 
 async def test_seed_issue_tools_answer_in_the_seeds_words(client: Client) -> None:
