@@ -151,6 +151,17 @@ class NotHolder(Conflict):
     next_step = ("claim the issue first (", Step.CLAIM, "), or ask its holder to release it")
 
 
+class LeaseLapsed(Conflict):
+    """The caller's claim lapsed (its lease ran out); it holds the issue no more."""
+
+    code = "LEASE_LAPSED"
+    next_step = (
+        "claim it again with ",
+        Step.CLAIM,
+        " (a new fencing token, checked against reservations like any claim)",
+    )
+
+
 class PathsReserved(Conflict):
     """Paths this needs are reserved by another holder's live claim."""
 

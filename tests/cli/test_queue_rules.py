@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.workq_cli import data, ok, workq
+from workq.config import Settings
 from workq.schemas import DESCRIPTION_MAX, TITLE_MAX
+from workq.services import claims
+from workq.services.runtime import open_queue
 
 
 def dump(cwd: Path) -> list[str]:
@@ -212,3 +216,31 @@ def test_the_limits_are_documented_in_the_unit_the_code_counts() -> None:
     assert f"descriptions and comments {DESCRIPTION_MAX:,}" in mcp
     for doc in (readme, mcp):
         assert "KiB |" not in doc and "64 KiB" not in doc
+
+
+# --- a lease that lapsed ---------------------------------------------------------------------
+
+
+def test_a_heartbeat_does_not_revive_a_lapsed_lease(tmp_path: Path) -> None:
+    """r1 claimed #1 (src/**) an hour ago with a 30-minute lease; r2 then claimed #2
+    (src/auth/**). r1's heartbeat is refused, nothing changes, and both exclusive
+    reservations are never live at once: r1 must claim again, and that is refused too."""
+    ok("create", "wide", "--touch", "src/**")
+    ok("create", "narrow", "--touch", "src/auth/**")
+    queue = open_queue(Settings(db_path=tmp_path / "autopilot.db"))
+    try:
+        queue.clock = lambda: datetime.now(UTC) - timedelta(hours=1)
+        claims.claim(queue, 1, "r1")
+    finally:
+        queue.db.dispose()
+    ok("claim", "2", "--run-id", "r2")
+
+    before = dump(tmp_path)
+    refused = workq("heartbeat", "1", "--run-id", "r1")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: LEASE_LAPSED: Your claim on issue #1 lapsed at ")
+    assert "workq claim 1" in refused.stderr, refused.stderr  # the next step, in CLI words
+    assert dump(tmp_path) == before
+    again = workq("claim", "1", "--run-id", "r1")
+    assert again.returncode == 1 and "PATHS_RESERVED" in again.stderr, again.stderr
+    assert dump(tmp_path) == before

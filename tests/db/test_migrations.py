@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -152,9 +152,10 @@ def test_fence_revision_gives_live_claims_a_token(settings: Settings) -> None:
             conn.execute(
                 text(
                     "UPDATE issues SET status = 'in_progress', claimed_by = 'run-a',"
-                    " claimed_at = :now, lease_expires_at = :now WHERE number = 2"
+                    " claimed_at = :now, lease_expires_at = :until WHERE number = 2"
                 ),
-                {"now": now},
+                # A live lease: a lapsed one is not renewed (it is claimed again).
+                {"now": now, "until": datetime.now(UTC) + timedelta(hours=1)},
             )
         migrate.upgrade(db, "0006_wait_fence")
         with db.engine.connect() as conn:

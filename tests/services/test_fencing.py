@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FakeClock
-from workq.errors import InvalidInput, StaleClaim
+from workq.errors import InvalidInput, LeaseLapsed, PathsReserved, StaleClaim
 from workq.schemas import Status
 from workq.services import claims, issues
 from workq.services.context import Queue
@@ -95,3 +95,30 @@ def test_a_token_no_claim_had_is_bad_input_and_changes_nothing(queue: Queue) -> 
     with pytest.raises(InvalidInput, match="positive integer"):
         claims.release(queue, 1, {"run-a"}, fence=0)
     assert issues.get(queue, 1).status == Status.IN_PROGRESS
+
+
+def test_a_lapsed_lease_is_not_revived_by_a_heartbeat_or_the_renewal(
+    queue: Queue, clock: FakeClock
+) -> None:
+    """runA's lease lapses and runB claims work on paths inside runA's: runA's heartbeat is
+    refused (claim again), the server's background renewal leaves the lapsed lease alone,
+    and claiming again is checked against runB's reservation like any claim."""
+    issues.create(queue, title="wide", touches=["src/**"])
+    issues.create(queue, title="narrow", touches=["src/auth/**"])
+    claims.claim(queue, 1, "run-a")
+    _lapse(queue, clock)
+    assert claims.claim(queue, 2, "run-b").fence == 1
+    before = issues.get(queue, 1)
+    with pytest.raises(LeaseLapsed) as refused:
+        claims.heartbeat(queue, 1, {"run-a"})
+    assert "claim it again" in (refused.value.hint_for() or "")
+    assert claims.renew_leases(queue, {"run-a"}) == 0
+    assert claims.renew_leases(queue, {"run-b"}) == 1  # a live lease is renewed
+    assert issues.get(queue, 1) == before  # refused: nothing changed
+    with pytest.raises(PathsReserved):
+        claims.claim(queue, 1, "run-a")
+    assert issues.get(queue, 1) == before
+    claims.release(queue, 2, {"run-b"})
+    again = claims.claim(queue, 1, "run-a")
+    assert again.fence == 2 and again.already_held
+    assert claims.heartbeat(queue, 1, {"run-a"}, fence=2).fence == 2

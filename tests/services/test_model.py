@@ -40,7 +40,7 @@ from workq.db.tables import (
     plan_issues,
     plans,
 )
-from workq.errors import OpenBlockers, WorkqError
+from workq.errors import LeaseLapsed, OpenBlockers, WorkqError
 from workq.schemas import Claim, IssueType, Priority
 from workq.services import claims, maintenance, mirror
 from workq.services import dependencies as deps_service
@@ -252,8 +252,12 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(number=numbers, run=st.sampled_from(RUNS))
     def heartbeat(self, number: int, run: str) -> None:
         item = self.model.items.get(number)
-        allowed = item is not None and item.status == "in_progress" and item.holder == run
+        holds = item is not None and item.status == "in_progress" and item.holder == run
+        # A lapsed lease is not revived: the holder must claim again.
+        allowed = holds and item is not None and self.model.live(item, self._now())
         got = self._expect(allowed, lambda: claims.heartbeat(self.queue, number, {run}))
+        if holds and not allowed:
+            assert isinstance(got, LeaseLapsed), got
         if allowed and item is not None:
             assert isinstance(got, Claim)
             assert got.waits_on == self.model.waits_on(item)

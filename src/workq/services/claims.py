@@ -46,6 +46,7 @@ from workq.errors import (
     AlreadyClaimed,
     InvalidConfirmation,
     InvalidInput,
+    LeaseLapsed,
     NotClaimable,
     NotHolder,
     OpenBlockers,
@@ -369,10 +370,15 @@ def claim(
         plans.refuse_while_planning(conn, gate, "claiming")
         row = load(conn, number, for_update=True)
         now = q.now()
+        paths = reservations.Gate(q, conn, now, writes=True)
         if row.claimed_by == run_id and row.status == IN_PROGRESS:
             # The holder's own claim stays its own, whatever it has come to wait on; once
-            # its lease has lapsed, under a new fencing token (the caller may be a restart).
-            return _renewal(q, conn, row, run_id, now, refence=_lapsed(row, now))
+            # its lease has lapsed, under a new fencing token (the caller may be a restart)
+            # and only if no one reserved its paths meanwhile, as for any claim.
+            lapsed = _lapsed(row, now)
+            if lapsed:
+                paths.refuse(number, paths.blocking(row.id, True, run_id))
+            return _renewal(q, conn, row, run_id, now, refence=lapsed)
         _check_claimable(row, number)
         if row.claimed_by is not None and row.lease_expires_at and row.lease_expires_at > now:
             raise AlreadyClaimed(
@@ -382,7 +388,6 @@ def claim(
                 holder=row.claimed_by,
                 lease_expires_at=row.lease_expires_at.isoformat(),
             )
-        paths = reservations.Gate(q, conn, now, writes=True)
         paths.refuse(number, paths.blocking(row.id, True, run_id))
         taken = _take_claim(q, conn, row, run_id, now)
         if taken is None:  # pragma: no cover - the row lock makes this unreachable
@@ -871,11 +876,12 @@ def held_now(
     StaleClaim)."""
     _fenced(row, fence, number)
     holder = _held(row, holders, number, action)
-    if _lapsed(row, now):
-        raise NotHolder(
-            f"Your claim on issue #{number} lapsed; its reservations ended with it",
+    if row.lease_expires_at is not None and _lapsed(row, now):
+        raise LeaseLapsed(
+            f"Your claim on issue #{number} lapsed at "
+            f"{row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}; its reservations ended with it",
             number=number,
-            hint=("claim it again with ", Step.CLAIM),
+            lease_expires_at=row.lease_expires_at.isoformat(),
         )
     return holder
 
@@ -883,14 +889,16 @@ def held_now(
 def heartbeat(
     q: Queue, number: int, holders: Collection[str], *, fence: int | None = None
 ) -> Claim:
-    """Extend the lease of a claim the caller holds (with ``fence``: that very claim)."""
+    """Extend the lease of a live claim the caller holds (with ``fence``: that very claim).
+    A lapsed lease is not revived: its reservations ended, and another claim may hold
+    them now (LeaseLapsed; claiming again checks them)."""
     fields.number(number)
     fields.fence(fence)
 
     def work(conn: Connection) -> Claim:
         row = load(conn, number, for_update=True)
-        _fenced(row, fence, number)
-        return _renewal(q, conn, row, _held(row, holders, number, "heartbeat"), q.now())
+        now = q.now()
+        return _renewal(q, conn, row, held_now(row, holders, fence, number, now, "heartbeat"), now)
 
     return q.db.write(work)
 
@@ -899,21 +907,24 @@ _renew_all = (
     update(issues)
     .where(issues.c.claimed_by.in_(bindparam("holders", expanding=True)))
     .where(issues.c.status == IN_PROGRESS)
+    .where(issues.c.lease_expires_at > bindparam("now"))
     .values(lease_expires_at=bindparam("until"))
 )
 
 
 def renew_leases(q: Queue, holders: Collection[str]) -> int:
-    """Extend every lease these run ids hold (the server's background heartbeat)."""
+    """Extend every live lease these run ids hold (the server's background heartbeat). A
+    lease that lapsed meanwhile (the process was stopped, the machine slept) stays lapsed:
+    the agent claims it again, under a new fencing token."""
     if not holders:
         return 0
-    return q.db.write(
-        lambda conn: (
-            conn.execute(
-                _renew_all, {"holders": list(holders), "until": q.lease_until(q.now())}
-            ).rowcount
-        )
-    )
+
+    def work(conn: Connection) -> int:
+        now = q.now()
+        values = {"holders": list(holders), "now": now, "until": q.lease_until(now)}
+        return int(conn.execute(_renew_all, values).rowcount)
+
+    return q.db.write(work)
 
 
 @retry_lost_read
