@@ -16,7 +16,7 @@ import pytest
 from tests.workq_cli import Env, workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
-from workq.services import agents, claims, issues, repositories, workspaces
+from workq.services import agents, claims, dependencies, issues, repositories, workspaces
 from workq.services.runtime import open_queue
 from workq.vcs import git
 
@@ -166,3 +166,40 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
         landed = bodies.count(f"work on #{n}\n") + (mode == "squash") * bodies.count(f"#{n}: ")
         assert landed == 1, (n, bodies)
     assert [w.path for w in git.worktrees(repo)] == [repo.resolve()]
+
+
+@pytest.mark.usefixtures("trusted_tests_gate")
+def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lands(
+    tmp_path: Path,
+) -> None:
+    """`workq merge N` used to land #N's branch and complete it by force while #N waited on
+    an open issue; issue_complete refuses the same. Now the merge refuses first and nothing
+    moves: main, the worktree, the branch, the claim."""
+    db = tmp_path / "q.db"
+    repo = make_repo(tmp_path / "app")
+    queue = open_queue(Settings(db_path=db))
+    try:
+        repositories.add(queue, "app", repo)
+        blocker = issues.create(queue, title="first").number
+        n = issues.create(queue, title="second").number
+        repositories.assign(queue, n, "app")
+        info = workspaces.claim(queue, n, "r", worktree=True).worktree
+        assert info is not None
+        commit(Path(info.path), {"second.txt": "2\n"}, f"work on #{n}")
+        dependencies.depend(queue, blocker=blocker, blocked=n)
+    finally:
+        queue.db.dispose()
+    main_before = git.branch_tip(repo, "main")
+    refused = cli(db, "merge", str(n))
+    assert refused.returncode == 1
+    assert f"OPEN_BLOCKERS: Issue #{n} waits on #{blocker}, which is not done" in refused.stderr
+    assert git.branch_tip(repo, "main") == main_before
+    assert Path(info.path).is_dir() and git.branch_exists(repo, info.branch)
+    queue = open_queue(Settings(db_path=db))
+    try:
+        assert issues.get(queue, n).status.value == "in_progress"
+        claims.complete(queue, blocker, None, force=True)
+    finally:
+        queue.db.dispose()
+    assert cli(db, "merge", str(n)).returncode == 0
+    assert "second.txt" in git.run(["ls-tree", "-r", "--name-only", "main"], cwd=repo).lines

@@ -1007,6 +1007,16 @@ def complete(
     return q.db.write(work)
 
 
+def refuse_while_waiting(q: Queue, number: int) -> None:
+    """OpenBlockers if issue ``number`` waits on issues that are not done (a merge asks
+    before its work lands: completing it would then be refused, or forced)."""
+    with q.db.read() as conn:
+        row = load(conn, number)
+        waiting = blockers.waits_on(conn, row)
+    if waiting:
+        raise _still_waiting(number, waiting)
+
+
 def _still_waiting(number: int, waiting: list[int]) -> OpenBlockers:
     shown = ", ".join(f"#{n}" for n in waiting)
     verb = "is" if len(waiting) == 1 else "are"

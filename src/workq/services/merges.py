@@ -46,7 +46,17 @@ DEFAULT_WAIT_SECONDS = 300.0
 # (``commit`` None: a check may take minutes) and again under it. The quality gates hang
 # here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
 Gate = Callable[[Queue, MergeCandidate], None]
-GATES: list[Gate] = [merge_gate]
+
+
+def blockers_gate(q: Queue, candidate: MergeCandidate) -> None:
+    """An issue that waits on open blockers does not land: completing it would be refused
+    (OpenBlockers, the same rule as issue_complete's)."""
+    if candidate.number is not None:
+        with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
+            claims.refuse_while_waiting(q, candidate.number)
+
+
+GATES: list[Gate] = [blockers_gate, merge_gate]
 # How a merge lands (seed 004's merge_to_main): a merge commit even where a fast-forward
 # would do, or one squashed commit.
 Strategy = Literal["no-ff", "squash"]
