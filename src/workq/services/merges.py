@@ -40,11 +40,6 @@ from workq.vcs import git
 
 DEFAULT_LEASE_SECONDS = 120
 DEFAULT_WAIT_SECONDS = 300.0
-# Checks run before a merge lands: each gets the queue and what would land (the
-# repository, the worktree, the branch tip, the commit the default branch moves to, the
-# issue) and raises a WorkqError to refuse. Asked once before the merge lease is taken
-# (``commit`` None: a check may take minutes) and again under it. The quality gates hang
-# here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
 Gate = Callable[[Queue, MergeCandidate], None]
 
 
@@ -56,6 +51,11 @@ def blockers_gate(q: Queue, candidate: MergeCandidate) -> None:
             claims.refuse_while_waiting(q, candidate.number)
 
 
+# Checks run before a merge lands: each gets the queue and what would land (the
+# repository, the worktree, the branch tip, the commit the default branch moves to, the
+# issue) and raises a WorkqError to refuse. Asked once before the merge lease is taken
+# (``commit`` None: a check may take minutes) and again under it. The quality gates hang
+# here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
 GATES: list[Gate] = [blockers_gate, merge_gate]
 # How a merge lands (seed 004's merge_to_main): a merge commit even where a fast-forward
 # would do, or one squashed commit.
