@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from workq.db.models import Base
+from workq.db.models import metadata
 
-target_metadata = Base.metadata
+target_metadata = metadata
 
 # Tables that migrations create but the models do not declare: the FTS5 index of
 # 0002_search and its shadow tables. Comparisons of migrations with the models skip them.

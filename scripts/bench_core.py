@@ -29,7 +29,7 @@ from workq.services.runtime import open_queue
 READY_FRESH, READY_STALE = claims._ready_statements((False, 0, 0, 0, False), False)
 TAKE = claims._take
 EVENT = context._record_event
-OUTBOX = outbox._queue["sqlite"]
+OUTBOX = outbox.queue_statement("sqlite")
 
 
 def build(path: Path, size: int) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from workq.config import Settings
 from workq.db import migrate
 from workq.db.engine import Database
-from workq.db.models import Base
+from workq.db.models import metadata
 from workq.errors import SchemaMismatch
 from workq.services import claims, issues
 from workq.services.runtime import open_database, open_queue
@@ -47,7 +47,7 @@ def test_migrations_produce_exactly_the_models(settings: Settings) -> None:
             context = MigrationContext.configure(
                 conn, opts={"compare_type": True, "include_object": _include}
             )
-            diff = compare_metadata(context, Base.metadata)
+            diff = compare_metadata(context, metadata)
         assert diff == []
     finally:
         db.dispose()

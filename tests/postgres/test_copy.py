@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from sqlalchemy import Table, create_engine, insert, select, text
@@ -44,9 +44,9 @@ def _fill_the_rest(queue: Queue) -> None:
     now = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
     issue_id = issues.get(queue, 2).id
     comment_id = notes.comments(queue, 4)[0].id
-    rows: dict[type[models.Base], dict[str, Any]] = {
-        models.GitHubMirrorRow: {"repo": "acme/app", "created_at": now, "import_etag": 'W/"x"'},
-        models.GitHubLinkRow: {
+    rows: dict[Table, dict[str, Any]] = {
+        models.github_mirror: {"repo": "acme/app", "created_at": now, "import_etag": 'W/"x"'},
+        models.github_links: {
             "issue_id": issue_id,
             "number": 2,
             "repo": "acme/app",
@@ -55,12 +55,12 @@ def _fill_the_rest(queue: Queue) -> None:
             "snapshot": "{}",
             "linked_at": now,
         },
-        models.GitHubCommentRow: {
+        models.github_comments: {
             "comment_id": comment_id,
             "gh_comment_id": 2**40,
             "started_at": now,
         },
-        models.PlanRow: {
+        models.plans: {
             "id": "p1",
             "run_id": "run-a",
             "slug": "big-plan",
@@ -73,9 +73,9 @@ def _fill_the_rest(queue: Queue) -> None:
             "created_at": now,
             "updated_at": now,
         },
-        models.PlanIssueRow: {"plan_id": "p1", "task": 1, "issue_id": issue_id},
-        models.TouchRow: {"issue_id": issue_id, "position": 0, "glob": "src/auth/**"},
-        models.ReservationRow: {
+        models.plan_issues: {"plan_id": "p1", "task": 1, "issue_id": issue_id},
+        models.touches: {"issue_id": issue_id, "position": 0, "glob": "src/auth/**"},
+        models.reservations: {
             "issue_id": issue_id,
             "glob": "docs/*.md",
             "holder": "run-b",
@@ -83,7 +83,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "mode": "shared",
             "created_at": now,
         },
-        models.WorkflowRow: {
+        models.workflows: {
             "issue_id": issue_id,
             "phase": "testing",
             "tests_passed": False,
@@ -91,7 +91,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "started_at": now,
             "updated_at": now,
         },
-        models.GitHubPullRow: {
+        models.github_pulls: {
             "issue_id": issue_id,
             "number": 2,
             "repo": "acme/app",
@@ -101,7 +101,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "opened_at": now,
             "merged_at": None,
         },
-        models.IssueBranchRow: {
+        models.issue_branches: {
             "issue_id": issue_id,
             "number": 2,
             "branch": "feature/2-mirrored",
@@ -111,7 +111,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "linked_by": "run-b",
             "linked_at": now,
         },
-        models.GateRunRow: {
+        models.gate_runs: {
             "issue_id": issue_id,
             "number": 2,
             "commit_sha": "b" * 40,
@@ -133,7 +133,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "finished_at": now,
             "actor": "run-b",
         },
-        models.RepositoryRow: {
+        models.repositories: {
             "name": "app",
             "path": "/src/app",
             "default_branch": "main",
@@ -144,7 +144,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "merge_expires_at": now,
             "created_at": now,
         },
-        models.WorktreeRow: {
+        models.worktrees: {
             "id": "w1",
             "repository": "app",
             "issue_id": issue_id,
@@ -157,7 +157,7 @@ def _fill_the_rest(queue: Queue) -> None:
             "created_at": now,
             "updated_at": now,
         },
-        models.AgentRow: {
+        models.agents: {
             "id": "agent-1",
             "name": "claude-1",
             "agent_type": "claude",
@@ -166,8 +166,8 @@ def _fill_the_rest(queue: Queue) -> None:
         },
     }
     with queue.db.engine.begin() as conn:
-        for model, values in rows.items():
-            conn.execute(insert(cast(Table, model.__table__)), values)
+        for table, values in rows.items():
+            conn.execute(insert(table), values)
     issues.update_issue(queue, 2, description="mirrored")  # queues an outbox row
 
 
@@ -177,7 +177,7 @@ def _every_row(url: str) -> dict[str, list[tuple[object, ...]]]:
         with engine.connect() as conn:
             return {
                 table.name: sorted((tuple(row) for row in conn.execute(select(table))), key=repr)
-                for table in models.Base.metadata.sorted_tables
+                for table in models.metadata.sorted_tables
             }
     finally:
         engine.dispose()
@@ -197,7 +197,7 @@ def test_round_trip_sqlite_postgresql_sqlite_is_identical(tmp_path: Path, pg_url
 
     there = transfer.copy_queue(Settings(), str(first), pg_url)
     assert there.counts["issues"] == 4 and there.counts["comments"] == 2
-    assert all(there.counts[t.name] for t in models.Base.metadata.sorted_tables)
+    assert all(there.counts[t.name] for t in models.metadata.sorted_tables)
     assert "workq:***@" in there.target  # no password in what is printed
     back = transfer.copy_queue(Settings(), pg_url, str(tmp_path / "back.db"))
     assert back.digest == there.digest

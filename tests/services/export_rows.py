@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 
 from workq.db.migrate import HEAD
-from workq.db.models import Base
+from workq.db.models import metadata
 
 STAMP = "2026-01-02T03:04:05.123456+00:00"
 
@@ -71,7 +71,7 @@ def export_lines(
                 }
 
     yield json.dumps({"type": "workq-export", "version": 1, "schema": HEAD})
-    for table in Base.metadata.sorted_tables:  # the export's order: parents first
+    for table in metadata.sorted_tables:  # the export's order: parents first
         yield from (
             json.dumps({"type": table.name, **row}, sort_keys=True) for row in rows(table.name)
         )

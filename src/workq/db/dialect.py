@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Connection,
@@ -32,12 +32,15 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
 from workq.db.prepared import Prepared
 from workq.errors import InvalidInput
+
+if TYPE_CHECKING:  # imported where used: a SQLite process never needs PostgreSQL's dialect
+    from sqlalchemy.dialects import postgresql
 
 WRITE_ISOLATION = "READ COMMITTED"
 READ_ISOLATION = "REPEATABLE READ"
@@ -176,7 +179,11 @@ def for_reading(conn: Connection) -> Connection:
 
 def insert_for(dialect_name: str) -> Callable[[Table], postgresql.Insert | sqlite.Insert]:
     """The INSERT construct that knows the dialect's ON CONFLICT clause."""
-    return postgresql.insert if dialect_name == "postgresql" else sqlite.insert
+    if dialect_name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    return sqlite.insert
 
 
 def lock_plans(conn: Connection) -> None:

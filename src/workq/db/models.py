@@ -1,4 +1,7 @@
-"""The schema, as SQLAlchemy models. Migrations in migrations/ must produce exactly this."""
+"""The schema, as SQLAlchemy Core tables. Migrations in migrations/ must produce exactly this.
+
+Core rather than the declarative ORM: nothing here maps rows to objects, and importing
+sqlalchemy.orm would cost every workq process start."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Column,
     DateTime,
     Dialect,
     ForeignKey,
@@ -16,12 +20,12 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     Text,
     TypeDecorator,
     text,
 )
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
 NAMING = {
@@ -93,416 +97,366 @@ class UTCDateTime(TypeDecorator[datetime]):
         return to_utc(value)
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
+metadata = MetaData(naming_convention=NAMING)
 
-
-class IssueRow(Base):
-    __tablename__ = "issues"
-
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    number: Mapped[int] = mapped_column(Integer, unique=True)
-    title: Mapped[str] = mapped_column(String(256))
-    description: Mapped[str] = mapped_column(Text, default="")
-    status: Mapped[str] = mapped_column(String(16))
-    priority: Mapped[int] = mapped_column(SmallInteger)
-    issue_type: Mapped[str] = mapped_column(String(16))
-    agent: Mapped[str] = mapped_column(String(64))
-    is_blocked: Mapped[bool] = mapped_column(Boolean, default=False)
-    blocked_reason: Mapped[str | None] = mapped_column(Text)
+issues = Table(
+    "issues",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("number", Integer, nullable=False, unique=True),
+    Column("title", String(256), nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("status", String(16), nullable=False),
+    Column("priority", SmallInteger, nullable=False),
+    Column("issue_type", String(16), nullable=False),
+    Column("agent", String(64), nullable=False),
+    Column("is_blocked", Boolean, nullable=False, default=False),
+    Column("blocked_reason", Text),
     # How many of its blockers are not done: maintained on write so ready never walks the graph.
-    open_blockers: Mapped[int] = mapped_column(Integer, default=0)
-    claimed_by: Mapped[str | None] = mapped_column(String(128))
-    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    Column("open_blockers", Integer, nullable=False, default=0),
+    Column("claimed_by", String(128)),
+    Column("claimed_at", UTCDateTime),
+    Column("lease_expires_at", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("closed_at", UTCDateTime),
     # The fencing token: grows with every claim of the issue (0006_wait_fence).
-    fence: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    Column("fence", Integer, nullable=False, default=0, server_default=text("0")),
     # The registered repository (its name) the issue belongs to, if any (migration 0008_agit).
-    repository: Mapped[str | None] = mapped_column(String(64))
+    Column("repository", String(64)),
+    Index(
+        "ix_issues_ready",
+        "status",
+        "is_blocked",
+        "open_blockers",
+        "priority",
+        "created_at",
+        "number",
+    ),
+    Index("ix_issues_lease", "status", "lease_expires_at"),
+    Index("ix_issues_claimed_by", "claimed_by"),
+    Index("ix_issues_repository", "repository"),
+)
 
-    __table_args__ = (
-        Index(
-            "ix_issues_ready",
-            "status",
-            "is_blocked",
-            "open_blockers",
-            "priority",
-            "created_at",
-            "number",
-        ),
-        Index("ix_issues_lease", "status", "lease_expires_at"),
-        Index("ix_issues_claimed_by", "claimed_by"),
-        Index("ix_issues_repository", "repository"),
-    )
+labels = Table(
+    "labels",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Index("ix_labels_name", "name"),
+)
 
+# blocker_id must be done before blocked_id is ready.
+dependencies = Table(
+    "dependencies",
+    metadata,
+    Column("blocker_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("blocked_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_dependencies_blocked_id", "blocked_id"),
+)
 
-class LabelRow(Base):
-    __tablename__ = "labels"
+comments = Table(
+    "comments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("author", String(128)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_comments_issue_id", "issue_id"),
+)
 
-    issue_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+# The audit log. Not tied to issues by a foreign key: history outlives a delete.
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("issue_id", String(36)),
+    Column("number", Integer),
+    Column("kind", String(32), nullable=False),
+    Column("actor", String(128)),
+    Column("before", Text),
+    Column("after", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_events_number", "number", "id"),
+)
 
-    __table_args__ = (Index("ix_labels_name", "name"),)
+counters = Table(
+    "counters",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Integer, nullable=False),
+)
 
+# The GitHub mirror (migration 0004_outbox).
 
-class DependencyRow(Base):
-    """blocker_id must be done before blocked_id is ready."""
-
-    __tablename__ = "dependencies"
-
-    blocker_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    blocked_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    __table_args__ = (Index("ix_dependencies_blocked_id", "blocked_id"),)
-
-
-class CommentRow(Base):
-    __tablename__ = "comments"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    issue_id: Mapped[str] = mapped_column(ForeignKey("issues.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(16))
-    body: Mapped[str] = mapped_column(Text)
-    author: Mapped[str | None] = mapped_column(String(128))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    __table_args__ = (Index("ix_comments_issue_id", "issue_id"),)
-
-
-class EventRow(Base):
-    """The audit log. Not tied to issues by a foreign key: history outlives a delete."""
-
-    __tablename__ = "events"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    issue_id: Mapped[str | None] = mapped_column(String(36))
-    number: Mapped[int | None] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(32))
-    actor: Mapped[str | None] = mapped_column(String(128))
-    before: Mapped[str | None] = mapped_column(Text)
-    after: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    __table_args__ = (Index("ix_events_number", "number", "id"),)
-
-
-class CounterRow(Base):
-    __tablename__ = "counters"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[int] = mapped_column(Integer)
-
-
-class GitHubMirrorRow(Base):
-    """A GitHub repository this database mirrors to. While a row exists, every mutation of
-    an issue queues an outbox row (github/outbox hook); with none, the hook writes nothing."""
-
-    __tablename__ = "github_mirror"
-
-    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+# A GitHub repository this database mirrors to. While a row exists, every mutation of an
+# issue queues an outbox row (github/outbox hook); with none, the hook writes nothing.
+github_mirror = Table(
+    "github_mirror",
+    metadata,
+    Column("repo", String(200), primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
     # Import: GitHub's own updated_at of the newest issue seen, and the list's ETag.
-    import_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    import_etag: Mapped[str | None] = mapped_column(String(256))
-    last_push_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_import_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_error: Mapped[str | None] = mapped_column(Text)
+    Column("import_since", UTCDateTime),
+    Column("import_etag", String(256)),
+    Column("last_push_at", UTCDateTime),
+    Column("last_import_at", UTCDateTime),
+    Column("last_error", Text),
     # The one worker pushing to this repository ("host:pid"), and until when it holds it.
-    worker: Mapped[str | None] = mapped_column(String(128))
-    worker_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    Column("worker", String(128)),
+    Column("worker_expires_at", UTCDateTime),
+)
 
-
-class GitHubOutboxRow(Base):
-    """One row per issue with changes GitHub has not seen yet. ``version`` grows with each
-    change, so the worker deletes the row only if nothing changed while it pushed."""
-
-    __tablename__ = "github_outbox"
-
-    issue_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    number: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(32))
-    version: Mapped[int] = mapped_column(Integer)
-    state: Mapped[str] = mapped_column(String(16))  # pending | dead
-    attempts: Mapped[int] = mapped_column(Integer)
-    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+# One row per issue with changes GitHub has not seen yet. ``version`` grows with each
+# change, so the worker deletes the row only if nothing changed while it pushed.
+github_outbox = Table(
+    "github_outbox",
+    metadata,
+    Column("issue_id", String(36), primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("state", String(16), nullable=False),  # pending | dead
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("changed_at", UTCDateTime, nullable=False),
     # Set before a create is sent, cleared once its outcome is known: while set, the
     # issue may exist on GitHub and is looked up by its marker before creating again.
-    create_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_error: Mapped[str | None] = mapped_column(Text)
+    Column("create_started_at", UTCDateTime),
+    Column("last_error", Text),
+    Index("ix_github_outbox_due", "state", "next_attempt_at"),
+)
 
-    __table_args__ = (Index("ix_github_outbox_due", "state", "next_attempt_at"),)
-
-
-class GitHubLinkRow(Base):
-    """A local issue and its GitHub issue. Not tied to issues by a foreign key: a deleted
-    issue keeps its link so that its GitHub issue can be closed."""
-
-    __tablename__ = "github_links"
-
-    issue_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    number: Mapped[int] = mapped_column(Integer)
-    repo: Mapped[str] = mapped_column(String(200))
-    gh_number: Mapped[int] = mapped_column(Integer)
-    url: Mapped[str] = mapped_column(String(500))
+# A local issue and its GitHub issue. Not tied to issues by a foreign key: a deleted issue
+# keeps its link so that its GitHub issue can be closed.
+github_links = Table(
+    "github_links",
+    metadata,
+    Column("issue_id", String(36), primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("repo", String(200), nullable=False),
+    Column("gh_number", Integer, nullable=False),
+    Column("url", String(500), nullable=False),
     # What GitHub held after the last push or import (JSON): the base of both directions.
-    snapshot: Mapped[str] = mapped_column(Text)
-    remote_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    linked_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    Column("snapshot", Text, nullable=False),
+    Column("remote_updated_at", UTCDateTime),
+    Column("linked_at", UTCDateTime, nullable=False),
+    Index("ix_github_links_repo", "repo", "gh_number", unique=True),
+    Index("ix_github_links_number", "number"),
+)
 
-    __table_args__ = (
-        Index("ix_github_links_repo", "repo", "gh_number", unique=True),
-        Index("ix_github_links_number", "number"),
-    )
+# A local comment mirrored to GitHub. ``gh_comment_id`` is None while its POST is in flight
+# or its outcome unknown.
+github_comments = Table(
+    "github_comments",
+    metadata,
+    Column("comment_id", ForeignKey("comments.id", ondelete="CASCADE"), primary_key=True),
+    Column("gh_comment_id", BigInteger),
+    Column("started_at", UTCDateTime, nullable=False),
+)
 
+# Plan mode and workflow phases (migration 0005_plans).
 
-class GitHubCommentRow(Base):
-    """A local comment mirrored to GitHub. ``gh_comment_id`` is None while its POST is in
-    flight or its outcome unknown."""
+# A plan-mode session of one run id (contract A), and its plan file.
+#
+# While a plan is active, ``active_run`` and ``active_slug`` repeat ``run_id`` and ``slug``;
+# their unique constraints allow one active plan per run id and per slug. Exiting sets both
+# to NULL, which never counts as a duplicate, so finished plans stay as history.
+plans = Table(
+    "plans",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("run_id", String(128), nullable=False),
+    Column("slug", String(64), nullable=False),
+    Column("goal", Text, nullable=False),
+    Column("phase", String(16), nullable=False),
+    Column("status", String(16), nullable=False),  # active | exited | abandoned
+    Column("path", Text, nullable=False),  # the plan file, absolute
+    Column("active_run", String(128), unique=True),
+    Column("active_slug", String(64), unique=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("closed_at", UTCDateTime),
+    Index("ix_plans_run_id", "run_id", "created_at"),
+    Index("ix_plans_slug", "slug", "created_at"),
+)
 
-    __tablename__ = "github_comments"
+# An issue that ``exit_plan_mode(launchSwarm=true)`` made from task ``task`` of a plan.
+plan_issues = Table(
+    "plan_issues",
+    metadata,
+    Column("plan_id", ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True),
+    Column("task", Integer, primary_key=True),
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), nullable=False),
+    Index("ix_plan_issues_issue_id", "issue_id"),
+)
 
-    comment_id: Mapped[int] = mapped_column(
-        ForeignKey("comments.id", ondelete="CASCADE"), primary_key=True
-    )
-    gh_comment_id: Mapped[int | None] = mapped_column(BigInteger)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+# The workflow phase of a claimed issue (contract B's WorkflowState). Its phase changes are
+# events (kind ``workflow_advanced``); a claim that ends (complete, release, block) makes the
+# row stale, and the next claim starts again at selection.
+workflows = Table(
+    "workflows",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("phase", String(16), nullable=False),
+    Column("branch_name", String(64)),
+    Column("tests_passed", Boolean),
+    Column("skip_justification", Text),
+    Column("pr_title", String(256)),
+    Column("pr_body", Text),
+    Column("pr_number", Integer),
+    Column("started_by", String(128), nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
 
+# Pull requests opened for issues (migration 0007_github_pulls).
 
-class PlanRow(Base):
-    """A plan-mode session of one run id (contract A), and its plan file.
+# The pull request submit_pr opened for an issue (its latest). ``merged_at`` is set once, by
+# the sync pass that first sees it merged and completes the issue.
+github_pulls = Table(
+    "github_pulls",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("repo", String(200), nullable=False),
+    Column("pr_number", Integer, nullable=False),
+    Column("url", String(500), nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("opened_at", UTCDateTime, nullable=False),
+    Column("merged_at", UTCDateTime),
+    Index("ix_github_pulls_number", "number"),
+)
 
-    While a plan is active, ``active_run`` and ``active_slug`` repeat ``run_id`` and ``slug``;
-    their unique constraints allow one active plan per run id and per slug. Exiting sets
-    both to NULL, which never counts as a duplicate, so finished plans stay as history.
-    """
+# Agent workspaces (migration 0008_agit).
 
-    __tablename__ = "plans"
+# A local git repository agents work on, with one worktree per claimed issue.
+#
+# ``path`` is the root of its main work tree (found through the git common directory, so
+# registering from inside any of its worktrees names the same repository). The merge lease
+# serialises merges into the default branch across processes and machines: a merge holds it
+# until ``merge_expires_at`` (a killed merger's lease simply expires).
+repositories = Table(
+    "repositories",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("path", Text, nullable=False, unique=True),
+    Column("default_branch", String(255), nullable=False),
+    Column("remote_url", Text),
+    Column("worktree_dir", Text, nullable=False),  # absolute
+    Column("auto_worktree", Boolean, nullable=False, default=False),
+    Column("merge_mode", String(16), nullable=False),  # merge | squash
+    Column("merge_holder", String(128)),
+    Column("merge_expires_at", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+)
 
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    run_id: Mapped[str] = mapped_column(String(128))
-    slug: Mapped[str] = mapped_column(String(64))
-    goal: Mapped[str] = mapped_column(Text)
-    phase: Mapped[str] = mapped_column(String(16))
-    status: Mapped[str] = mapped_column(String(16))  # active | exited | abandoned
-    path: Mapped[str] = mapped_column(Text)  # the plan file, absolute
-    active_run: Mapped[str | None] = mapped_column(String(128), unique=True)
-    active_slug: Mapped[str | None] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+# A git worktree made for one issue. ``state``: creating (recorded before git makes it),
+# active, merging (the merge commit is known: ``merge_commit``), merged, removed. Not tied
+# to issues by a foreign key: a deleted issue's worktree is pruned later.
+worktrees = Table(
+    "worktrees",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("repository", ForeignKey("repositories.name", ondelete="CASCADE"), nullable=False),
+    Column("issue_id", String(36)),
+    Column("number", Integer),
+    Column("path", Text, nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("base_commit", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("agent", String(128)),
+    Column("merge_commit", String(64)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_worktrees_repository", "repository", "state"),
+    Index("ix_worktrees_number", "number"),
+)
 
-    __table_args__ = (
-        Index("ix_plans_run_id", "run_id", "created_at"),
-        Index("ix_plans_slug", "slug", "created_at"),
-    )
+# A registered agent. Its id may serve as a run id: what it claims is held by it.
+agents = Table(
+    "agents",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(128), nullable=False),
+    Column("agent_type", String(32), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+)
 
+# File reservations (migration 0009_reserve_touches).
 
-class PlanIssueRow(Base):
-    """An issue that ``exit_plan_mode(launchSwarm=true)`` made from task ``task`` of a plan."""
+# A path glob an issue declares it will touch (0009_reserve_touches); its claim reserves it
+# exclusively while the claim lives.
+touches = Table(
+    "issue_touches",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("glob", String(256), nullable=False),
+)
 
-    __tablename__ = "plan_issues"
+# A path glob reserved explicitly by the holder of a claim (``issue_reserve``). It lives as
+# long as that claim: while the issue's fence is still ``fence`` and its lease runs.
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("glob", String(256), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("fence", Integer, nullable=False),
+    Column("mode", String(16), nullable=False),  # exclusive | shared
+    Column("created_at", UTCDateTime, nullable=False),
+)
 
-    plan_id: Mapped[str] = mapped_column(
-        ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True
-    )
-    task: Mapped[int] = mapped_column(Integer, primary_key=True)
-    issue_id: Mapped[str] = mapped_column(ForeignKey("issues.id", ondelete="CASCADE"))
-
-    __table_args__ = (Index("ix_plan_issues_issue_id", "issue_id"),)
-
-
-class WorkflowRow(Base):
-    """The workflow phase of a claimed issue (contract B's WorkflowState). Its phase changes
-    are events (kind ``workflow_advanced``); a claim that ends (complete, release, block)
-    makes the row stale, and the next claim starts again at selection."""
-
-    __tablename__ = "workflows"
-
-    issue_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    phase: Mapped[str] = mapped_column(String(16))
-    branch_name: Mapped[str | None] = mapped_column(String(64))
-    tests_passed: Mapped[bool | None] = mapped_column(Boolean)
-    skip_justification: Mapped[str | None] = mapped_column(Text)
-    pr_title: Mapped[str | None] = mapped_column(String(256))
-    pr_body: Mapped[str | None] = mapped_column(Text)
-    pr_number: Mapped[int | None] = mapped_column(Integer)
-    started_by: Mapped[str] = mapped_column(String(128))
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-
-class GitHubPullRow(Base):
-    """The pull request submit_pr opened for an issue (its latest). ``merged_at`` is set
-    once, by the sync pass that first sees it merged and completes the issue."""
-
-    __tablename__ = "github_pulls"
-
-    issue_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    number: Mapped[int] = mapped_column(Integer)
-    repo: Mapped[str] = mapped_column(String(200))
-    pr_number: Mapped[int] = mapped_column(Integer)
-    url: Mapped[str] = mapped_column(String(500))
-    branch: Mapped[str] = mapped_column(String(255))
-    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-
-    __table_args__ = (Index("ix_github_pulls_number", "number"),)
-
-
-class RepositoryRow(Base):
-    """A local git repository agents work on, with one worktree per claimed issue.
-
-    ``path`` is the root of its main work tree (found through the git common directory, so
-    registering from inside any of its worktrees names the same repository). The merge
-    lease serialises merges into the default branch across processes and machines: a merge
-    holds it until ``merge_expires_at`` (a killed merger's lease simply expires)."""
-
-    __tablename__ = "repositories"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    path: Mapped[str] = mapped_column(Text, unique=True)
-    default_branch: Mapped[str] = mapped_column(String(255))
-    remote_url: Mapped[str | None] = mapped_column(Text)
-    worktree_dir: Mapped[str] = mapped_column(Text)  # absolute
-    auto_worktree: Mapped[bool] = mapped_column(Boolean, default=False)
-    merge_mode: Mapped[str] = mapped_column(String(16))  # merge | squash
-    merge_holder: Mapped[str | None] = mapped_column(String(128))
-    merge_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-
-class WorktreeRow(Base):
-    """A git worktree made for one issue. ``state``: creating (recorded before git makes
-    it), active, merging (the merge commit is known: ``merge_commit``), merged, removed.
-    Not tied to issues by a foreign key: a deleted issue's worktree is pruned later."""
-
-    __tablename__ = "worktrees"
-
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    repository: Mapped[str] = mapped_column(ForeignKey("repositories.name", ondelete="CASCADE"))
-    issue_id: Mapped[str | None] = mapped_column(String(36))
-    number: Mapped[int | None] = mapped_column(Integer)
-    path: Mapped[str] = mapped_column(Text)
-    branch: Mapped[str] = mapped_column(String(255))
-    base_commit: Mapped[str] = mapped_column(String(64))
-    state: Mapped[str] = mapped_column(String(16))
-    agent: Mapped[str | None] = mapped_column(String(128))
-    merge_commit: Mapped[str | None] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    __table_args__ = (
-        Index("ix_worktrees_repository", "repository", "state"),
-        Index("ix_worktrees_number", "number"),
-    )
-
-
-class AgentRow(Base):
-    """A registered agent. Its id may serve as a run id: what it claims is held by it."""
-
-    __tablename__ = "agents"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(128))
-    agent_type: Mapped[str] = mapped_column(String(32))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-
-class TouchRow(Base):
-    """A path glob an issue declares it will touch (0009_reserve_touches); its claim reserves it
-    exclusively while the claim lives."""
-
-    __tablename__ = "issue_touches"
-
-    issue_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    glob: Mapped[str] = mapped_column(String(256))
-
-
-class ReservationRow(Base):
-    """A path glob reserved explicitly by the holder of a claim (``issue_reserve``). It lives
-    as long as that claim: while the issue's fence is still ``fence`` and its lease runs."""
-
-    __tablename__ = "reservations"
-
-    issue_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    glob: Mapped[str] = mapped_column(String(256), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(128))
-    fence: Mapped[int] = mapped_column(Integer)
-    mode: Mapped[str] = mapped_column(String(16))  # exclusive | shared
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-
-class GateRunRow(Base):
-    """One quality gate run on an issue's checkout (0010_gates): the evidence the tests gate
-    and the merge step read. A run counts for ``commit_sha`` only when the tree was clean
-    (``dirty`` false) and the gate ran over the whole checkout (``whole_checkout``)."""
-
-    __tablename__ = "gate_runs"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    issue_id: Mapped[str] = mapped_column(ForeignKey("issues.id", ondelete="CASCADE"))
-    number: Mapped[int] = mapped_column(Integer)
-    commit_sha: Mapped[str] = mapped_column(String(64))
-    dirty: Mapped[bool] = mapped_column(Boolean)
-    whole_checkout: Mapped[bool] = mapped_column(Boolean)
-    gate: Mapped[str] = mapped_column(String(64))
-    gate_number: Mapped[int] = mapped_column(Integer)
-    tests: Mapped[bool] = mapped_column(Boolean)
-    passed: Mapped[bool] = mapped_column(Boolean)
-    score: Mapped[str] = mapped_column(String(32))
-    issues_found: Mapped[int] = mapped_column(Integer)
-    tests_passed: Mapped[int | None] = mapped_column(Integer)
-    tests_failed: Mapped[int | None] = mapped_column(Integer)
-    tests_errors: Mapped[int | None] = mapped_column(Integer)
-    exit_code: Mapped[int | None] = mapped_column(Integer)
-    timed_out: Mapped[bool] = mapped_column(Boolean)
+# One quality gate run on an issue's checkout (migration 0010_gates): the evidence the tests
+# gate and the merge step read. A run counts for ``commit_sha`` only when the tree was clean
+# (``dirty`` false) and the gate ran over the whole checkout (``whole_checkout``).
+gate_runs = Table(
+    "gate_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("commit_sha", String(64), nullable=False),
+    Column("dirty", Boolean, nullable=False),
+    Column("whole_checkout", Boolean, nullable=False),
+    Column("gate", String(64), nullable=False),
+    Column("gate_number", Integer, nullable=False),
+    Column("tests", Boolean, nullable=False),
+    Column("passed", Boolean, nullable=False),
+    Column("score", String(32), nullable=False),
+    Column("issues_found", Integer, nullable=False),
+    Column("tests_passed", Integer),
+    Column("tests_failed", Integer),
+    Column("tests_errors", Integer),
+    Column("exit_code", Integer),
+    Column("timed_out", Boolean, nullable=False),
     # JSON: the first issues and failures, and the end of the output (bounded).
-    summary: Mapped[str] = mapped_column(Text)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    actor: Mapped[str | None] = mapped_column(String(128))
+    Column("summary", Text, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=False),
+    Column("actor", String(128)),
+    Index("ix_gate_runs_issue_commit", "issue_id", "commit_sha"),
+)
 
-    __table_args__ = (Index("ix_gate_runs_issue_commit", "issue_id", "commit_sha"),)
-
-
-class IssueBranchRow(Base):
-    """The branch an issue's work is on (0011_gitflow_issue_branches): linked by
-    ``start_work_on_issue`` or ``link_issue_to_branch``. ``checkout`` is the work tree it is
-    checked out in; ``merge_commit`` is recorded before a merge moves the default branch
-    (so a rerun after a crash finishes instead of merging twice)."""
-
-    __tablename__ = "issue_branches"
-
-    issue_id: Mapped[str] = mapped_column(
-        ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True
-    )
-    number: Mapped[int] = mapped_column(Integer)
-    branch: Mapped[str] = mapped_column(String(255))
-    checkout: Mapped[str] = mapped_column(Text)
-    base_commit: Mapped[str | None] = mapped_column(String(64))
-    merge_commit: Mapped[str | None] = mapped_column(String(64))
-    linked_by: Mapped[str | None] = mapped_column(String(128))
-    linked_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    __table_args__ = (Index("ix_issue_branches_branch", "branch"),)
+# The branch an issue's work is on (migration 0011_gitflow_issue_branches): linked by
+# ``start_work_on_issue`` or ``link_issue_to_branch``. ``checkout`` is the work tree it is
+# checked out in; ``merge_commit`` is recorded before a merge moves the default branch (so a
+# rerun after a crash finishes instead of merging twice).
+issue_branches = Table(
+    "issue_branches",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("checkout", Text, nullable=False),
+    Column("base_commit", String(64)),
+    Column("merge_commit", String(64)),
+    Column("linked_by", String(128)),
+    Column("linked_at", UTCDateTime, nullable=False),
+    Index("ix_issue_branches_branch", "branch"),
+)

@@ -117,10 +117,11 @@ def _check_git(settings: Settings) -> str:
         GitMissing: the toolset was named and git is missing or too old.
     """
     from workq.server import toolsets
-    from workq.services.checkouts import check_git
 
     if "git" not in toolsets.select(settings.toolsets):
         return ""
+    from workq.services.checkouts import check_git
+
     try:
         return f"; git {check_git()}"
     except WorkqError as exc:

@@ -8,42 +8,30 @@ its name to ``DEFAULT_TOOLSETS``).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from workq.errors import InvalidInput
-from workq.server import (
-    tools_agit,
-    tools_claims,
-    tools_context,
-    tools_deps,
-    tools_git,
-    tools_github,
-    tools_insight,
-    tools_issues,
-    tools_notes,
-    tools_plan,
-    tools_priority,
-    tools_quality,
-    tools_reserve,
-    tools_workflow,
-)
 from workq.server.registry import Registry
 
 Registrar = Callable[[Registry], None]
 
-TOOLSETS: dict[str, tuple[Registrar, ...]] = {
-    "core": (tools_issues.register, tools_claims.register_core, tools_plan.register),
-    "recovery": (tools_claims.register_recovery,),
-    "notes": (tools_notes.register,),
-    "deps": (tools_deps.register,),
-    "insight": (tools_insight.register,),
-    "workflow": (tools_workflow.register, tools_priority.register),
-    "github": (tools_github.register,),
-    "agit": (tools_agit.register,),
-    "reserve": (tools_reserve.register,),
-    "context": (tools_context.register,),
-    "quality": (tools_quality.register,),
-    "git": (tools_git.register,),
+# Each toolset's registrars as "module:function" in workq.server, imported only when the
+# toolset is served: a server with the default toolsets does not load the others' modules
+# (and the services and schemas they import) at start.
+TOOLSETS: dict[str, tuple[str, ...]] = {
+    "core": ("tools_issues:register", "tools_claims:register_core", "tools_plan:register"),
+    "recovery": ("tools_claims:register_recovery",),
+    "notes": ("tools_notes:register",),
+    "deps": ("tools_deps:register",),
+    "insight": ("tools_insight:register",),
+    "workflow": ("tools_workflow:register", "tools_priority:register"),
+    "github": ("tools_github:register",),
+    "agit": ("tools_agit:register",),
+    "reserve": ("tools_reserve:register",),
+    "context": ("tools_context:register",),
+    "quality": ("tools_quality:register",),
+    "git": ("tools_git:register",),
 }
 DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
 # Other names a toolset answers to: seed 000 calls its seven tools the priority server.
@@ -83,5 +71,11 @@ def register(reg: Registry, names: list[str]) -> None:
     for name in names:
         reg.toolset = name
         for registrar in TOOLSETS[name]:
-            registrar(reg)
+            _registrar(registrar)(reg)
     reg.toolset = ""
+
+
+def _registrar(spec: str) -> Registrar:
+    module, function = spec.split(":")
+    found: Registrar = getattr(importlib.import_module(f"workq.server.{module}"), function)
+    return found

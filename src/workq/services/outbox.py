@@ -97,7 +97,8 @@ def upsert(dialect_name: str, source: Select[Any]) -> Insert:
 
 
 _one = feed(bindparam("issue_id"), bindparam("number"), bindparam("kind"), bindparam("now"))
-_queue = {name: Prepared(upsert(name, _one)) for name in ("sqlite", "postgresql")}
+# Built for a dialect when first used: a SQLite process never loads PostgreSQL's dialect.
+_queue: dict[str, Prepared[Any]] = {}
 
 
 def queue_change(conn: Connection, issue_id: str, number: int, kind: str, now: datetime) -> None:
@@ -107,7 +108,15 @@ def queue_change(conn: Connection, issue_id: str, number: int, kind: str, now: d
     waiting for a rate limit keeps its wait.
     """
     params = {"issue_id": issue_id, "number": number, "kind": kind, "now": now}
-    _queue[conn.dialect.name].count(conn, params)
+    queue_statement(conn.dialect.name).count(conn, params)
+
+
+def queue_statement(dialect_name: str) -> Prepared[Any]:
+    """:func:`queue_change`'s statement for a dialect."""
+    found = _queue.get(dialect_name)
+    if found is None:
+        found = _queue[dialect_name] = Prepared(upsert(dialect_name, _one))
+    return found
 
 
 def hook_of(q: Queue) -> Hook | None:

@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from workq.config import Settings
 from workq.db import dialect, migrate
 from workq.db.engine import Database
-from workq.db.models import Base, UTCDateTime
+from workq.db.models import UTCDateTime, metadata
 from workq.db.tables import events, issues
 from workq.domain import fields
 from workq.errors import InvalidInput, SchemaMismatch, StorageError
@@ -88,7 +88,7 @@ def copy_queue(
 
 def _tables() -> list[Table]:
     """The schema's tables, parents before children: the order of an export."""
-    return list(Base.metadata.sorted_tables)
+    return list(metadata.sorted_tables)
 
 
 # Export and import.
