@@ -1,6 +1,7 @@
 """Hypothesis-generated arguments, valid and invalid, against every tool of a real server
 subprocess: each call gets a result or a clean ``isError``, the server keeps answering, and
-a refused call changes nothing."""
+a refused call changes nothing: in the database, beside it, and in a registered git
+repository (its refs, its worktrees and their files)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from hypothesis import strategies as st
 from mcp.types import Tool
 
 from tests.server.conftest import error_of, stdio_server, text
+from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
-from workq.services import claims, dependencies, issues
+from workq.services import claims, dependencies, issues, repositories, workspaces
 from workq.services.runtime import open_queue
+from workq.vcs import git
 
 EXAMPLES = 600  # enough draws to reach every tool of every toolset
 # A failure starts with a CODE, or with the seed's wording followed by one.
@@ -155,8 +158,9 @@ def invalid_arguments(draw: st.DrawFn, tool: Tool) -> dict[str, Json]:
     return arguments
 
 
-def snapshot(db: Path) -> dict[str, list[Any]]:
-    """Every row of every table, and every file the server wrote beside the database."""
+def snapshot(db: Path, repo: Path) -> dict[str, list[Any]]:
+    """Every row of every table, every file the server wrote beside the database, and the
+    repository's refs, worktrees and the state of each one's files."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         tables = [
             name
@@ -164,14 +168,28 @@ def snapshot(db: Path) -> dict[str, list[Any]]:
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             )
         ]
+        # Save the quality gates' runs: a merge refused by its gates keeps the evidence it
+        # ran for (docs/mcp.md, ERR_QUALITY_GATE_FAILED: "nothing changed but the stored
+        # runs"), the one change a refusal makes.
         state: dict[str, list[Any]] = {
-            t: sorted(conn.execute(f'SELECT * FROM "{t}"'), key=repr) for t in tables
+            t: sorted(conn.execute(f'SELECT * FROM "{t}"'), key=repr)
+            for t in tables
+            if t != "gate_runs"
         }
+        state["events"] = [e for e in state["events"] if "gates_run" not in e]
     state["files"] = sorted(
         (str(f.relative_to(db.parent)), f.read_bytes())
         for f in db.parent.rglob("*")
         if f.is_file() and not f.name.startswith(db.name) and f.suffix != ".stderr"
     )
+    state["refs"] = git.run(["for-each-ref", "--format=%(refname) %(objectname)"], cwd=repo).lines
+    trees = git.worktrees(repo)
+    state["worktrees"] = [(str(w.path), w.branch, w.head) for w in trees]
+    state["work"] = [
+        (str(w.path), git.run(["status", "--porcelain", "--untracked-files=all"], cwd=w.path).lines)
+        for w in trees
+        if w.path.is_dir()
+    ]
     return state
 
 
@@ -203,7 +221,10 @@ def stored_text_problems(db: Path) -> list[str]:
     return problems
 
 
-def seed(db: Path) -> None:
+def seed(db: Path, repo: Path) -> None:
+    """Issues in every state, and a repository "app" holding three of them: one with a
+    worktree another run holds (a commit and an uncommitted file in it), one with the
+    fuzzing server's own worktree, one not yet started."""
     queue = open_queue(Settings(db_path=db))
     try:
         for n in range(12):
@@ -212,6 +233,14 @@ def seed(db: Path) -> None:
         claims.claim(queue, 3, "run-a")
         claims.claim(queue, 4, "autopilot_main")
         claims.block(queue, 5, "waiting for a decision")
+        repositories.add(queue, "app", repo)
+        for n in (6, 7, 8):
+            repositories.assign(queue, n, "app")
+        for n, holder in ((6, "run-a"), (7, "fuzzer")):
+            made = workspaces.claim(queue, n, holder, worktree=True).worktree
+            assert made is not None
+            commit(Path(made.path), {f"src/work_{n}.py": "x = 1\n"}, f"work on #{n}")
+            (Path(made.path) / "notes.txt").write_text("not committed\n")
     finally:
         queue.db.dispose()
 
@@ -221,7 +250,8 @@ def test_every_tool_survives_generated_arguments(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     db = tmp_path / "fuzz.db"
-    seed(db)
+    repo = make_repo(tmp_path_factory.mktemp("repo") / "app")
+    seed(db, repo)
     # search_documentation's index of the server's folder: in a folder of the test's, not
     # beside the database (whose folder the snapshots hold) nor in $HOME.
     env = {"WORKQ_CACHE_DIR": str(tmp_path_factory.mktemp("docs-cache"))}
@@ -246,7 +276,7 @@ def test_every_tool_survives_generated_arguments(
             valid = data.draw(st.booleans(), label="valid")
             strategy = valid_arguments(tool) if valid else invalid_arguments(tool)
             arguments = data.draw(strategy, label="arguments")
-            before = snapshot(db)
+            before = snapshot(db, repo)
             problems = stored_text_problems(db)
             result = portal.call(client.call_tool, tool.name, arguments)
             seen.add((tool.name, valid))
@@ -259,7 +289,7 @@ def test_every_tool_survives_generated_arguments(
                 assert CLEAN_FAILURE.match(line) or seed_003_error(line), line
                 assert result.structured_content is None
                 assert error_of(result)["code"] in line
-                assert snapshot(db) == before, f"{tool.name}({arguments}) failed but changed data"
+                assert snapshot(db, repo) == before, f"{tool.name}({arguments}) failed but changed"
             else:
                 stored = set(stored_text_problems(db)) - set(problems)
                 assert not stored, f"{tool.name}({arguments}) stored {stored}"
