@@ -48,7 +48,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "bind"}
         | {"board", "github", "github_schemas"}
     ),
-    "board": frozenset({"errors", "schemas", "config", "services", "bind"}),
+    "board": frozenset({"errors", "schemas", "config", "domain", "services", "bind"}),
     "cli": frozenset(
         {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "github"}
     ),

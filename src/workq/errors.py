@@ -332,6 +332,13 @@ class MergeBusy(Conflict):
     hint = "wait for it to finish (a crashed merger's lease expires), then merge again"
 
 
+class UnmergedWork(Conflict):
+    """The issue's worktree holds commits the default branch lacks: finishing or giving up
+    the claim would leave them behind unseen."""
+
+    code = "UNMERGED_WORK"
+
+
 class WorktreeDirty(Conflict):
     """The worktree has uncommitted changes."""
 

@@ -80,7 +80,12 @@ def test_a_reopened_blocker_holds_back_its_claimed_dependent(tmp_path: Path) -> 
     # An admin may still force it; the history says so, with what it waited on.
     ok("complete", "2", "--force")
     completed = [e for e in events(2) if e["kind"] == "completed"]
-    assert completed[-1]["after"] == {"status": "done", "forced": True, "waits_on": [1]}
+    assert completed[-1]["after"] == {
+        "status": "done",
+        "forced": True,
+        "waits_on": [1],
+        "override": "workq complete --force",
+    }
 
 
 def test_claim_next_of_its_own_expired_claim_is_a_renewal(tmp_path: Path) -> None:

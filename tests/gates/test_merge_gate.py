@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.gates.gaterepo import commit, gated_repo
+from workq.domain.authority import Authority
 from workq.errors import QualityGateFailed, TestsFailing
 from workq.schemas import Status
 from workq.services import gates, issues, merges, repositories, workspaces
@@ -35,19 +36,19 @@ def test_a_branch_whose_gates_fail_is_not_merged(queue: Queue, repo: Path):
     before = git.head(repo)
     bad = commit(path, {"src/app.py": "x = 2  # BAD\n"})
     with pytest.raises(QualityGateFailed, match="lint") as refused:
-        merges.merge(queue, "app", wid)
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert refused.value.facts["commit"] == bad
     assert git.head(repo) == before and path.is_dir()
     assert issues.get(queue, number).status == Status.IN_PROGRESS
 
     failing = commit(path, {"src/app.py": "x = 2  # FAIL\n"})
     with pytest.raises(TestsFailing):
-        merges.merge(queue, "app", wid)
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert git.head(repo) == before
 
     commit(repo, {"other.txt": "main moved\n"})  # the merge makes a merge commit
     good = commit(path, {"src/app.py": "x = 2\n"})
-    done = merges.merge(queue, "app", wid)
+    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert done.merged and done.commit not in (good, failing)
     assert issues.get(queue, number).status == Status.DONE
     runs = gates.evidence(queue, number)
@@ -63,5 +64,5 @@ def test_trust_mode_merges_without_gates(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "Trusted")
     commit(path, {"src/app.py": "x = 2  # BAD\n"})
-    assert merges.merge(queue, "app", wid).merged
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
     assert gates.evidence(queue, number) == []

@@ -16,6 +16,7 @@ import pytest
 
 from tests.github.mirror_helpers import MARKER, REPO, open_file_queue
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHubProcess
+from workq.domain.authority import Authority
 from workq.github.render import desired, marker
 from workq.services import claims, issues, notes, outbox
 from workq.services.context import Queue
@@ -87,7 +88,7 @@ def _mutate(q: Queue, rng: random.Random, step: int) -> None:
         elif action == "claim" and issue.status == "open" and not issue.claimed_by:
             claims.claim(q, n, f"run-{step}")
         elif action == "done" and issue.status != "done":
-            claims.complete(q, n, None, force=True)
+            claims.complete(q, n, Authority.overriding("admin"), force=True)
         elif action == "reopen" and issue.status == "done":
             issues.reopen(q, n)
         elif action == "delete" and len(live) > 3:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.github.mirror_helpers import labels_of, markers, mirrored
 from tests.github_fake.server import FakeGitHub
+from workq.domain.authority import Authority
 from workq.services import claims, issues, notes, outbox
 from workq.services.mirror import github_link
 
@@ -91,7 +92,7 @@ def test_an_issue_done_before_its_first_push_is_created_then_closed(
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="quick")
-        claims.complete(m.q, made.number, None, force=True)
+        claims.complete(m.q, made.number, Authority.overriding("admin"), force=True)
         m.sync()
         gh = m.gh_issue_of(made.number)
         assert (gh["state"], gh["state_reason"]) == ("closed", "completed")

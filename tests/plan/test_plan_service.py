@@ -13,6 +13,7 @@ from sqlalchemy import select
 from tests.conftest import FakeClock
 from tests.plan.conftest import FILLED, fill
 from workq.db.tables import events, plans
+from workq.domain.authority import Authority
 from workq.domain.plan import PlanPhase, render_template
 from workq.errors import (
     Conflict,
@@ -315,7 +316,10 @@ def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_d
         ("claiming", lambda: claims.claim_next(queue, "run-a")),
         ("claiming", lambda: claims.claim_next(queue, "alias", plan_runs={"run-a"})),
         ("claiming", lambda: claims.force_claim(queue, 1, "run-a", FORCE)),
-        ("completing", lambda: claims.complete(queue, 1, {"run-a"}, plan_runs={"run-a"})),
+        (
+            "completing",
+            lambda: claims.complete(queue, 1, Authority.of({"run-a"})),
+        ),
     ]
     before = _snapshot(queue)
     for action, call in refusals:
@@ -328,7 +332,7 @@ def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_d
     got = claims.claim_next(queue, "run-b")
     assert got is not None and got.number == 2
     assert claims.claim(queue, 3, "run-a", ignore_plan_mode=True).claimed_by == "run-a"
-    assert claims.complete(queue, 1, {"run-a"}).number == 1
+    assert claims.complete(queue, 1, Authority.of({"run-a"}, plan_runs=())).number == 1
 
 
 def _snapshot(queue: Queue) -> list[tuple[object, ...]]:

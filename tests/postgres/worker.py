@@ -15,6 +15,7 @@ import random
 import sys
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput, NotFound, StorageError
 from workq.services import claims, dependencies, issues, notes
 from workq.services.context import Queue
@@ -49,7 +50,9 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
                 if got is not None and rng.random() < 0.7:
                     claims.complete(queue, got.number, {run_id})
             elif action == "complete":
-                claims.complete(queue, some, None, force=True, actor=run_id)
+                claims.complete(
+                    queue, some, Authority.overriding("admin"), force=True, actor=run_id
+                )
             elif action == "depend":
                 dependencies.depend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "undepend":
@@ -61,7 +64,7 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "comment":
                 notes.comment(queue, some, f"note from {run_id}", author=run_id)
             elif action == "release":
-                claims.release(queue, some, None, actor=run_id)
+                claims.release(queue, some, Authority.overriding("admin"), actor=run_id)
             elif action == "reopen":
                 issues.reopen(queue, some, actor=run_id)
             elif action == "delete" and rng.random() < 0.2:
@@ -84,7 +87,9 @@ def graph(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "undepend":
                 dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "complete":
-                claims.complete(queue, some, None, force=True, actor=run_id)
+                claims.complete(
+                    queue, some, Authority.overriding("admin"), force=True, actor=run_id
+                )
             else:
                 issues.reopen(queue, some, actor=run_id)
         except (Conflict, NotFound, InvalidInput):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FakeClock
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput, LeaseLapsed, PathsReserved, StaleClaim
 from workq.schemas import Status
 from workq.services import claims, issues
@@ -22,7 +23,7 @@ def test_every_claim_of_an_issue_gets_a_larger_token(queue: Queue, clock: FakeCl
     assert first.fence == 1
     assert claims.claim(queue, 1, "run-a").fence == 1  # a live renewal: the same claim
     assert claims.heartbeat(queue, 1, {"run-a"}, fence=1).fence == 1
-    claims.release(queue, 1, {"run-a"}, fence=1)
+    claims.release(queue, 1, Authority.of({"run-a"}, fence=1))
     again = claims.claim_next(queue, "run-b")
     assert again is not None and again.fence == 2
     _lapse(queue, clock)
@@ -47,9 +48,9 @@ def test_a_takeover_under_the_same_run_id_fences_out_the_old_holder(
         new_fence = again.fence
     assert new_fence == 2
     for act in (
-        lambda: claims.complete(queue, 1, {"agent-7"}, fence=1),
+        lambda: claims.complete(queue, 1, Authority.of({"agent-7"}, fence=1)),
         lambda: claims.heartbeat(queue, 1, {"agent-7"}, fence=1),
-        lambda: claims.release(queue, 1, {"agent-7"}, fence=1),
+        lambda: claims.release(queue, 1, Authority.of({"agent-7"}, fence=1)),
         lambda: claims.block(queue, 1, "stuck", holders={"agent-7"}, fence=1),
     ):
         with pytest.raises(StaleClaim) as refused:
@@ -58,12 +59,12 @@ def test_a_takeover_under_the_same_run_id_fences_out_the_old_holder(
         assert refused.value.facts["holder"] == "agent-7"
         assert "claim 2, held by agent-7" in refused.value.message
     assert issues.get(queue, 1).status == Status.IN_PROGRESS  # nothing changed
-    done = claims.complete(queue, 1, {"agent-7"}, fence=2)
+    done = claims.complete(queue, 1, Authority.of({"agent-7"}, fence=2))
     assert not done.already_done
     # Its own completion again is still idempotent; the old claim's is still stale.
-    assert claims.complete(queue, 1, {"agent-7"}, fence=2).already_done
+    assert claims.complete(queue, 1, Authority.of({"agent-7"}, fence=2)).already_done
     with pytest.raises(StaleClaim, match="since ended"):
-        claims.complete(queue, 1, {"agent-7"}, fence=1)
+        claims.complete(queue, 1, Authority.of({"agent-7"}, fence=1))
 
 
 def test_a_takeover_by_another_run_refuses_the_first_holder(queue: Queue, clock: FakeClock) -> None:
@@ -73,9 +74,9 @@ def test_a_takeover_by_another_run_refuses_the_first_holder(queue: Queue, clock:
     taken = claims.claim_next(queue, "run-b")
     assert taken is not None and taken.fence == 2 and taken.previous_holder == "run-a"
     with pytest.raises(StaleClaim) as refused:
-        claims.complete(queue, 1, {"run-a"}, fence=1)
+        claims.complete(queue, 1, Authority.of({"run-a"}, fence=1))
     assert refused.value.facts["holder"] == "run-b"
-    assert claims.complete(queue, 1, {"run-b"}, fence=2).number == 1
+    assert claims.complete(queue, 1, Authority.of({"run-b"}, fence=2)).number == 1
 
 
 def test_calls_without_a_token_work_as_before(queue: Queue, clock: FakeClock) -> None:
@@ -91,9 +92,9 @@ def test_a_token_no_claim_had_is_bad_input_and_changes_nothing(queue: Queue) -> 
     issues.create(queue, title="one")
     claims.claim(queue, 1, "run-a")
     with pytest.raises(InvalidInput, match="no claim with fencing token 5"):
-        claims.complete(queue, 1, {"run-a"}, fence=5)
+        claims.complete(queue, 1, Authority.of({"run-a"}, fence=5))
     with pytest.raises(InvalidInput, match="positive integer"):
-        claims.release(queue, 1, {"run-a"}, fence=0)
+        claims.release(queue, 1, Authority.of({"run-a"}, fence=0))
     assert issues.get(queue, 1).status == Status.IN_PROGRESS
 
 

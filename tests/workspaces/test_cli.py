@@ -16,6 +16,7 @@ import pytest
 from tests.workq_cli import Env, workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services import agents, claims, dependencies, issues, repositories, workspaces
 from workq.services.runtime import open_queue
 from workq.vcs import git
@@ -83,7 +84,7 @@ def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> Non
             info = workspaces.claim(queue, n, "r", worktree=True).worktree
             assert info is not None
             paths.append(Path(info.path))
-            claims.complete(queue, n, None, force=True)
+            claims.complete(queue, n, Authority.overriding("admin"), force=True)
     finally:
         queue.db.dispose()
     (paths[1] / "wip.txt").write_text("not committed")
@@ -138,7 +139,17 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
             if round_ % 2:  # main moves on meanwhile: a real merge, not a fast-forward
                 commit(repo, {f"trunk/{n}.txt": "m"}, f"main {n}")
             merger = subprocess.Popen(
-                [sys.executable, "-m", "workq.cli.main", "--db", str(db), "merge", str(n)],
+                [
+                    sys.executable,
+                    "-m",
+                    "workq.cli.main",
+                    "--db",
+                    str(db),
+                    "merge",
+                    str(n),
+                    "--run-id",
+                    "r",
+                ],
                 env={**os.environ, **slow},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -150,7 +161,9 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
             # A git the merger had started outlives it and may still be writing the main
             # checkout: the rerun comes once it has finished, as a later agent's would.
             orphans_gone(merger.pid)
-            rerun = cli(db, "merge", str(n), env={"WORKQ_MERGE_LEASE_SECONDS": "1"})
+            rerun = cli(
+                db, "merge", str(n), "--run-id", "r", env={"WORKQ_MERGE_LEASE_SECONDS": "1"}
+            )
             assert rerun.returncode == 0, rerun.stderr
             files = git.run(["ls-tree", "-r", "--name-only", "main"], cwd=repo).lines
             assert f"piece/{n}.txt" in files
@@ -190,7 +203,7 @@ def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lan
     finally:
         queue.db.dispose()
     main_before = git.branch_tip(repo, "main")
-    refused = cli(db, "merge", str(n))
+    refused = cli(db, "merge", str(n), "--run-id", "r")
     assert refused.returncode == 1
     assert f"OPEN_BLOCKERS: Issue #{n} waits on #{blocker}, which is not done" in refused.stderr
     assert git.branch_tip(repo, "main") == main_before
@@ -198,8 +211,8 @@ def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lan
     queue = open_queue(Settings(db_path=db))
     try:
         assert issues.get(queue, n).status.value == "in_progress"
-        claims.complete(queue, blocker, None, force=True)
+        claims.complete(queue, blocker, Authority.overriding("admin"), force=True)
     finally:
         queue.db.dispose()
-    assert cli(db, "merge", str(n)).returncode == 0
+    assert cli(db, "merge", str(n), "--run-id", "r").returncode == 0
     assert "second.txt" in git.run(["ls-tree", "-r", "--name-only", "main"], cwd=repo).lines

@@ -13,6 +13,7 @@ from tests.conftest import FakeClock
 from tests.workspaces.gitrepo import commit, log, make_repo
 from workq.db.tables import repositories as repositories_t
 from workq.db.tables import worktrees as worktrees_t
+from workq.domain.authority import Authority
 from workq.errors import (
     Conflict,
     GitFailed,
@@ -221,14 +222,14 @@ def test_merge_fast_forwards_completes_and_cleans_up(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "Feature one")
     tip = commit(path, {"feature.txt": "1\n"}, "feature one")
-    done = merges.merge(queue, "app", wid)
+    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert done.merged and done.worktree_cleaned and done.commit == tip
     assert git.head(repo) == tip and git.dirty_paths(repo) == []
     assert (repo / "feature.txt").read_text() == "1\n"  # the main checkout moved with it
     assert not path.exists()
     assert not git.branch_exists(repo, f"task/{number}-feature-one")
     assert issues.get(queue, number).status == Status.DONE
-    again = merges.merge(queue, "app", wid)
+    again = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert again.already_merged and git.head(repo) == tip
 
 
@@ -238,8 +239,8 @@ def test_diverged_branches_get_a_merge_commit_or_a_squash(queue: Queue, repo: Pa
     _n2, p2, w2 = _spawned(queue, "two")
     commit(p1, {"one.txt": "1"}, "one")
     commit(p2, {"two.txt": "2"}, "two")
-    merges.merge(queue, "app", w1)
-    merges.merge(queue, "app", w2)
+    merges.merge(queue, "app", w1, by=Authority.overriding("admin"))
+    merges.merge(queue, "app", w2, by=Authority.overriding("admin"))
     assert log(repo)[0] == "Merge task/2-two (#2: two)"
     parents = git.run(["rev-list", "--parents", "-n", "1", "main"], cwd=repo).stdout.split()
     assert len(parents) == 3  # a merge commit
@@ -255,7 +256,7 @@ def test_diverged_branches_get_a_merge_commit_or_a_squash(queue: Queue, repo: Pa
         commit(Path(info.path), {f"{title}.txt": title}, title)
         numbers.append((n, info.worktree_id))
     for _n, wid in numbers:
-        merges.merge(queue, "sq", wid)
+        merges.merge(queue, "sq", wid, by=Authority.overriding("admin"))
     history = git.run(["rev-list", "--parents", "main"], cwd=squash_repo).lines
     assert all(len(line.split()) <= 2 for line in history)  # linear
     assert log(squash_repo)[0].startswith("#4: four")
@@ -269,11 +270,11 @@ def test_a_conflicting_merge_is_refused_and_nothing_changes(queue: Queue, repo: 
     n2, p2, w2 = _spawned(queue, "second edit")
     commit(p1, {"src/app.py": "x = 'one'\n"})
     commit(p2, {"src/app.py": "x = 'two'\n"})
-    merges.merge(queue, "app", w1)
+    merges.merge(queue, "app", w1, by=Authority.overriding("admin"))
     before = git.head(repo)
     tip = git.head(p2)
     with pytest.raises(MergeConflict) as caught:
-        merges.merge(queue, "app", w2)
+        merges.merge(queue, "app", w2, by=Authority.overriding("admin"))
     assert caught.value.message == "merge would result in conflicts in src/app.py"
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert git.head(repo) == before and git.dirty_paths(repo) == []
@@ -289,7 +290,7 @@ def test_dirty_worktree_is_not_merged(queue: Queue, repo: Path):
     commit(path, {"x.txt": "x"})
     (path / "y.txt").write_text("not committed")
     with pytest.raises(WorktreeDirty):
-        merges.merge(queue, "app", wid)
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert not (repo / "x.txt").exists()
 
 
@@ -300,10 +301,10 @@ def test_dirty_main_checkout_is_refused(queue: Queue, repo: Path):
     commit(path, {"x.txt": "x"})
     (repo / "README.md").write_text("local edit\n")
     with pytest.raises(WorktreeDirty, match="checkout of main"):
-        merges.merge(queue, "app", wid)
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert git.head(repo) == before
     (repo / "README.md").write_text("hello\n")
-    assert merges.merge(queue, "app", wid).merged
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
 
 
 def test_default_branch_not_checked_out_moves_by_compare_and_swap(queue: Queue, repo: Path):
@@ -311,7 +312,7 @@ def test_default_branch_not_checked_out_moves_by_compare_and_swap(queue: Queue, 
     repositories.add(queue, "app", repo, default_branch="main")
     _n, path, wid = _spawned(queue, "cas")
     tip = commit(path, {"x.txt": "x"})
-    merges.merge(queue, "app", wid)
+    merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert git.branch_tip(repo, "main") == tip
     assert git.current_branch(repo) == "elsewhere"
 
@@ -324,9 +325,9 @@ def test_merges_wait_for_the_lease_and_a_dead_holders_lease_expires(
     commit(path, {"x.txt": "x"})
     assert merges._try_lease(queue, "app", "dead-merger", 60)
     with pytest.raises(MergeBusy):
-        merges.merge(queue, "app", wid, wait_seconds=0.2)
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0.2)
     clock.advance(61)
-    assert merges.merge(queue, "app", wid).merged
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
 
 
 def test_crash_after_the_ref_moved_then_rerun_finishes_once(queue: Queue, repo: Path):
@@ -335,7 +336,7 @@ def test_crash_after_the_ref_moved_then_rerun_finishes_once(queue: Queue, repo: 
     repositories.add(queue, "app", repo, merge_mode="squash")
     _n0, p0, w0 = _spawned(queue, "zero")
     commit(p0, {"zero.txt": "0"})
-    merges.merge(queue, "app", w0)
+    merges.merge(queue, "app", w0, by=Authority.overriding("admin"))
     number, path, wid = _spawned(queue, "crashy")
     commit(path, {"c.txt": "c"})  # diverged from main: a squash commit is needed
     head = git.head(repo)
@@ -350,7 +351,7 @@ def test_crash_after_the_ref_moved_then_rerun_finishes_once(queue: Queue, repo: 
         )
     )
     git.merge_ff_only(repo, landed)
-    done = merges.merge(queue, "app", wid)
+    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert done.already_merged and git.head(repo) == landed
     assert log(repo).count("squashed by the crashed run") == 1
     assert not path.exists() and issues.get(queue, number).status == Status.DONE
@@ -370,7 +371,7 @@ def test_crash_before_the_ref_moved_then_rerun_merges(queue: Queue, repo: Path):
     )
     # The recorded merge commit is one git has never seen: git says so, nothing moves.
     with pytest.raises(GitFailed, match=f"^git merge-base failed: .*{'0' * 40}") as caught:
-        merges.merge(queue, "app", wid)
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert (caught.value.code, caught.value.facts) == ("GIT_FAILED", {"command": "merge-base"})
     assert git.head(repo) == main
     queue.db.write(
@@ -378,7 +379,7 @@ def test_crash_before_the_ref_moved_then_rerun_merges(queue: Queue, repo: Path):
             update(worktrees_t).where(worktrees_t.c.id == wid).values(merge_commit=tip)
         )
     )
-    assert merges.merge(queue, "app", wid).commit == tip
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).commit == tip
 
 
 def test_prune_keeps_dirty_and_live_worktrees(queue: Queue, repo: Path):
@@ -389,9 +390,9 @@ def test_prune_keeps_dirty_and_live_worktrees(queue: Queue, repo: Path):
     released_n, released_path, _ = _spawned(queue, "released")
     commit(done_path, {"d.txt": "d"})
     (dirty_path / "wip.txt").write_text("uncommitted")
-    claims.complete(queue, done_n, None, force=True)
-    claims.complete(queue, dirty_n, None, force=True)
-    claims.release(queue, released_n, None)
+    claims.complete(queue, done_n, Authority.overriding("admin"), force=True)
+    claims.complete(queue, dirty_n, Authority.overriding("admin"), force=True)
+    claims.release(queue, released_n, Authority.overriding("admin"))
     report = worktrees.prune(queue, "app")
     assert {Path(w.path) for w in report.removed} == {done_path, released_path}
     assert {Path(w.path) for w in report.kept} == {dirty_path, live_path}
@@ -409,12 +410,15 @@ def test_remove_refuses_dirty_unless_forced(queue: Queue, repo: Path):
     _n, path, wid = _spawned(queue, "remove me")
     (path / "wip.txt").write_text("uncommitted")
     with pytest.raises(WorktreeDirty):
-        worktrees.remove(queue, "app", wid)
+        worktrees.remove(queue, "app", wid, by=Authority.overriding("admin"))
     assert path.exists()
-    assert worktrees.remove(queue, "app", wid, force=True).state == "removed"
+    assert (
+        worktrees.remove(queue, "app", wid, force=True, by=Authority.overriding("admin")).state
+        == "removed"
+    )
     assert not path.exists()
     with pytest.raises(NotFound):
-        worktrees.remove(queue, "app", "nope")
+        worktrees.remove(queue, "app", "nope", by=Authority.overriding("admin"))
 
 
 def test_agents_register_heartbeat_and_list(queue: Queue, repo: Path, clock: FakeClock):
@@ -441,14 +445,14 @@ def test_schema_rows_round_trip(queue: Queue, repo: Path):
 def test_prune_and_remove_leave_a_merge_to_finish(queue: Queue, repo: Path, clock: FakeClock):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "half merged")
-    claims.complete(queue, number, None, force=True)
+    claims.complete(queue, number, Authority.overriding("admin"), force=True)
     queue.db.write(
         lambda conn: conn.execute(
             update(worktrees_t).where(worktrees_t.c.id == wid).values(state="merging")
         )
     )
     with pytest.raises(Conflict, match="being merged"):
-        worktrees.remove(queue, "app", wid, force=True)
+        worktrees.remove(queue, "app", wid, force=True, by=Authority.overriding("admin"))
     assert worktrees.prune(queue, "app", force=True).removed == []
     assert path.exists()
 

@@ -30,6 +30,7 @@ from workq.board import graph
 from workq.board.auth import COOKIE, Guard
 from workq.board.feed import ChangeFeed
 from workq.board.markdown import render
+from workq.domain.authority import Authority
 from workq.errors import InvalidConfirmation, InvalidInput, NotFound, Step, WorkqError
 from workq.schemas import (
     COMMENT_MAX,
@@ -340,7 +341,9 @@ def _unblock(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
 
 def _release(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
     reason = _text(body, "reason", required=False) or None
-    claims.release(q, number, None, reason=reason, actor=actor)
+    claims.release(
+        q, number, Authority.overriding("released on the board"), reason=reason, actor=actor
+    )
     return f"Released issue #{number}"
 
 

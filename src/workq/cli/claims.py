@@ -55,7 +55,7 @@ IgnorePlanMode = Annotated[
 
 
 def _run_id(s: State, given: str | None) -> str:
-    return given or s.settings().run_id or s.actor
+    return s.run_id(given)
 
 
 def _filter(
@@ -224,15 +224,13 @@ def complete(
     s = state(ctx)
     me = _run_id(s, run_id)
     try:
-        done = claims.complete(
-            s.queue(),
-            number,
-            {me},
-            force=force,
-            actor=s.actor,
-            plan_runs=() if ignore_plan_mode else {me},
+        by = s.acting(
+            me,
+            override="workq complete --force" if force else None,
             fence=fence,
+            plan_runs=() if ignore_plan_mode else {me},
         )
+        done = claims.complete(s.queue(), number, by, force=force, actor=s.actor)
     except OpenBlockers as exc:
         exc.hint = "finish those first (the claim stays yours), or complete it anyway with --force"
         raise
@@ -280,11 +278,15 @@ def release(
     force: Annotated[bool, typer.Option(help="Release whoever holds it (admin).")] = False,
     reason: Annotated[str | None, typer.Option()] = None,
     fence: Fence = None,
+    discard: Annotated[
+        bool,
+        typer.Option(help="Even with commits its worktree has and main lacks (branch kept)."),
+    ] = False,
 ) -> None:
     """Give a claim up: the issue goes back to the queue."""
     s = state(ctx)
-    holders = None if force else {_run_id(s, run_id)}
-    claims.release(s.queue(), number, holders, reason=reason, actor=s.actor, fence=fence)
+    by = s.acting(run_id, override="workq release --force" if force else None, fence=fence)
+    claims.release(s.queue(), number, by, reason=reason, actor=s.actor, discard=discard)
     output.line(f"Released issue #{number}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from workq.config import Settings, load_settings
+from workq.domain.authority import Authority
 
 if TYPE_CHECKING:
     from workq.services.context import Queue
@@ -43,6 +45,24 @@ class State:
         except (KeyError, OSError):
             user = "unknown"
         return os.environ.get("WORKQ_ACTOR") or f"cli-{user}"
+
+    def run_id(self, given: str | None = None) -> str:
+        """Whom a command claims or acts for: --run-id, else WORKQ_RUN_ID, else --as."""
+        return given or self.settings().run_id or self.actor
+
+    def acting(
+        self,
+        run_id: str | None = None,
+        *,
+        override: str | None = None,
+        fence: int | None = None,
+        plan_runs: Iterable[str] | None = None,
+    ) -> Authority:
+        """Who a command acts as on a claim: the holder it names (see :meth:`run_id`), or,
+        when told to override (``--force``), anyone's claim, the command recorded."""
+        if override is not None:
+            return Authority.overriding(override, fence=fence, plan_runs=plan_runs or ())
+        return Authority.of({self.run_id(run_id)}, fence=fence, plan_runs=plan_runs)
 
     def close(self) -> None:
         if self._queue is not None:

@@ -22,6 +22,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts."
 RepoArg = Annotated[str, typer.Argument(help="The repository's name.")]
 RepoOpt = Annotated[str | None, typer.Option("--repo", help="Only this repository.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
+RunId = Annotated[
+    str | None,
+    typer.Option("--run-id", help="Whom you act for (default: WORKQ_RUN_ID or --as)."),
+]
 
 
 def _size(n: int | None) -> str:
@@ -204,10 +208,21 @@ def worktree_remove(
     ctx: typer.Context,
     worktree_id: Annotated[str, typer.Argument(help="The worktree's id (workq worktree list).")],
     repo: Annotated[str, typer.Option("--repo", help="Its repository.")],
-    force: Annotated[bool, typer.Option("--force", help="Even with uncommitted changes.")] = False,
+    run_id: RunId = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Even with uncommitted changes, and while someone else holds its issue "
+            "(recorded in its history).",
+        ),
+    ] = False,
 ) -> None:
-    """Remove a worktree (its branch stays if it has unmerged commits)."""
-    gone = worktrees.remove(state(ctx).queue(), repo, worktree_id, force=force)
+    """Remove a worktree (its branch stays if it has unmerged commits). While its issue is
+    claimed, only its holder may (--run-id, WORKQ_RUN_ID or --as), unless --force."""
+    s = state(ctx)
+    by = s.acting(run_id, override="workq worktree remove --force" if force else None)
+    gone = worktrees.remove(s.queue(), repo, worktree_id, by=by, force=force, actor=s.actor)
     output.line(f"Removed {gone.path} (branch {gone.branch})")
 
 
@@ -271,10 +286,20 @@ def conflicts_command(ctx: typer.Context, repo: RepoArg, json_: JsonFlag = False
     output.line(f"{len(report.conflicts)} file(s) in conflict, {report.scanned_worktrees} scanned")
 
 
-def merge_command(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
+def merge_command(
+    ctx: typer.Context,
+    number: Number,
+    run_id: RunId = None,
+    force: Annotated[
+        bool, typer.Option(help="Merge it whoever holds it (admin; recorded in its history).")
+    ] = False,
+    json_: JsonFlag = False,
+) -> None:
     """Merge an issue's worktree into its repository's default branch, complete the issue,
-    remove the worktree and branch. Waits for a merge in progress; rerun after a crash."""
+    remove the worktree and branch. Only its holder merges it (--run-id, WORKQ_RUN_ID or
+    --as), unless --force. Waits for a merge in progress; rerun after a crash."""
     s = state(ctx)
+    by = s.acting(run_id, override="workq merge --force" if force else None)
     q = s.queue()
     info = worktrees.latest_for_issue(q, number)
     if info is None:
@@ -287,6 +312,7 @@ def merge_command(ctx: typer.Context, number: Number, json_: JsonFlag = False) -
         q,
         info.repository,
         info.worktree_id,
+        by=by,
         actor=s.actor,
         lease_seconds=s.settings().merge_lease_seconds,
     )

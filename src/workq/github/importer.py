@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from workq.domain import fields
+from workq.domain.authority import Authority
 from workq.errors import WorkqError
 from workq.github.models import GhIssue
 from workq.github.render import (
@@ -257,7 +258,8 @@ class Importer:
                 actor=self.actor,
             )
         if state == "closed" and local.status != Status.DONE:
-            claims.complete(self.q, local.number, None, force=True, actor=self.actor)
+            closed = Authority.overriding("closed on GitHub")
+            claims.complete(self.q, local.number, closed, force=True, actor=self.actor)
         elif state == "open" and local.status == Status.DONE:
             issues.reopen(self.q, local.number, actor=self.actor)
         if theirs:

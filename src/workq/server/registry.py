@@ -28,9 +28,9 @@ def writes(*, idempotent: bool, destructive: bool = False) -> ToolAnnotations:
 
 
 # The issue tools' arguments and answer fields for agent workspaces (a repository, a
-# worktree per claim). Every schema byte costs every agent context, so they are offered
-# only with the agit toolset.
-WORKSPACE_FIELDS = frozenset({"repository", "worktree"})
+# worktree per claim, releasing one with unmerged commits). Every schema byte costs every
+# agent context, so they are offered only with the agit toolset.
+WORKSPACE_FIELDS = frozenset({"repository", "worktree", "discard"})
 
 # Tool definitions already built, by the tool function's code, its defaults and whether
 # workspaces are offered: every server built in one process (an HTTP session's, a test's)

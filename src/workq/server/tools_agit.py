@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
 from workq.schemas import RUN_ID_MAX, ConflictReport, Issue, Status
 from workq.server.registry import READ_ONLY, Registry, writes
@@ -257,25 +258,20 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Spawned]:
         """Create an isolated worktree for an agent, on the task's own branch. The task is
         claimed for the agent (default: this server's run)."""
-        from workq.services import claims, issues, repositories, worktrees
+        from workq.services import workspaces
 
         def call() -> CallToolResult:
-            q = state.queue()
-            repositories.get(q, repo)
             holder = agent or state.run_id
-            number = task_number(task) if task else None
-            if number is None:
-                created = issues.create(q, title=(task or f"Work of {holder}")[:256], actor=holder)
-                number = created.number
-            repositories.assign(q, number, repo, actor=holder)
-            taken = claims.claim(q, number, holder, plan_runs={state.run_id})
+            number, info = workspaces.spawn_task(
+                state.queue(),
+                repo,
+                task_number(task) if task else None,
+                title=(task or f"Work of {holder}")[:256],
+                holder=holder,
+                branch=branch,
+                plan_runs={state.run_id},
+            )
             state.claimed_with(holder)
-            try:
-                info = worktrees.spawn(q, repo, number, agent=holder, branch=branch)
-            except WorkqError:
-                if not taken.already_held:
-                    claims.release(q, number, [holder], reason="its worktree could not be made")
-                raise
             out = Spawned(
                 worktree_id=info.worktree_id,
                 path=info.path,
@@ -299,7 +295,10 @@ def register(reg: Registry) -> None:
         from workq.services import worktrees
 
         def call() -> CallToolResult:
-            worktrees.remove(state.queue(), repo, worktree_id, force=force)
+            by = Authority.of(state.holders())
+            worktrees.remove(
+                state.queue(), repo, worktree_id, by=by, force=force, actor=state.run_id
+            )
             out = Removed(removed=True, worktree_id=worktree_id)
             return _answer(out.model_dump(), out)
 
@@ -388,14 +387,12 @@ def register(reg: Registry) -> None:
         result: Annotated[str | None, Field(max_length=10_000, description="Result")] = None,
     ) -> Annotated[CallToolResult, CompletedTask]:
         """Mark a claimed task completed, with an optional result (kept as a comment)."""
-        from workq.services import claims, notes
+        from workq.services import claims
 
         def call() -> CallToolResult:
             number = _number(task_id)
-            q = state.queue()
-            if result:
-                notes.comment(q, number, result, kind="note", author=state.run_id)
-            claims.complete(q, number, None, plan_runs={state.run_id})
+            by = Authority.of(state.holders(), plan_runs={state.run_id})
+            claims.complete(state.queue(), number, by, note=result)
             out = CompletedTask(completed=True, task_id=task_id)
             return _answer(out.model_dump(), out)
 
@@ -415,6 +412,7 @@ def register(reg: Registry) -> None:
                 state.queue(),
                 repo,
                 worktree_id,
+                by=Authority.of(state.holders()),
                 actor=state.run_id,
                 lease_seconds=state.settings.merge_lease_seconds,
             )

@@ -9,6 +9,7 @@ from typing import Annotated
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
@@ -181,13 +182,12 @@ def register_core(reg: Registry) -> None:
         from workq.services import claims
 
         with worded(f"Could not complete issue #{number}"):
-            done = claims.complete(
-                state.queue(),
-                number,
+            by = Authority.of(
                 state.acting_as(run_id),
-                plan_runs={state.run_id} if run_id is None else {state.run_id, run_id},
                 fence=fence,
+                plan_runs={state.run_id} if run_id is None else {state.run_id, run_id},
             )
+            done = claims.complete(state.queue(), number, by)
         text = f"Completed issue #{number}"
         if done.unblocked:
             text += f"\nNow ready: {numbers(done.unblocked)}"
@@ -218,14 +218,16 @@ def register_core(reg: Registry) -> None:
         reason: Reason | None = None,
         run_id: RunId = None,
         fence: Fence = None,
+        discard: Annotated[
+            bool, Field(strict=True, description="Even with unmerged commits (branch kept)")
+        ] = False,
     ) -> Annotated[CallToolResult, IssueSummary]:
         """Give up a claim without finishing: the issue goes back to the queue."""
         from workq.services import claims
 
         with worded(f"Could not release issue #{number}"):
-            released = claims.release(
-                state.queue(), number, state.acting_as(run_id), reason=reason, fence=fence
-            )
+            by = Authority.of(state.acting_as(run_id), fence=fence)
+            released = claims.release(state.queue(), number, by, reason=reason, discard=discard)
         return ok(f"Released issue #{number}", released.summary())
 
     @reg.tool(writes(idempotent=True))

@@ -18,6 +18,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from workq.domain.authority import Authority
 from workq.errors import AllIssuesLocked, NoIssuesAvailable, NotHolder
 from workq.schemas import FORCE_CLAIM_CONFIRMATION, Issue, IssueType, Priority
 from workq.server.params import Description, Number, Title, Types
@@ -268,7 +269,8 @@ def register(reg: Registry) -> None:
             if reason == "abandoned":
                 claims.release(q, issueNumber, holders, reason="abandoned")
             else:
-                claims.complete(q, issueNumber, holders, plan_runs={state.run_id})
+                by = Authority.of(holders, plan_runs={state.run_id})
+                claims.complete(q, issueNumber, by)
         since = before.claimed_at or q.now()
         duration = max(0, int((q.now() - since).total_seconds()))
         released = Released(issue_number=issueNumber, reason=reason, duration=duration)

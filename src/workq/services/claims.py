@@ -7,6 +7,7 @@ Statements are built once at import; only their parameters change per call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Collection
 from datetime import datetime
@@ -42,12 +43,14 @@ from workq.db.prepared import Prepared
 from workq.db.tables import IssueRecord, events, github_outbox, issues, touches
 from workq.db.tables import labels as labels_t
 from workq.domain import fields
+from workq.domain.authority import Authority, as_authority
 from workq.errors import (
     AlreadyClaimed,
     InvalidConfirmation,
     InvalidInput,
     LeaseLapsed,
     NotClaimable,
+    NotFound,
     NotHolder,
     OpenBlockers,
     StaleClaim,
@@ -67,7 +70,7 @@ from workq.schemas import (
     ReadyIssue,
     Status,
 )
-from workq.services import blockers, outbox, plans, reservations
+from workq.services import blockers, notes, outbox, plans, reservations
 from workq.services.context import Queue, load, record, to_issue
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
@@ -840,19 +843,18 @@ def _fenced(row: IssueRecord, fence: int | None, number: int) -> None:
     )
 
 
-def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action: str) -> str:
-    """The holder the caller acts as, or NotHolder."""
+def _held(row: IssueRecord, by: Authority, number: int, action: str) -> str:
+    """The holder the caller acts as (or overrides), or NotHolder."""
     if row.claimed_by is None or row.status != IN_PROGRESS:
         raise NotHolder(
             f"Issue #{number} is not claimed",
             number=number,
             hint=("claim it with ", Step.CLAIM, f" before you {action} it"),
         )
-    if holders is not None and row.claimed_by not in holders:
+    if not by.allows(row.claimed_by):
         anyway = {"complete": Step.COMPLETE_ANYWAY, "release": Step.RELEASE_ANYWAY}
         raise NotHolder(
-            f"Issue #{number} is held by {row.claimed_by}, not by you "
-            f"({', '.join(sorted(holders)) or 'no run id'})",
+            f"Issue #{number} is held by {row.claimed_by}, not by you ({by.shown()})",
             hint=(
                 "ask its holder to release it, or take it over: ",
                 anyway.get(action, Step.FORCE_CLAIM),
@@ -864,18 +866,11 @@ def _held(row: IssueRecord, holders: Collection[str] | None, number: int, action
     return str(row.claimed_by)
 
 
-def held_now(
-    row: IssueRecord,
-    holders: Collection[str],
-    fence: int | None,
-    number: int,
-    now: datetime,
-    action: str,
-) -> str:
-    """The holder (one of ``holders``) of the live claim on ``row``, or NotHolder (or
-    StaleClaim)."""
-    _fenced(row, fence, number)
-    holder = _held(row, holders, number, action)
+def held_now(row: IssueRecord, by: Authority, number: int, now: datetime, action: str) -> str:
+    """The holder (one ``by`` acts for) of the live claim on ``row``, or NotHolder (or
+    StaleClaim, LeaseLapsed)."""
+    _fenced(row, by.fence, number)
+    holder = _held(row, by, number, action)
     if row.lease_expires_at is not None and _lapsed(row, now):
         raise LeaseLapsed(
             f"Your claim on issue #{number} lapsed at "
@@ -898,7 +893,8 @@ def heartbeat(
     def work(conn: Connection) -> Claim:
         row = load(conn, number, for_update=True)
         now = q.now()
-        return _renewal(q, conn, row, held_now(row, holders, fence, number, now, "heartbeat"), now)
+        holder = held_now(row, Authority.of(holders, fence=fence), number, now, "heartbeat")
+        return _renewal(q, conn, row, holder, now)
 
     return q.db.write(work)
 
@@ -960,32 +956,40 @@ _finish = Prepared(
 def complete(
     q: Queue,
     number: int,
-    holders: Collection[str] | None,
+    by: Authority | Collection[str],
     *,
     force: bool = False,
     actor: str | None = None,
-    plan_runs: Collection[str] = (),
-    fence: int | None = None,
+    note: str | None = None,
 ) -> Completed:
-    """Mark done. Only the holder may (``holders``; with ``fence``, only that claim), and
-    only once every issue it waits on is done, unless ``force``; done is idempotent.
-    Refused while one of ``plan_runs`` is in plan mode."""
+    """Mark done. Only the holder may (``by``: the run ids, with its fence only that claim,
+    or an override), and only once every issue it waits on is done unless ``force``; done
+    is idempotent. Refused while one of ``by``'s plan runs is in plan mode. ``note``: a
+    comment stored with the completion (not when refused, nor on an issue already done)."""
+    auth = as_authority(by)
     fields.number(number)
-    fields.fence(fence)
+    fields.fence(auth.fence)
+    text = fields.comment(note) if note else None
+    if auth.override is None:  # an override (an admin, GitHub) knows where the work went
+        _keeps_work(q, number, auth, "complete")
 
     def work(conn: Connection) -> Completed:
-        plans.refuse_while_planning(conn, plan_runs, "completing")
+        plans.refuse_while_planning(conn, auth.plan_runs, "completing")
         row = load(conn, number, for_update=True)
-        _fenced(row, fence, number)
+        _fenced(row, auth.fence, number)
         if row.status == DONE:
             return Completed(number=number, title=row.title, already_done=True)
-        holder = row.claimed_by if force else _held(row, holders, number, "complete")
+        # An override may complete an issue nobody holds (an admin, GitHub closing it).
+        unheld = auth.override is not None and row.claimed_by is None
+        holder = None if unheld else _held(row, auth, number, "complete")
         waiting = blockers.waits_on(conn, row)
         if waiting and not force:
             raise _still_waiting(number, waiting)
         now = q.now()
         _finish.count(conn, {"issue_id": row.id, "now": now})
         reservations.clear(conn, row.id)
+        if text:
+            notes.add(q, conn, row, text, author=actor or auth.actor or holder)
         unblocked = blockers.now_ready(blockers.blocker_finished(conn, row.id))
         record(
             q,
@@ -993,18 +997,52 @@ def complete(
             kind="completed",
             issue_id=row.id,
             number=number,
-            actor=actor or holder,
+            actor=actor or auth.actor or holder,
             now=now,
             before={"status": row.status, "claimed_by": row.claimed_by},
-            after=(
-                {"status": DONE, "forced": force, **({"waits_on": waiting} if waiting else {})}
-                if force
-                else {"status": DONE}
-            ),
+            after={"status": DONE, **_forced(force, auth, waiting)},
         )
         return Completed(number=number, title=row.title, unblocked=unblocked)
 
     return q.db.write(work)
+
+
+def _keeps_work(q: Queue, number: int, by: Authority, action: str) -> None:
+    """Refuse to end a claim whose worktree holds unmerged commits (see worktrees), once
+    ``by`` is known to hold it (the change asks again in its transaction)."""
+    from workq.services import worktrees
+
+    def held() -> None:
+        refuse_unless_held(q, number, by, action, unclaimed_ok=True)
+
+    with contextlib.suppress(NotFound):  # no such issue: the change itself says so
+        worktrees.refuse_unmerged(q, number, f"{action[:-1]}ing", first=held)
+
+
+def _forced(force: bool, by: Authority, waiting: list[int]) -> dict[str, Any]:
+    """What a completion records of how it overrode the rules, if it did."""
+    found: dict[str, Any] = {}
+    if force:
+        found["forced"] = True
+        if waiting:
+            found["waits_on"] = waiting
+    if by.override is not None:
+        found["override"] = by.override
+    return found
+
+
+def refuse_unless_held(
+    q: Queue, number: int, by: Authority, action: str, *, unclaimed_ok: bool = False
+) -> None:
+    """NotHolder (or StaleClaim) unless ``by`` may act on issue ``number``'s claim: asked
+    before a long step (a merge's gates, a commit) that the transaction recording its
+    outcome asks again. A done issue has no claim left to guard; ``unclaimed_ok``: nor
+    has an issue nobody holds."""
+    with q.db.read() as conn:
+        row = load(conn, number)
+    if row.status != DONE and not (unclaimed_ok and row.claimed_by is None):
+        _fenced(row, by.fence, number)
+        _held(row, by, number, action)
 
 
 def refuse_while_waiting(q: Queue, number: int) -> None:
@@ -1055,7 +1093,7 @@ def block(
         live = row.claimed_by and row.lease_expires_at and row.lease_expires_at > now
         overridden = bool(live) and row.claimed_by not in (holders or ())
         if holders is not None and overridden:
-            _held(row, holders, number, "block")
+            _held(row, Authority.of(holders), number, "block")
         clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
         record(
             q,
@@ -1104,22 +1142,27 @@ def unblock(q: Queue, number: int, *, actor: str | None = None) -> Issue:
 def release(
     q: Queue,
     number: int,
-    holders: Collection[str] | None,
+    by: Authority | Collection[str],
     *,
     reason: str | None = None,
     actor: str | None = None,
-    fence: int | None = None,
+    discard: bool = False,
 ) -> Issue:
-    """Give the claim up: the issue goes back to the queue. ``holders=None`` is an admin.
-    With ``fence``, only that claim (StaleClaim otherwise)."""
+    """Give the claim up: the issue goes back to the queue. Only its holder may (``by``;
+    with its fence, only that claim, StaleClaim otherwise), or an override. Commits in its
+    worktree that the default branch lacks refuse it (UnmergedWork) unless ``discard``:
+    then the branch keeps them for whoever claims it next."""
+    auth = as_authority(by)
     fields.number(number)
-    fields.fence(fence)
+    fields.fence(auth.fence)
     why = fields.reason(reason) if reason else None
+    if not discard and auth.override is None:
+        _keeps_work(q, number, auth, "release")
 
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)
-        _fenced(row, fence, number)
-        holder = _held(row, holders, number, "release")
+        _fenced(row, auth.fence, number)
+        holder = _held(row, auth, number, "release")
         now = q.now()
         clear_claim(conn, row.id, now=now)
         record(
@@ -1128,14 +1171,21 @@ def release(
             kind="released",
             issue_id=row.id,
             number=number,
-            actor=actor or holder,
+            actor=actor or auth.actor or holder,
             now=now,
             before={"claimed_by": holder},
-            after={"reason": why} if why else None,
+            after=_why(why, auth),
         )
         return to_issue(load(conn, number))
 
     return q.db.write(work)
+
+
+def _why(reason: str | None, by: Authority) -> dict[str, Any] | None:
+    found = {"reason": reason} if reason else {}
+    if by.override is not None:
+        found["override"] = by.override
+    return found or None
 
 
 def force_claim(

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, insert, select
 from workq.db.engine import retry_lost_read
 from workq.db.tables import gate_runs, issues, repositories
 from workq.domain import gates as rules
+from workq.domain.authority import Authority
 from workq.domain.gates import GateSpec
 from workq.errors import (
     GitFailed,
@@ -689,6 +690,8 @@ class MergeCandidate(NamedTuple):
     asked before the merge lease is taken (gates may take minutes), then asked again."""
     number: int | None
     actor: str | None
+    by: Authority
+    """Who asks to land it: its issue's holder, or an override."""
 
 
 def merge_gate(q: Queue, candidate: MergeCandidate) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, select
 from workq.db.tables import issues as issues_t
 from workq.db.tables import worktrees as worktrees_t
 from workq.domain import branches, fields, tdd
+from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
 from workq.domain.workflow import branch_name
 from workq.errors import (
@@ -27,7 +28,6 @@ from workq.errors import (
     InvalidInput,
     NotFound,
     NothingToCommit,
-    NotHolder,
     OnDefaultBranch,
     UncommittedChanges,
     WorkqError,
@@ -369,6 +369,10 @@ def commit_tdd_phase(
     hooks, and record the commit on the issue. Refused: nothing changes."""
     message = tdd.commit_message(phase, component, details, test_count, quality_gates)
     work = locate(q, where, holders, number)
+    if work.number is not None:  # another agent's work is not committed into (nor swept up)
+        claims.refuse_unless_held(
+            q, work.number, Authority.of(holders), "commit to", unclaimed_ok=True
+        )
     if git.current_branch(work.path) != work.branch:
         raise Conflict(f"the checkout at {work.path} is not on {work.branch}", branch=work.branch)
     saved = git.index_tree(work.path)
@@ -443,13 +447,9 @@ def merge_to_main(
             hint="link_issue_to_branch first",
         )
     n = work.number
+    by = Authority.of(holders)
+    claims.refuse_unless_held(q, n, by, "merge")
     issue = issues.get(q, n)
-    if issue.status == Status.IN_PROGRESS and issue.claimed_by not in holders:
-        raise NotHolder(
-            f"Issue #{n} is held by {issue.claimed_by}: only its holder merges it",
-            number=n,
-            holder=issue.claimed_by,
-        )
     if issue.status != Status.DONE:
         checkouts.require_clean(work.path)
     if work.worktree_id is not None and work.repo is not None:
@@ -457,6 +457,7 @@ def merge_to_main(
             q,
             work.repo,
             work.worktree_id,
+            by=by,
             actor=actor,
             lease_seconds=lease_seconds,
             strategy=chosen,
@@ -464,7 +465,7 @@ def merge_to_main(
         )
         head = done.commit or ""
     else:
-        head = _merge_checkout(q, work, issue, chosen, delete_branch, actor, lease_seconds)
+        head = _merge_checkout(q, work, issue, chosen, delete_branch, actor, by, lease_seconds)
     return MergedToMain(
         merged_branch=work.branch,
         target_branch=work.into,
@@ -481,6 +482,7 @@ def _merge_checkout(
     strategy: merges.Strategy,
     delete_branch: bool,
     actor: str | None,
+    by: Authority,
     lease_seconds: int,
 ) -> str:
     """Merge a branch checked out in a shared checkout (not a worktree of its own)."""
@@ -501,7 +503,7 @@ def _merge_checkout(
     )
 
     def gates(tip: str, new: str | None) -> None:
-        merges.check_gates(q, MergeCandidate(work.root, work.path, tip, new, n, actor))
+        merges.check_gates(q, MergeCandidate(work.root, work.path, tip, new, n, actor, by))
 
     tip, main = git.branch_tip(work.root, work.branch), git.branch_tip(work.root, work.into)
     if tip is not None and main is not None and not git.is_ancestor(work.root, tip, main):
@@ -514,7 +516,7 @@ def _merge_checkout(
             dirty=dirty,
         )
     with contextlib.suppress(NotFound):
-        claims.complete(q, n, None, force=True, actor=actor)
+        claims.complete(q, n, by, force=True, actor=actor)
     _leave(work)
     if delete_branch:
         merges.drop_branch(work.root, work.branch, work.into, head)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, select, update
 
 from workq.db.tables import issues, repositories, worktrees
+from workq.domain.authority import Authority
 from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorkqError, WorktreeDirty
 from workq.schemas import MergeResult
 from workq.services import claims
@@ -41,6 +42,14 @@ from workq.vcs import git
 DEFAULT_LEASE_SECONDS = 120
 DEFAULT_WAIT_SECONDS = 300.0
 Gate = Callable[[Queue, MergeCandidate], None]
+
+
+def holder_gate(q: Queue, candidate: MergeCandidate) -> None:
+    """Only the issue's holder (or an override) lands its work: another agent's merge is
+    refused before anything moves (NotHolder, StaleClaim)."""
+    if candidate.number is not None:
+        with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
+            claims.refuse_unless_held(q, candidate.number, candidate.by, "merge")
 
 
 def blockers_gate(q: Queue, candidate: MergeCandidate) -> None:
@@ -56,7 +65,7 @@ def blockers_gate(q: Queue, candidate: MergeCandidate) -> None:
 # issue) and raises a WorkqError to refuse. Asked once before the merge lease is taken
 # (``commit`` None: a check may take minutes) and again under it. The quality gates hang
 # here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
-GATES: list[Gate] = [blockers_gate, merge_gate]
+GATES: list[Gate] = [holder_gate, blockers_gate, merge_gate]
 # How a merge lands (seed 004's merge_to_main): a merge commit even where a fast-forward
 # would do, or one squashed commit.
 Strategy = Literal["no-ff", "squash"]
@@ -104,6 +113,7 @@ def merge(
     repo: str,
     worktree_id: str,
     *,
+    by: Authority,
     actor: str | None = None,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
     wait_seconds: float = DEFAULT_WAIT_SECONDS,
@@ -111,14 +121,17 @@ def merge(
     keep_branch: bool = False,
 ) -> MergeResult:
     """Merge worktree ``worktree_id`` of ``repo`` into the default branch, then clean up.
-    ``strategy`` None merges as the repository is configured (fast-forward when possible);
-    ``no-ff`` and ``squash`` always add a commit."""
+    Only the holder of its issue (``by``) or an override may. ``strategy`` None merges as
+    the repository is configured (fast-forward when possible); ``no-ff`` and ``squash``
+    always add a commit."""
     with q.db.read() as conn:
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
-    _check_early(q, Path(r.path), r.default_branch, w, actor)
+    if w.number is not None and w.state != "merged":  # before any other answer
+        claims.refuse_unless_held(q, w.number, by, "merge")
+    _check_early(q, Path(r.path), r.default_branch, w, actor, by)
     with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
-        return _merge_locked(q, repo, worktree_id, actor, strategy, keep_branch)
+        return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch)
 
 
 @contextlib.contextmanager
@@ -154,6 +167,7 @@ def _merge_locked(
     repo: str,
     worktree_id: str,
     actor: str | None,
+    by: Authority,
     strategy: Strategy | None,
     keep_branch: bool,
 ) -> MergeResult:
@@ -189,7 +203,7 @@ def _merge_locked(
         )
 
     def gates(tip: str, new: str) -> None:
-        check_gates(q, MergeCandidate(root, path, tip, new, w.number, actor))
+        check_gates(q, MergeCandidate(root, path, tip, new, w.number, actor, by))
 
     def intend(new: str) -> None:
         q.db.write(
@@ -212,7 +226,7 @@ def _merge_locked(
         strategy=strategy or ("squash-or-ff" if r.merge_mode == "squash" else "ff"),
     )
     head, already = land(landing, gates=gates, intend=intend, dirty=dirty)
-    _finish(q, w, r, actor, already, w.merge_commit if already else head, keep_branch)
+    _finish(q, w, r, actor, by, already, w.merge_commit if already else head, keep_branch)
     return MergeResult(
         merged=True,
         branch=w.branch,
@@ -230,14 +244,14 @@ def check_gates(q: Queue, candidate: MergeCandidate) -> None:
         gate(q, candidate)
 
 
-def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None) -> None:
+def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None, by: Authority) -> None:
     """Ask the checks before the lease, for a branch that would land: clean, ahead."""
     path, tip, head = Path(w.path), git.branch_tip(root, w.branch), git.branch_tip(root, into)
     if w.state != "active" or tip is None or head is None or not path.is_dir():
         return
     if git.is_ancestor(root, tip, head) or git.dirty_paths(path):
         return  # landed already, or refused under the lease
-    check_gates(q, MergeCandidate(root, path, tip, None, w.number, actor))
+    check_gates(q, MergeCandidate(root, path, tip, None, w.number, actor, by))
 
 
 @dataclass(frozen=True)
@@ -328,14 +342,17 @@ def _finish(
     w: Any,
     r: Any,
     actor: str | None,
+    by: Authority,
     already: bool,
     landed: str | None,
     keep_branch: bool = False,
 ) -> None:
-    """Complete the issue, remove the worktree and its branch, mark it merged."""
+    """Complete the issue (its holder's authority asked again, in that transaction; a
+    blocker added while the gates ran is overridden and recorded), remove the worktree and
+    its branch, mark it merged."""
     if w.number is not None:
         with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
-            claims.complete(q, w.number, None, force=True, actor=actor or w.agent)
+            claims.complete(q, w.number, by, force=True, actor=actor or w.agent)
     _discard(q, w, r, force=True, state="merged", keep_branch=keep_branch)
     if not keep_branch:
         drop_branch(Path(r.path), w.branch, r.default_branch, landed)
@@ -346,7 +363,7 @@ def drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
     """Delete the merged branch, if still there and the default branch has its work (its
     tip, or the commit that merged it: a squash)."""
     tip = git.branch_tip(root, branch)
-    if tip is None:
+    if tip is None or branch == into:  # the default branch is never a task's to delete
         return
     head = "refs/heads/" + into
     if git.is_ancestor(root, tip, head) or (landed and git.is_ancestor(root, landed, head)):

@@ -7,8 +7,8 @@ import json
 from sqlalchemy import Connection, insert, select
 
 from workq.db.engine import retry_lost_read
+from workq.db.tables import IssueRecord, events
 from workq.db.tables import comments as comments_t
-from workq.db.tables import events
 from workq.domain import fields
 from workq.errors import InvalidInput, NotFound
 from workq.schemas import PAGE_MAX, Comment, CommentKind, Event
@@ -33,29 +33,44 @@ def comment(
     if author is not None:
         fields.name(author, "author", limit=128)
 
+    chosen = kind
+
     def work(conn: Connection) -> Comment:
-        row = load(conn, number)
-        now = q.now()
-        new_id = conn.execute(
-            insert(comments_t)
-            .values(issue_id=row.id, kind=kind.value, body=text, author=author, created_at=now)
-            .returning(comments_t.c.id)
-        ).scalar_one()
-        record(
-            q,
-            conn,
-            kind="commented",
-            issue_id=row.id,
-            number=number,
-            actor=author,
-            now=now,
-            after={"comment_id": new_id, "kind": kind.value},
-        )
-        return Comment(
-            id=new_id, number=number, kind=kind, body=text, author=author, created_at=now
-        )
+        return add(q, conn, load(conn, number), text, kind=chosen, author=author)
 
     return q.db.write(work)
+
+
+def add(
+    q: Queue,
+    conn: Connection,
+    row: IssueRecord,
+    text: str,
+    *,
+    kind: CommentKind = CommentKind.NOTE,
+    author: str | None,
+) -> Comment:
+    """Store a comment (``text`` already checked with ``fields.comment``) in the caller's
+    transaction: a comment that belongs to a change goes in with it, or not at all."""
+    now = q.now()
+    new_id = conn.execute(
+        insert(comments_t)
+        .values(issue_id=row.id, kind=kind.value, body=text, author=author, created_at=now)
+        .returning(comments_t.c.id)
+    ).scalar_one()
+    record(
+        q,
+        conn,
+        kind="commented",
+        issue_id=row.id,
+        number=row.number,
+        actor=author,
+        now=now,
+        after={"comment_id": new_id, "kind": kind.value},
+    )
+    return Comment(
+        id=new_id, number=row.number, kind=kind, body=text, author=author, created_at=now
+    )
 
 
 @retry_lost_read

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from workq.db.engine import retry_lost_read
 from workq.db.tables import github_pulls
 from workq.domain import fields
+from workq.domain.authority import Authority
 from workq.schemas import Completed
 from workq.services import claims
 from workq.services.context import Queue, load, record
@@ -125,7 +126,8 @@ def unmerged(q: Queue, repo: str) -> Sequence[PullLink]:
 def merged(q: Queue, link: PullLink, merged_at: datetime, *, actor: str) -> Completed | None:
     """The pull request was merged upstream: complete the issue (whoever holds it) and mark
     the pull request merged, once. None when an earlier pass already did."""
-    done = claims.complete(q, link.number, None, force=True, actor=actor)
+    upstream = Authority.overriding("its pull request was merged")
+    done = claims.complete(q, link.number, upstream, force=True, actor=actor)
 
     def work(conn: Connection) -> bool:
         row = load(conn, link.number)

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, literal_column, sele
 from workq.db.prepared import Prepared
 from workq.db.tables import issues, reservations, touches
 from workq.domain import fields, globs
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput, PathsReserved
 from workq.schemas import Status
 from workq.services.context import Queue, load
@@ -189,7 +190,9 @@ def reserve(
         serialise(conn)
         row = load(conn, number, for_update=True)
         now = q.now()
-        holder = claims.held_now(row, holders, fence, number, now, "reserve paths for")
+        holder = claims.held_now(
+            row, Authority.of(holders, fence=fence), number, now, "reserve paths for"
+        )
         held = live(conn, now)
         found = conflicts(held, [path], holder, mode)
         if found and q.reservations != "warn":
@@ -243,7 +246,7 @@ def unreserve(
     def work(conn: Connection) -> list[Held]:
         row = load(conn, number, for_update=True)
         now = q.now()
-        claims.held_now(row, holders, fence, number, now, "release paths of")
+        claims.held_now(row, Authority.of(holders, fence=fence), number, now, "release paths of")
         gone = conn.execute(
             delete(reservations).where(
                 reservations.c.issue_id == row.id,

@@ -4,15 +4,18 @@ transaction); if it cannot be made, a new claim is given back and the error repo
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 
 from sqlalchemy import select
 
 from workq.db.tables import issues, repositories
-from workq.errors import InvalidInput, WorkqError
+from workq.errors import Conflict, InvalidInput, WorkqError
 from workq.schemas import Claim, ClaimedIssue, ReadyFilter, WorkspaceInfo
-from workq.services import claims
+from workq.services import claims, plans
+from workq.services import issues as issue_service
+from workq.services import repositories as repository_service
 from workq.services.context import Queue
-from workq.services.worktrees import get_for_issue, spawn
+from workq.services.worktrees import check_branch, get_for_issue, spawn
 
 
 def _repository_of(q: Queue, number: int) -> tuple[str | None, bool] | None:
@@ -48,6 +51,45 @@ def attach(
     if repo is None:
         raise _no_repository(number)
     return spawn(q, repo, number, agent=holder, branch=branch)
+
+
+def spawn_task(
+    q: Queue,
+    repo: str,
+    number: int | None,
+    *,
+    title: str,
+    holder: str,
+    branch: str | None = None,
+    plan_runs: Collection[str] = (),
+) -> tuple[int, WorkspaceInfo]:
+    """agit's spawn: issue ``number`` (None: a new one titled ``title``) claimed for
+    ``holder``, put in ``repo``, with its worktree on ``branch``. Every check that can
+    refuse comes first, so a refused spawn creates, assigns and claims nothing; a claim
+    taken here is given back if the worktree then cannot be made."""
+    found = repository_service.get(q, repo)
+    if branch is not None:
+        check_branch(Path(found.path), branch, found.default_branch)
+    if number is None:
+        with q.db.read() as conn:
+            plans.refuse_while_planning(conn, {holder, *plan_runs}, "claiming")
+        number = issue_service.create(q, title=title, actor=holder).number
+    else:
+        placed = issue_service.get(q, number).repository
+        if placed not in (None, repo):
+            raise Conflict(
+                f"Issue #{number} belongs to repository {placed!r}, not {repo!r}",
+                number=number,
+            )
+    taken = claims.claim(q, number, holder, plan_runs=plan_runs)
+    try:
+        repository_service.assign(q, number, repo, actor=holder)
+        info = spawn(q, repo, number, agent=holder, branch=branch)
+    except WorkqError:
+        if not taken.already_held:
+            claims.release(q, number, [holder], reason="its worktree could not be made")
+        raise
+    return number, info
 
 
 def _no_repository(number: int) -> InvalidInput:

@@ -7,9 +7,10 @@ git never runs inside a database transaction: a worktree is first recorded as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,13 @@ from sqlalchemy import Connection, delete, select, update
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, repositories, worktrees
 from workq.domain import branches
+from workq.domain.authority import Authority
 from workq.errors import (
     Conflict,
     GitFailed,
     InvalidInput,
     NotFound,
+    UnmergedWork,
     WorktreeDirty,
 )
 from workq.schemas import (
@@ -74,6 +77,38 @@ def of_issue(conn: Connection, number: int) -> WorkspaceInfo | None:
 
 
 @retry_lost_read
+def refuse_unmerged(
+    q: Queue, number: int, action: str, *, first: Callable[[], None] = lambda: None
+) -> None:
+    """UnmergedWork if issue ``number``'s active worktree has commits its repository's
+    default branch lacks (its branch gone or unreadable: nothing to lose here). ``first``
+    runs before git is asked, only when there is a worktree (a caller's own refusals that
+    must win, such as who holds the claim)."""
+    with q.db.read() as conn:
+        w = active_row(conn, number)
+        if w is None or w.state != "active":
+            return
+        r = repository_row(conn, w.repository)
+    first()
+    root = Path(r.path)
+    if git.branch_tip(root, w.branch) is None or git.branch_tip(root, r.default_branch) is None:
+        return
+    ahead = git.commits_ahead(root, w.branch, r.default_branch)
+    if ahead:
+        some = f"{ahead} commit{'s' if ahead > 1 else ''}"
+        raise UnmergedWork(
+            f"Issue #{number}'s worktree has {some} on {w.branch} that {r.default_branch} "
+            f"lacks: {action} it would leave them behind",
+            number=number,
+            branch=w.branch,
+            commits=ahead,
+            hint=(
+                "merge them first (agit_merge_worktree, merge_to_main, workq merge), or "
+                "release with discard (the branch is kept)"
+            ),
+        )
+
+
 def get_for_issue(q: Queue, number: int) -> WorkspaceInfo | None:
     with q.db.read() as conn:
         return of_issue(conn, number)
@@ -119,11 +154,19 @@ def safe_path(folder: Path, branch: str) -> Path:
     return path
 
 
-def _check_branch(root: Path, branch: str) -> str:
+def check_branch(root: Path, branch: str, default_branch: str) -> str:
+    """``branch`` if it may be a task's branch: a valid name, and never the default branch
+    (a worktree's cleanup deletes its branch)."""
     if not isinstance(branch, str) or not branch or len(branch) > 255:
         raise InvalidInput("branch must be 1-255 characters", field="branch")
     if branch.startswith("-") or not git.is_valid_branch_name(branch, root):
         raise InvalidInput(f"invalid branch name {branch!r:.80}", field="branch")
+    if branch == default_branch:
+        raise InvalidInput(
+            f"{branch!r} is the repository's default branch, not a task branch",
+            field="branch",
+            hint="leave branch out (one is named from the task) or name a new branch",
+        )
     return branch
 
 
@@ -156,8 +199,10 @@ def spawn(
             if existing.state == "creating":
                 return r, existing, False  # an earlier attempt crashed: finish it
             return r, existing, True
-        name = _check_branch(
-            Path(r.path), branch or branches.issue_branch(issue.issue_type, number, issue.title)
+        name = check_branch(
+            Path(r.path),
+            branch or branches.issue_branch(issue.issue_type, number, issue.title),
+            r.default_branch,
         )
         path = safe_path(Path(r.worktree_dir), name)
         taken = conn.execute(
@@ -251,7 +296,14 @@ def list_worktrees(
 
 
 def _discard(
-    q: Queue, w: Any, r: Any, *, force: bool, state: str = "removed", keep_branch: bool = False
+    q: Queue,
+    w: Any,
+    r: Any,
+    *,
+    force: bool,
+    state: str = "removed",
+    keep_branch: bool = False,
+    actor: str | None = None,
 ) -> bool:
     """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when the
     default branch already has all of its commits (unless ``keep_branch``). Whether the
@@ -276,6 +328,8 @@ def _discard(
     tip = git.branch_tip(root, w.branch)
     if tip is None:
         deleted = True
+    elif w.branch == r.default_branch:  # never a task's to delete (a worktree made before
+        pass  # spawn refused it kept it as its branch)
     elif not keep_branch and git.is_ancestor(root, tip, "refs/heads/" + r.default_branch):
         git.delete_branch(root, w.branch)
         deleted = True
@@ -291,7 +345,7 @@ def _discard(
             kind="worktree_removed",
             issue_id=w.issue_id,
             number=w.number,
-            actor=None,
+            actor=actor,
             now=now,
             after={"path": w.path, "branch_deleted": deleted},
         )
@@ -300,21 +354,35 @@ def _discard(
     return deleted
 
 
-def remove(q: Queue, repo: str, worktree_id: str, *, force: bool = False) -> WorktreeInfo:
-    """Remove a worktree from disk and the registry. Refused with uncommitted changes
-    unless ``force``; its branch is kept if it has commits the default branch lacks."""
+def remove(
+    q: Queue,
+    repo: str,
+    worktree_id: str,
+    *,
+    by: Authority,
+    force: bool = False,
+    actor: str | None = None,
+) -> WorktreeInfo:
+    """Remove a worktree from disk and the registry. While its issue is claimed, only the
+    holder (``by``) or an override may. Refused with uncommitted changes unless ``force``;
+    its branch is kept if it has commits the default branch lacks."""
+    from workq.services import claims
+
     with q.db.read() as conn:
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
     if w.state in ("removed", "merged"):
         return _listed(w)
+    if w.number is not None:
+        with contextlib.suppress(NotFound):  # its issue deleted: nobody holds it
+            claims.refuse_unless_held(q, w.number, by, "remove the worktree of", unclaimed_ok=True)
     if w.state == "merging":
         raise Conflict(
             f"worktree {worktree_id} is being merged (or a merge of it was interrupted)",
             worktree_id=worktree_id,
             hint="finish the merge: agit_merge_worktree (workq merge N)",
         )
-    _discard(q, w, r, force=force)
+    _discard(q, w, r, force=force, actor=actor or by.actor)
     with q.db.read() as conn:
         return _listed(by_id(conn, worktree_id))
 

@@ -295,6 +295,12 @@ def branch_tip(repo: Path, branch: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def commits_ahead(repo: Path, branch: str, base: str) -> int:
+    """How many commits ``branch`` has that ``base`` lacks."""
+    done = run(["rev-list", "--count", f"refs/heads/{base}..refs/heads/{branch}", "--"], cwd=repo)
+    return int(done.stdout.strip() or 0)
+
+
 def delete_branch(repo: Path, branch: str) -> None:
     run(["branch", "-D", "--quiet", branch], cwd=repo)
 

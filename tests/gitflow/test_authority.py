@@ -1,0 +1,65 @@
+"""A stale holder's git step: run-a's lease lapsed and run-b claimed the issue again (a new
+fence) and works in its worktree. run-a's commit_tdd_phase is refused like its heartbeat or
+completion, and neither commits into run-b's worktree nor sweeps up its files (issue 23,
+item 4)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from sqlalchemy import update
+
+from tests.conftest import migrated_sqlite
+from tests.server.conftest import call_ok, error_of, make_server
+from tests.workspaces.gitrepo import make_repo
+from workq.config import Settings
+from workq.db.tables import issues as issues_t
+from workq.services import claims, issues, repositories, workspaces
+from workq.services.runtime import open_queue
+from workq.vcs import git
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    db = migrated_sqlite(sqlite_template, tmp_path / "queue.db")
+    repo = make_repo(tmp_path / "app")
+    q = open_queue(Settings(db_path=db))
+    repositories.add(q, "app", repo)
+    n = issues.create(q, title="parse the input").number
+    repositories.assign(q, n, "app")
+    first = workspaces.claim(q, n, "run-a", worktree=True)
+    assert first.worktree is not None and first.fence == 1
+    lapsed = q.now() - timedelta(seconds=1)
+    q.db.write(
+        lambda conn: conn.execute(
+            update(issues_t).where(issues_t.c.number == n).values(lease_expires_at=lapsed)
+        )
+    )
+    second = claims.claim(q, n, "run-b")
+    assert second.fence == 2
+    q.db.dispose()
+    work = Path(first.worktree.path)
+    (work / "src" / "b.py").write_text("half of run-b's change\n")
+    tip = git.head(work)
+
+    async with Client(make_server(db, "git", run_id="run-a")) as stale:
+        refused = await stale.call_tool(
+            "commit_tdd_phase", {"phase": "green", "component": "parser", "issue_number": n}
+        )
+    assert refused.is_error and error_of(refused)["code"] == "NOT_HOLDER"
+    assert git.head(work) == tip  # no commit in run-b's worktree
+    assert git.dirty_paths(work) == ["src/b.py"]  # its file neither committed nor staged
+    assert git.staged_paths(work) == []
+
+    async with Client(make_server(db, "git", run_id="run-b")) as holder:
+        done = await call_ok(
+            holder, "commit_tdd_phase", phase="green", component="parser", issue_number=n
+        )
+    assert done.structured_content and done.structured_content["issue_number"] == n
+    assert git.head(work) != tip
