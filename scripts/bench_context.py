@@ -33,6 +33,7 @@ from pathlib import Path
 from mcp import Client
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.schemas import IssueType, Priority
 from workq.server.app import build_server
 from workq.services import claims, dependencies, issues, work_context
@@ -75,7 +76,9 @@ def build(q: Queue, count: int) -> int:
     for _ in range(count // 20):  # 5% claimed by others
         claims.claim(q, next(picks), f"run-{rng.randrange(8)}")
     for _ in range(count // 50):  # 2% blocked by hand
-        claims.block(q, next(picks), "waiting for a person", actor="bench")
+        claims.block(
+            q, next(picks), "waiting for a person", by=Authority.overriding("admin"), actor="bench"
+        )
     for _ in range(count // 50):  # 2% waiting on another issue
         dependencies.depend(q, blocker=next(picks), blocked=next(picks), actor="bench")
     for _ in range(count // 10):  # 10% done

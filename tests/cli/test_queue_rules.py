@@ -120,7 +120,11 @@ def test_blocking_another_runs_live_claim_needs_force(tmp_path: Path) -> None:
     assert issue["is_blocked"] and issue["claimed_by"] is None
     blocked = [e for e in events(1) if e["kind"] == "blocked"][-1]
     assert blocked["actor"] == "r2"
-    assert blocked["after"] == {"blocked_reason": "stuck", "forced": True}
+    assert blocked["after"] == {
+        "blocked_reason": "stuck",
+        "forced": True,
+        "override": "workq block --force",
+    }
 
 
 def test_the_holder_and_anyone_on_an_unclaimed_issue_block_without_force(tmp_path: Path) -> None:

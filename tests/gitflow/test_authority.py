@@ -1,7 +1,7 @@
 """A stale holder's git step: run-a's lease lapsed and run-b claimed the issue again (a new
 fence) and works in its worktree. run-a's commit_tdd_phase is refused like its heartbeat or
 completion, and neither commits into run-b's worktree nor sweeps up its files (issue 23,
-item 4)."""
+item 4). On SQLite and, with WORKQ_TEST_PG_URL, on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from mcp import Client
 from sqlalchemy import update
 
-from tests.conftest import migrated_sqlite
-from tests.server.conftest import call_ok, error_of, make_server
+from tests.server.conftest import call_ok, error_of
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t
+from workq.server.app import build_server
 from workq.services import claims, issues, repositories, workspaces
 from workq.services.runtime import open_queue
 from workq.vcs import git
@@ -25,11 +25,10 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
-    tmp_path: Path, sqlite_template: Path
+    tmp_path: Path, settings: Settings
 ) -> None:
-    db = migrated_sqlite(sqlite_template, tmp_path / "queue.db")
     repo = make_repo(tmp_path / "app")
-    q = open_queue(Settings(db_path=db))
+    q = open_queue(settings)
     repositories.add(q, "app", repo)
     n = issues.create(q, title="parse the input").number
     repositories.assign(q, n, "app")
@@ -48,7 +47,11 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
     (work / "src" / "b.py").write_text("half of run-b's change\n")
     tip = git.head(work)
 
-    async with Client(make_server(db, "git", run_id="run-a")) as stale:
+    def server(run_id: str) -> Client:
+        own = {"toolsets": "git", "run_id": run_id, "plans_dir": tmp_path / "plans"}
+        return Client(build_server(settings.model_copy(update=own)))
+
+    async with server("run-a") as stale:
         refused = await stale.call_tool(
             "commit_tdd_phase", {"phase": "green", "component": "parser", "issue_number": n}
         )
@@ -57,7 +60,7 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
     assert git.dirty_paths(work) == ["src/b.py"]  # its file neither committed nor staged
     assert git.staged_paths(work) == []
 
-    async with Client(make_server(db, "git", run_id="run-b")) as holder:
+    async with server("run-b") as holder:
         done = await call_ok(
             holder, "commit_tdd_phase", phase="green", component="parser", issue_number=n
         )

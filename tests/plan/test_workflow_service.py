@@ -14,6 +14,7 @@ from sqlalchemy import select
 from tests.conftest import FakeClock
 from tests.domain.test_workflow import expected_outcome
 from workq.db.tables import events
+from workq.domain.authority import Authority
 from workq.domain.workflow import PHASE_ORDER, WorkflowPhase
 from workq.errors import InvalidInput, InvalidTransition, NotFound, NotHolder
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
@@ -279,7 +280,7 @@ def test_a_workflow_ends_with_its_claim_and_survives_a_takeover(
         if ending == "release":
             claims.release(queue, number, {"run-a"})
         elif ending == "block":
-            claims.block(queue, number, "waiting")
+            claims.block(queue, number, "waiting", by=Authority.overriding("admin"))
             claims.unblock(queue, number)
         else:
             claims.complete(queue, number, {"run-a"})

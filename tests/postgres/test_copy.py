@@ -13,6 +13,7 @@ from sqlalchemy import Table, create_engine, insert, select, text
 from tests.workq_cli import workq
 from workq.config import Settings
 from workq.db import migrate, models
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput, SchemaMismatch
 from workq.services import claims, dependencies, issues, maintenance, notes, transfer
 from workq.services.context import Queue
@@ -32,7 +33,7 @@ def _fill(queue: Queue) -> None:
     notes.comment(queue, 1, "working on it", kind="progress", author="run-a")
     claims.complete(queue, 1, {"run-a"})
     claims.claim(queue, 2, "run-b")
-    claims.block(queue, 4, "needs a decision")
+    claims.block(queue, 4, "needs a decision", by=Authority.overriding("admin"))
     notes.comment(queue, 4, "why?", kind="question")
     issues.delete_issue(queue, 3)
     issues.update_issue(queue, 2, add_labels=["docs"], priority="high")

@@ -58,7 +58,9 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "undepend":
                 dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "block":
-                claims.block(queue, some, "needs a decision", actor=run_id)
+                claims.block(
+                    queue, some, "needs a decision", by=Authority.overriding("admin"), actor=run_id
+                )
             elif action == "unblock":
                 claims.unblock(queue, some, actor=run_id)
             elif action == "comment":

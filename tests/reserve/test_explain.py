@@ -11,6 +11,7 @@ import pytest
 from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
 from tests.server.test_claim_faces import cli, cli_json
+from workq.domain.authority import Authority
 from workq.services import claims, dependencies, issues
 from workq.services.context import Queue
 
@@ -20,7 +21,7 @@ def _scene(queue: Queue) -> None:
     issues.create(queue, title="after first")  # 2: waits on 1
     dependencies.depend(queue, blocker=1, blocked=2)
     issues.create(queue, title="stuck")  # 3: blocked
-    claims.block(queue, 3, "needs a decision")
+    claims.block(queue, 3, "needs a decision", by=Authority.overriding("admin"))
     issues.create(queue, title="auth", touches=["src/auth/**"])  # 4: claimed by run-a
     claims.claim(queue, 4, "run-a")
     issues.create(queue, title="login", touches=["src/auth/login.py"])  # 5: paths reserved

@@ -96,5 +96,5 @@ def test_explicit_reserve_and_unreserve_by_the_holder_only(queue: Queue) -> None
         (2, "run-b", "src/x.py", "shared"),
         (2, "run-b", "src/y.py", "exclusive"),
     ]
-    claims.block(queue, 2, "stuck", holders={"run-b"})
+    claims.block(queue, 2, "stuck", by={"run-b"})
     assert held(queue) == []

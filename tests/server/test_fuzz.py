@@ -20,9 +20,9 @@ from mcp.types import Tool
 from tests.server.conftest import error_of, stdio_server, text
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services import claims, dependencies, issues, repositories, workspaces
 from workq.services.runtime import open_queue
-from workq.vcs import git
 
 EXAMPLES = 600  # enough draws to reach every tool of every toolset
 # A failure starts with a CODE, or with the seed's wording followed by one.
@@ -182,15 +182,28 @@ def snapshot(db: Path, repo: Path) -> dict[str, list[Any]]:
         for f in db.parent.rglob("*")
         if f.is_file() and not f.name.startswith(db.name) and f.suffix != ".stderr"
     )
-    state["refs"] = git.run(["for-each-ref", "--format=%(refname) %(objectname)"], cwd=repo).lines
-    trees = git.worktrees(repo)
-    state["worktrees"] = [(str(w.path), w.branch, w.head) for w in trees]
-    state["work"] = [
-        (str(w.path), git.run(["status", "--porcelain", "--untracked-files=all"], cwd=w.path).lines)
-        for w in trees
-        if w.path.is_dir()
-    ]
+    state["repository"] = repository_state(repo)
     return state
+
+
+def _unseen(path: Path) -> bool:
+    return any(
+        part in (".git", "__pycache__") or (part.startswith(".") and part.endswith("_cache"))
+        for part in path.parts
+    )
+
+
+def repository_state(repo: Path) -> list[tuple[str, bytes]]:
+    """The repository's refs, the worktrees git knows (each one's HEAD) and every file of
+    every checkout, read from disk: no git process (this runs twice per call). Left out:
+    the index, which read-only git commands may refresh, and the caches the quality gates'
+    tools leave in a checkout (.pytest_cache, __pycache__: git ignores them too)."""
+    git_dir = repo / ".git"
+    kept = [git_dir / "HEAD", git_dir / "packed-refs"]
+    kept += [p for p in (git_dir / "refs").rglob("*") if p.is_file()]
+    kept += list((git_dir / "worktrees").glob("*/HEAD"))
+    kept += [p for p in repo.rglob("*") if p.is_file() and not _unseen(p.relative_to(repo))]
+    return sorted((str(p.relative_to(repo)), p.read_bytes()) for p in kept if p.is_file())
 
 
 def stored_text_problems(db: Path) -> list[str]:
@@ -232,7 +245,7 @@ def seed(db: Path, repo: Path) -> None:
         dependencies.depend(queue, blocker=1, blocked=2)
         claims.claim(queue, 3, "run-a")
         claims.claim(queue, 4, "autopilot_main")
-        claims.block(queue, 5, "waiting for a decision")
+        claims.block(queue, 5, "waiting for a decision", by=Authority.overriding("admin"))
         repositories.add(queue, "app", repo)
         for n in (6, 7, 8):
             repositories.assign(queue, n, "app")

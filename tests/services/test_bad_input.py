@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput, NotFound, WorkqError
 from workq.services import claims, dependencies, issues, notes, transfer
 from workq.services.context import Queue
@@ -44,7 +45,11 @@ BAD_CALLS: list[tuple[str, Callable[[Queue], Any], type[WorkqError]]] = [
     ("update unknown", lambda q: issues.update_issue(q, 999, title="x"), NotFound),
     ("update bad title", lambda q: issues.update_issue(q, 1, title=""), InvalidInput),
     ("delete unknown", lambda q: issues.delete_issue(q, 999), NotFound),
-    ("block no reason", lambda q: claims.block(q, 1, ""), InvalidInput),
+    (
+        "block no reason",
+        lambda q: claims.block(q, 1, "", by=Authority.overriding("admin")),
+        InvalidInput,
+    ),
     ("comment empty", lambda q: notes.comment(q, 1, ""), InvalidInput),
     ("comment kind", lambda q: notes.comment(q, 1, "x", kind="rant"), InvalidInput),
     ("depend unknown", lambda q: dependencies.depend(q, blocker=1, blocked=999), NotFound),

@@ -109,8 +109,8 @@ def test_block_releases_the_claim_until_unblocked(queue: Queue) -> None:
     issues.create(queue, title="one")
     claims.claim(queue, 1, "run-a")
     with pytest.raises(NotHolder):
-        claims.block(queue, 1, "not mine", holders={"run-b"})
-    blocked = claims.block(queue, 1, "needs a key", holders={"run-a"})
+        claims.block(queue, 1, "not mine", by={"run-b"})
+    blocked = claims.block(queue, 1, "needs a key", by={"run-a"})
     assert blocked.is_blocked and blocked.claimed_by is None
     assert blocked.status == Status.OPEN and blocked.blocked_reason == "needs a key"
     assert claims.ready(queue) == []
@@ -165,7 +165,7 @@ def test_every_mutation_writes_an_event(queue: Queue) -> None:
     issues.update_issue(queue, 1, title="uno", priority="high")
     claims.claim(queue, 1, "run-a")
     claims.heartbeat(queue, 1, {"run-a"})
-    claims.block(queue, 1, "wait")
+    claims.block(queue, 1, "wait", by=Authority.overriding("admin"))
     claims.unblock(queue, 1)
     claims.claim(queue, 1, "run-a")
     claims.release(queue, 1, {"run-a"})

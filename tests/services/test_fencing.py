@@ -51,7 +51,7 @@ def test_a_takeover_under_the_same_run_id_fences_out_the_old_holder(
         lambda: claims.complete(queue, 1, Authority.of({"agent-7"}, fence=1)),
         lambda: claims.heartbeat(queue, 1, {"agent-7"}, fence=1),
         lambda: claims.release(queue, 1, Authority.of({"agent-7"}, fence=1)),
-        lambda: claims.block(queue, 1, "stuck", holders={"agent-7"}, fence=1),
+        lambda: claims.block(queue, 1, "stuck", by=Authority.of({"agent-7"}, fence=1)),
     ):
         with pytest.raises(StaleClaim) as refused:
             act()

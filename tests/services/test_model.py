@@ -304,8 +304,8 @@ class QueueMachine(RuleBasedStateMachine):
         item = self.model.items.get(number)
         others = item is not None and self.model.live(item, self._now()) and item.holder != run
         allowed = item is not None and item.status != "done" and (run is None or not others)
-        holders = None if run is None else {run}
-        self._expect(allowed, lambda: claims.block(self.queue, number, "why", holders=holders))
+        by = Authority.overriding("admin") if run is None else Authority.of({run})
+        self._expect(allowed, lambda: claims.block(self.queue, number, "why", by=by))
         if allowed and item is not None:
             item.blocked, item.status, item.holder, item.until = True, "open", None, None
 

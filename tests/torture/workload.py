@@ -200,7 +200,7 @@ class ServiceDoor(Door):
         from workq.services import claims
 
         with self._clean():
-            claims.block(self.queue, number, reason, holders={self.name}, actor=self.name)
+            claims.block(self.queue, number, reason, by={self.name}, actor=self.name)
 
     def unblock(self, number: int) -> None:
         from workq.services import claims

@@ -1,6 +1,7 @@
 """Who may act on a claim, through agit's tools and `workq merge`: two agents (servers with
 their own run ids) on one queue and one real git repository. Only the holder completes,
-merges or removes its work; a refused call changes nothing (issue 23, items 1-3 and 7)."""
+merges or removes its work; a refused call changes nothing (issue 23, items 1-3 and 7-9).
+On SQLite and, with WORKQ_TEST_PG_URL, on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import pytest
 from mcp import Client
 from sqlalchemy import func, select
 
-from tests.conftest import migrated_sqlite
-from tests.server.conftest import call_ok, make_server, text
+from tests.server.conftest import call_ok, text
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.db.tables import comments, events
 from workq.db.tables import issues as issues_t
+from workq.server.app import build_server
 from workq.services import dependencies, issues, notes, repositories, workspaces
 from workq.services.runtime import open_queue
 from workq.vcs import git
@@ -31,25 +32,34 @@ def body(result: Any) -> Any:
 
 
 @pytest.fixture
-def db(tmp_path: Path, sqlite_template: Path) -> Path:
-    return migrated_sqlite(sqlite_template, tmp_path / "queue.db")
+def db(settings: Settings, tmp_path: Path) -> Settings:
+    """The queue's settings (a new database on each engine)."""
+    return settings.model_copy(update={"plans_dir": tmp_path / "plans"})
+
+
+def _where(db: Settings) -> list[str]:
+    """The CLI's options naming that database."""
+    if db.database_url:
+        return ["--database-url", db.database_url]
+    return ["--db", str(db.db_path)]
 
 
 @pytest.fixture
-def repo(db: Path, tmp_path: Path) -> Path:
+def repo(db: Settings, tmp_path: Path) -> Path:
     path = make_repo(tmp_path / "app")
-    q = open_queue(Settings(db_path=db))
+    q = open_queue(db)
     repositories.add(q, "app", path)
     q.db.dispose()
     return path
 
 
-def _agent(db: Path, run_id: str) -> Client:
-    return Client(make_server(db, "default,agit", run_id=run_id, tests_gate="trust"))
+def _agent(db: Settings, run_id: str) -> Client:
+    own = {"toolsets": "default,agit", "run_id": run_id, "tests_gate": "trust"}
+    return Client(build_server(db.model_copy(update=own)))
 
 
-def _state(db: Path, number: int) -> tuple[str, str | None, int, list[str]]:
-    q = open_queue(Settings(db_path=db))
+def _state(db: Settings, number: int) -> tuple[str, str | None, int, list[str]]:
+    q = open_queue(db)
     try:
         issue = issues.get(q, number)
         with q.db.read() as conn:
@@ -61,7 +71,7 @@ def _state(db: Path, number: int) -> tuple[str, str | None, int, list[str]]:
 
 
 async def test_another_agent_cannot_complete_merge_or_remove_what_it_does_not_hold(
-    db: Path, repo: Path
+    db: Settings, repo: Path
 ) -> None:
     async with _agent(db, "agent-b") as b, _agent(db, "agent-a") as a:
         spawned = body(await call_ok(b, "agit_spawn_worktree", repo="app", task="login form"))
@@ -93,13 +103,19 @@ async def test_another_agent_cannot_complete_merge_or_remove_what_it_does_not_ho
         assert merged["merged"] is True and git.head(repo) != main
     status, holder, _, kinds = _state(db, 1)
     assert (status, holder) == ("done", None) and "completed" in kinds
+    q = open_queue(db)
+    history = {e.kind: e for e in notes.history(q, 1)}
+    q.db.dispose()
+    assert history["completed"].actor == "agent-b"  # the holder, not the server's run id
+    landed = history["worktree_merged"].after
+    assert landed is not None and landed["commit"] == git.head(repo)
 
 
-async def test_a_refused_completion_keeps_no_comment(db: Path, repo: Path) -> None:
+async def test_a_refused_completion_keeps_no_comment(db: Settings, repo: Path) -> None:
     async with _agent(db, "agent-b") as b:
         await call_ok(b, "agit_spawn_worktree", repo="app", task="needs the schema first")
         await call_ok(b, "issue_create", title="the schema")
-        q = open_queue(Settings(db_path=db))
+        q = open_queue(db)
         dependencies.depend(q, blocker=2, blocked=1)
         q.db.dispose()
         before = _state(db, 1)
@@ -109,8 +125,8 @@ async def test_a_refused_completion_keeps_no_comment(db: Path, repo: Path) -> No
 
 
 @pytest.mark.usefixtures("trusted_tests_gate")
-def test_workq_merge_is_for_the_holder_or_forced(db: Path, repo: Path) -> None:
-    q = open_queue(Settings(db_path=db))
+def test_workq_merge_is_for_the_holder_or_forced(db: Settings, repo: Path) -> None:
+    q = open_queue(db)
     n = issues.create(q, title="a change").number
     repositories.assign(q, n, "app")
     info = workspaces.claim(q, n, "agent-b", worktree=True).worktree
@@ -119,22 +135,22 @@ def test_workq_merge_is_for_the_holder_or_forced(db: Path, repo: Path) -> None:
     commit(Path(info.path), {"src/app.py": "x = 2\n"}, "the change")
     main = git.head(repo)
 
-    refused = workq("--db", db, "merge", str(n), "--run-id", "agent-a")
+    refused = workq(*_where(db), "merge", str(n), "--run-id", "agent-a")
     assert refused.returncode == 1 and "NOT_HOLDER" in refused.stderr, refused.stderr
     assert git.head(repo) == main and Path(info.path).is_dir()
 
-    forced = workq("--db", db, "--as", "alice", "merge", str(n), "--force")
+    forced = workq(*_where(db), "--as", "alice", "merge", str(n), "--force")
     assert forced.returncode == 0, forced.stderr
     assert git.head(repo) != main
-    q = open_queue(Settings(db_path=db))
+    q = open_queue(db)
     (done,) = [e for e in notes.history(q, n) if e.kind == "completed"]
     q.db.dispose()
     assert done.actor == "alice" and done.after and done.after["override"] == "workq merge --force"
 
 
-def _rows(db: Path) -> list[tuple[Any, ...]]:
+def _rows(db: Settings) -> list[tuple[Any, ...]]:
     """Every issue and event, as stored."""
-    q = open_queue(Settings(db_path=db))
+    q = open_queue(db)
     try:
         with q.db.read() as conn:
             found = [tuple(r) for r in conn.execute(select(issues_t).order_by(issues_t.c.number))]
@@ -144,10 +160,10 @@ def _rows(db: Path) -> list[tuple[Any, ...]]:
 
 
 async def test_a_refused_spawn_creates_assigns_and_claims_nothing(
-    db: Path, repo: Path, tmp_path: Path
+    db: Settings, repo: Path, tmp_path: Path
 ) -> None:
     other = make_repo(tmp_path / "other")
-    q = open_queue(Settings(db_path=db))
+    q = open_queue(db)
     repositories.add(q, "other", other)
     q.db.dispose()
     async with _agent(db, "agent-b") as b, _agent(db, "agent-a") as a:
@@ -166,7 +182,7 @@ async def test_a_refused_spawn_creates_assigns_and_claims_nothing(
         assert git.worktrees(other)[1:] == [] and git.worktrees(repo)[1:] == []
 
 
-async def test_the_default_branch_is_never_a_task_branch(db: Path, repo: Path) -> None:
+async def test_the_default_branch_is_never_a_task_branch(db: Settings, repo: Path) -> None:
     git.run(["switch", "-q", "-c", "side"], cwd=repo)
     main = git.branch_tip(repo, "main")
     async with _agent(db, "agent-a") as a:
@@ -181,7 +197,7 @@ async def test_the_default_branch_is_never_a_task_branch(db: Path, repo: Path) -
 
 
 async def test_work_in_a_worktree_is_not_dropped_by_completing_or_releasing(
-    db: Path, repo: Path
+    db: Settings, repo: Path
 ) -> None:
     async with _agent(db, "agent-a") as a:
         spawned = body(await call_ok(a, "agit_spawn_worktree", repo="app", task="a change"))

@@ -255,9 +255,9 @@ def block(
     """Block an issue with a reason: its claim is released and it leaves the queue. Another
     run's live claim is only overridden with --force (recorded in the history)."""
     s = state(ctx)
-    holders = None if force else {_run_id(s, run_id)}
+    by = s.acting(run_id, override="workq block --force" if force else None, fence=fence)
     try:
-        claims.block(s.queue(), number, reason, holders=holders, actor=s.actor, fence=fence)
+        claims.block(s.queue(), number, reason, by=by, actor=s.actor)
     except NotHolder as exc:
         exc.hint = "ask its holder, or block it anyway with --force (recorded in its history)"
         raise

@@ -206,9 +206,8 @@ def register_core(reg: Registry) -> None:
                 state.queue(),
                 number,
                 reason,
-                holders=state.acting_as(run_id),
+                by=Authority.of(state.acting_as(run_id), fence=fence),
                 actor=run_id or state.run_id,
-                fence=fence,
             )
         return ok(f"Blocked issue #{number}: {reason}", blocked.summary())
 

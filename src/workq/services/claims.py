@@ -1070,30 +1070,31 @@ def block(
     number: int,
     reason: str,
     *,
-    holders: Collection[str] | None = None,
+    by: Authority | Collection[str],
     actor: str | None = None,
-    fence: int | None = None,
 ) -> Issue:
     """Record why, release any claim, keep it out of ready until unblocked.
 
-    With ``holders`` given, an issue claimed by someone else (with a live lease) is refused;
-    without, that claim is overridden and the event records ``forced``. With ``fence``, a
-    claim other than that one is refused (StaleClaim).
+    An issue with a live claim of someone else's is refused unless ``by`` overrides (the
+    event then records ``forced`` and the reason); an unclaimed issue, or one whose lease
+    lapsed, anyone may block. With ``by``'s fence, a claim other than that one is refused
+    (StaleClaim).
     """
+    auth = as_authority(by)
     fields.number(number)
-    fields.fence(fence)
+    fields.fence(auth.fence)
     why = fields.reason(reason)
 
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)
-        _fenced(row, fence, number)
+        _fenced(row, auth.fence, number)
         now = q.now()
         if row.status == DONE:
             raise NotClaimable(f"Issue #{number} is done; nothing to block", number=number)
         live = row.claimed_by and row.lease_expires_at and row.lease_expires_at > now
-        overridden = bool(live) and row.claimed_by not in (holders or ())
-        if holders is not None and overridden:
-            _held(row, Authority.of(holders), number, "block")
+        overridden = bool(live) and row.claimed_by not in auth.run_ids
+        if overridden:
+            _held(row, auth, number, "block")
         clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
         record(
             q,
@@ -1105,7 +1106,10 @@ def block(
             now=now,
             before={"claimed_by": row.claimed_by, "status": row.status},
             # Blocking someone else's live claim (an admin's force) says so.
-            after={"blocked_reason": why, **({"forced": True} if overridden else {})},
+            after={
+                "blocked_reason": why,
+                **({"forced": True, "override": auth.override} if overridden else {}),
+            },
         )
         return to_issue(load(conn, number))
 

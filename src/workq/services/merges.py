@@ -351,12 +351,14 @@ def _finish(
     blocker added while the gates ran is overridden and recorded), remove the worktree and
     its branch, mark it merged."""
     if w.number is not None:
+        # The worktree is "merging" by now (``intend``), so completing does not count its
+        # branch's commits as unmerged work (a squash leaves them off the default branch).
         with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
             claims.complete(q, w.number, by, force=True, actor=actor or w.agent)
     _discard(q, w, r, force=True, state="merged", keep_branch=keep_branch)
     if not keep_branch:
         drop_branch(Path(r.path), w.branch, r.default_branch, landed)
-    record_merge(q, w, actor, already)
+    record_merge(q, w, actor or w.agent, already, landed)
 
 
 def drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
@@ -370,7 +372,9 @@ def drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
         git.delete_branch(root, branch)
 
 
-def record_merge(q: Queue, w: Any, actor: str | None, already: bool) -> None:
+def record_merge(q: Queue, w: Any, actor: str | None, already: bool, landed: str | None) -> None:
+    """The worktree_merged event: who merged, the branch, the commit that landed it."""
+
     def work(conn: Connection) -> None:
         record(
             q,
@@ -380,7 +384,7 @@ def record_merge(q: Queue, w: Any, actor: str | None, already: bool) -> None:
             number=w.number,
             actor=actor,
             now=q.now(),
-            after={"branch": w.branch, "resumed": already},
+            after={"branch": w.branch, "commit": landed, "resumed": already},
         )
 
     q.db.write(work)
