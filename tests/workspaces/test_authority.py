@@ -214,3 +214,22 @@ async def test_work_in_a_worktree_is_not_dropped_by_completing_or_releasing(
     status, holder, _, _ = _state(db, 1)
     assert (status, holder) == ("open", None)
     assert git.branch_exists(repo, branch)  # the work stays on its branch
+
+
+async def test_registering_again_gives_an_agent_its_id_back(db: Settings, repo: Path) -> None:
+    async with _agent(db, "server-1") as first:
+        me = body(await call_ok(first, "agit_register_agent", name="claude-1", type="claude"))
+        spawned = body(
+            await call_ok(first, "agit_spawn_worktree", repo="app", task="t", agent=me["agent_id"])
+        )
+    # The agent restarts behind a new server: the same name and type, the same id, so it
+    # may act on its own claim; another type is another agent.
+    async with _agent(db, "server-2") as again:
+        back = body(await call_ok(again, "agit_register_agent", name="claude-1", type="claude"))
+        other = body(await call_ok(again, "agit_register_agent", name="claude-1", type="codex"))
+        assert back["agent_id"] == me["agent_id"] and other["agent_id"] != me["agent_id"]
+        await call_ok(
+            again, "agit_claim_task", task_id=spawned["task_id"], agent_id=back["agent_id"]
+        )
+        done = body(await call_ok(again, "agit_complete_task", task_id=spawned["task_id"]))
+    assert done == {"completed": True, "task_id": spawned["task_id"]}

@@ -187,10 +187,20 @@ def insert_for(dialect_name: str) -> Callable[[Table], postgresql.Insert | sqlit
 
 
 def lock_plans(conn: Connection) -> None:
-    """Serialise entries into plan mode. SQLite's write lock already does; on PostgreSQL
-    this lock conflicts only with other writers of ``plans``, not with readers."""
+    """Serialise entries into plan mode."""
+    _lock_writers(conn, "plans")
+
+
+def lock_agents(conn: Connection) -> None:
+    """Serialise registrations of agents (one id per name and type)."""
+    _lock_writers(conn, "agents")
+
+
+def _lock_writers(conn: Connection, table: str) -> None:
+    """SQLite's write lock already serialises writers; on PostgreSQL this lock conflicts
+    only with other writers of ``table``, not with its readers."""
     if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE plans IN SHARE ROW EXCLUSIVE MODE"))
+        conn.execute(text(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))
 
 
 def lock_graph(conn: Connection) -> None:

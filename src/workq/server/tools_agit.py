@@ -429,14 +429,15 @@ def register(reg: Registry) -> None:
 
         return _guarded(call)
 
-    @reg.tool(writes(idempotent=False))
+    @reg.tool(writes(idempotent=True))
     def agit_register_agent(
         name: Annotated[str, Field(min_length=1, max_length=128, description="Agent name")],
         type: Annotated[
             str, Field(min_length=1, max_length=32, description='e.g. "claude", "custom"')
         ],
     ) -> Annotated[CallToolResult, Registered]:
-        """Register a new AI agent; its id can be used as a run id."""
+        """Register an AI agent (a name and type seen before get their id back); the id
+        is a run id."""
         from workq.services import agents
 
         def call() -> CallToolResult:

@@ -7,6 +7,7 @@ import uuid
 
 from sqlalchemy import Connection, insert, select, update
 
+from workq.db import dialect
 from workq.db.engine import retry_lost_read
 from workq.db.tables import agents, issues
 from workq.domain import fields
@@ -20,18 +21,32 @@ TYPE_MAX = 32
 
 
 def register(q: Queue, name: str, agent_type: str) -> AgentInfo:
+    """The agent called ``name`` of ``agent_type``: the id it was registered under before
+    (a restarted agent goes on acting on its own claims), or a new one; seen now."""
     fields.name(name, "name", limit=128)
     fields.name(agent_type, "type", limit=TYPE_MAX)
-    agent_id = f"agent-{uuid.uuid4().hex[:12]}"
-    now = q.now()
-    q.db.write(
-        lambda conn: conn.execute(
+
+    def work(conn: Connection) -> AgentInfo:
+        dialect.lock_agents(conn)
+        now = q.now()
+        known = conn.execute(
+            select(agents.c.id)
+            .where(agents.c.name == name, agents.c.agent_type == agent_type)
+            .order_by(agents.c.created_at, agents.c.id)
+            .limit(1)
+        ).scalar()
+        if known is not None:
+            conn.execute(update(agents).where(agents.c.id == known).values(last_seen_at=now))
+            return AgentInfo(agent_id=known, name=name, type=agent_type, last_seen=now)
+        agent_id = f"agent-{uuid.uuid4().hex[:12]}"
+        conn.execute(
             insert(agents).values(
                 id=agent_id, name=name, agent_type=agent_type, created_at=now, last_seen_at=now
             )
         )
-    )
-    return AgentInfo(agent_id=agent_id, name=name, type=agent_type, last_seen=now)
+        return AgentInfo(agent_id=agent_id, name=name, type=agent_type, last_seen=now)
+
+    return q.db.write(work)
 
 
 def _check_id(agent_id: str) -> str:
