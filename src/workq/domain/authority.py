@@ -2,17 +2,18 @@
 issue takes (docs/coordination.md, "Who may act on a claim").
 
 A caller acts for the run ids it holds claims under (an MCP server: its run id and the
-agent ids it claimed for; the CLI: ``--as``), optionally presenting the fencing token of
-one claim, with the run ids whose plan mode must refuse the change. Or it acts by an
-**override** that says why anyone's claim may be acted on (an admin command, a merge the
-board was asked for); the event records the reason. There is no value that silently means
-"anyone".
+agent ids it claimed for; the CLI: ``--run-id``, ``WORKQ_RUN_ID`` or ``--as``), optionally
+presenting the fencing token of one claim, with the run ids whose plan mode must refuse
+the change. Or it acts by an **override** that says why anyone's claim may be acted on (an
+admin's ``--force``, the board, the GitHub worker); the event records the reason. There is
+no value that silently means "anyone". Who acted is the caller's to name (``actor``), as
+before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,6 @@ class Authority:
     fence: int | None = None
     plan_runs: frozenset[str] = frozenset()
     override: str | None = None
-    # Who the history names when the override acts (a person's --as, a server's run id).
-    actor: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(
@@ -46,7 +45,6 @@ class Authority:
         cls,
         reason: str,
         *,
-        actor: str | None = None,
         fence: int | None = None,
         plan_runs: Iterable[str] = (),
     ) -> Authority:
@@ -54,7 +52,7 @@ class Authority:
         with ``fence``, only on that claim."""
         if not reason.strip():
             raise ValueError("an override names its reason")
-        return cls(fence=fence, plan_runs=frozenset(plan_runs), override=reason, actor=actor)
+        return cls(fence=fence, plan_runs=frozenset(plan_runs), override=reason)
 
     def allows(self, holder: str | None) -> bool:
         """Whether this authority may change a claim held by ``holder``."""

@@ -989,7 +989,7 @@ def complete(
         _finish.count(conn, {"issue_id": row.id, "now": now})
         reservations.clear(conn, row.id)
         if text:
-            notes.add(q, conn, row, text, author=actor or auth.actor or holder)
+            notes.add(q, conn, row, text, author=actor or holder)
         unblocked = blockers.now_ready(blockers.blocker_finished(conn, row.id))
         record(
             q,
@@ -997,7 +997,7 @@ def complete(
             kind="completed",
             issue_id=row.id,
             number=number,
-            actor=actor or auth.actor or holder,
+            actor=actor or holder,
             now=now,
             before={"status": row.status, "claimed_by": row.claimed_by},
             after={"status": DONE, **_forced(force, auth, waiting)},
@@ -1175,7 +1175,7 @@ def release(
             kind="released",
             issue_id=row.id,
             number=number,
-            actor=actor or auth.actor or holder,
+            actor=actor or holder,
             now=now,
             before={"claimed_by": holder},
             after=_why(why, auth),

@@ -382,7 +382,7 @@ def remove(
             worktree_id=worktree_id,
             hint="finish the merge: agit_merge_worktree (workq merge N)",
         )
-    _discard(q, w, r, force=force, actor=actor or by.actor)
+    _discard(q, w, r, force=force, actor=actor)
     with q.db.read() as conn:
         return _listed(by_id(conn, worktree_id))
 
