@@ -234,6 +234,16 @@ def stored_text_problems(db: Path) -> list[str]:
     return problems
 
 
+# The seeded repository's files. Its one quality gate is cheap and fails: a merge the
+# fuzzer draws is refused at its gates without running mypy and pytest (the default gates)
+# each time.
+REPOSITORY = {
+    "README.md": "hello\n",
+    "src/app.py": "x = 1\n",
+    "workq.toml": '[gates.tests]\ncommand = ["git", "rev-parse", "--verify", "refs/x"]\n',
+}
+
+
 def seed(db: Path, repo: Path) -> None:
     """Issues in every state, and a repository "app" holding three of them: one with a
     worktree another run holds (a commit and an uncommitted file in it), one with the
@@ -263,7 +273,7 @@ def test_every_tool_survives_generated_arguments(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     db = tmp_path / "fuzz.db"
-    repo = make_repo(tmp_path_factory.mktemp("repo") / "app")
+    repo = make_repo(tmp_path_factory.mktemp("repo") / "app", REPOSITORY)
     seed(db, repo)
     # search_documentation's index of the server's folder: in a folder of the test's, not
     # beside the database (whose folder the snapshots hold) nor in $HOME.
