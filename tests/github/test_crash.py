@@ -88,7 +88,7 @@ def _mutate(q: Queue, rng: random.Random, step: int) -> None:
         elif action == "claim" and issue.status == "open" and not issue.claimed_by:
             claims.claim(q, n, f"run-{step}")
         elif action == "done" and issue.status != "done":
-            claims.complete(q, n, Authority.overriding("admin"), force=True)
+            claims.complete(q, n, Authority.overriding("admin"))
         elif action == "reopen" and issue.status == "done":
             issues.reopen(q, n)
         elif action == "delete" and len(live) > 3:

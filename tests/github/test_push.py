@@ -92,7 +92,7 @@ def test_an_issue_done_before_its_first_push_is_created_then_closed(
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="quick")
-        claims.complete(m.q, made.number, Authority.overriding("admin"), force=True)
+        claims.complete(m.q, made.number, Authority.overriding("admin"))
         m.sync()
         gh = m.gh_issue_of(made.number)
         assert (gh["state"], gh["state_reason"]) == ("closed", "completed")

@@ -50,9 +50,7 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
                 if got is not None and rng.random() < 0.7:
                     claims.complete(queue, got.number, {run_id})
             elif action == "complete":
-                claims.complete(
-                    queue, some, Authority.overriding("admin"), force=True, actor=run_id
-                )
+                claims.complete(queue, some, Authority.overriding("admin"), actor=run_id)
             elif action == "depend":
                 dependencies.depend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "undepend":
@@ -89,9 +87,7 @@ def graph(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "undepend":
                 dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "complete":
-                claims.complete(
-                    queue, some, Authority.overriding("admin"), force=True, actor=run_id
-                )
+                claims.complete(queue, some, Authority.overriding("admin"), actor=run_id)
             else:
                 issues.reopen(queue, some, actor=run_id)
         except (Conflict, NotFound, InvalidInput):

@@ -101,7 +101,7 @@ def test_complete_and_release_by_a_non_holder_are_refused(queue: Queue) -> None:
 def test_forced_complete_needs_no_claim(queue: Queue) -> None:
     issues.create(queue, title="one")
     claims.claim(queue, 1, "run-a")
-    claims.complete(queue, 1, Authority.overriding("admin"), force=True, actor="admin")
+    claims.complete(queue, 1, Authority.overriding("admin"), actor="admin")
     assert issues.get(queue, 1).status == Status.DONE
 
 

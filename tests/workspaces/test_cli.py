@@ -84,7 +84,7 @@ def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> Non
             info = workspaces.claim(queue, n, "r", worktree=True).worktree
             assert info is not None
             paths.append(Path(info.path))
-            claims.complete(queue, n, Authority.overriding("admin"), force=True)
+            claims.complete(queue, n, Authority.overriding("admin"))
     finally:
         queue.db.dispose()
     (paths[1] / "wip.txt").write_text("not committed")
@@ -211,7 +211,7 @@ def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lan
     queue = open_queue(Settings(db_path=db))
     try:
         assert issues.get(queue, n).status.value == "in_progress"
-        claims.complete(queue, blocker, Authority.overriding("admin"), force=True)
+        claims.complete(queue, blocker, Authority.overriding("admin"))
     finally:
         queue.db.dispose()
     assert cli(db, "merge", str(n), "--run-id", "r").returncode == 0

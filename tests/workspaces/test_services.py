@@ -390,8 +390,8 @@ def test_prune_keeps_dirty_and_live_worktrees(queue: Queue, repo: Path):
     released_n, released_path, _ = _spawned(queue, "released")
     commit(done_path, {"d.txt": "d"})
     (dirty_path / "wip.txt").write_text("uncommitted")
-    claims.complete(queue, done_n, Authority.overriding("admin"), force=True)
-    claims.complete(queue, dirty_n, Authority.overriding("admin"), force=True)
+    claims.complete(queue, done_n, Authority.overriding("admin"))
+    claims.complete(queue, dirty_n, Authority.overriding("admin"))
     claims.release(queue, released_n, Authority.overriding("admin"))
     report = worktrees.prune(queue, "app")
     assert {Path(w.path) for w in report.removed} == {done_path, released_path}
@@ -445,7 +445,7 @@ def test_schema_rows_round_trip(queue: Queue, repo: Path):
 def test_prune_and_remove_leave_a_merge_to_finish(queue: Queue, repo: Path, clock: FakeClock):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "half merged")
-    claims.complete(queue, number, Authority.overriding("admin"), force=True)
+    claims.complete(queue, number, Authority.overriding("admin"))
     queue.db.write(
         lambda conn: conn.execute(
             update(worktrees_t).where(worktrees_t.c.id == wid).values(state="merging")

@@ -230,7 +230,7 @@ def complete(
             fence=fence,
             plan_runs=() if ignore_plan_mode else {me},
         )
-        done = claims.complete(s.queue(), number, by, force=force, actor=s.actor)
+        done = claims.complete(s.queue(), number, by, actor=s.actor)
     except OpenBlockers as exc:
         exc.hint = "finish those first (the claim stays yours), or complete it anyway with --force"
         raise

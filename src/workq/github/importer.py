@@ -259,7 +259,7 @@ class Importer:
             )
         if state == "closed" and local.status != Status.DONE:
             closed = Authority.overriding("closed on GitHub")
-            claims.complete(self.q, local.number, closed, force=True, actor=self.actor)
+            claims.complete(self.q, local.number, closed, actor=self.actor)
         elif state == "open" and local.status == Status.DONE:
             issues.reopen(self.q, local.number, actor=self.actor)
         if theirs:

@@ -958,14 +958,14 @@ def complete(
     number: int,
     by: Authority | Collection[str],
     *,
-    force: bool = False,
     actor: str | None = None,
     note: str | None = None,
 ) -> Completed:
-    """Mark done. Only the holder may (``by``: the run ids, with its fence only that claim,
-    or an override), and only once every issue it waits on is done unless ``force``; done
-    is idempotent. Refused while one of ``by``'s plan runs is in plan mode. ``note``: a
-    comment stored with the completion (not when refused, nor on an issue already done)."""
+    """Mark done. Only the holder may (``by``: the run ids, with its fence only that claim),
+    and only once every issue it waits on is done; an override (``by`` naming its reason)
+    may do both anyway, and the event records it. Done is idempotent. Refused while one of
+    ``by``'s plan runs is in plan mode. ``note``: a comment stored with the completion (not
+    when refused, nor on an issue already done)."""
     auth = as_authority(by)
     fields.number(number)
     fields.fence(auth.fence)
@@ -983,7 +983,7 @@ def complete(
         unheld = auth.override is not None and row.claimed_by is None
         holder = None if unheld else _held(row, auth, number, "complete")
         waiting = blockers.waits_on(conn, row)
-        if waiting and not force:
+        if waiting and auth.override is None:
             raise _still_waiting(number, waiting)
         now = q.now()
         _finish.count(conn, {"issue_id": row.id, "now": now})
@@ -1000,7 +1000,7 @@ def complete(
             actor=actor or holder,
             now=now,
             before={"status": row.status, "claimed_by": row.claimed_by},
-            after={"status": DONE, **_forced(force, auth, waiting)},
+            after={"status": DONE, **_overridden(auth, waiting)},
         )
         return Completed(number=number, title=row.title, unblocked=unblocked)
 
@@ -1019,16 +1019,11 @@ def _keeps_work(q: Queue, number: int, by: Authority, action: str) -> None:
         worktrees.refuse_unmerged(q, number, f"{action[:-1]}ing", first=held)
 
 
-def _forced(force: bool, by: Authority, waiting: list[int]) -> dict[str, Any]:
-    """What a completion records of how it overrode the rules, if it did."""
-    found: dict[str, Any] = {}
-    if force:
-        found["forced"] = True
-        if waiting:
-            found["waits_on"] = waiting
-    if by.override is not None:
-        found["override"] = by.override
-    return found
+def _overridden(by: Authority, waiting: list[int]) -> dict[str, Any]:
+    """What a completion records of the override it made, if it made one."""
+    if by.override is None:
+        return {}
+    return {"forced": True, **({"waits_on": waiting} if waiting else {}), "override": by.override}
 
 
 def refuse_unless_held(

@@ -516,7 +516,7 @@ def _merge_checkout(
             dirty=dirty,
         )
     with contextlib.suppress(NotFound):
-        claims.complete(q, n, by, force=True, actor=actor)
+        claims.complete(q, n, by, actor=actor)
     _leave(work)
     if delete_branch:
         merges.drop_branch(work.root, work.branch, work.into, head)

@@ -347,14 +347,15 @@ def _finish(
     landed: str | None,
     keep_branch: bool = False,
 ) -> None:
-    """Complete the issue (its holder's authority asked again, in that transaction; a
-    blocker added while the gates ran is overridden and recorded), remove the worktree and
-    its branch, mark it merged."""
+    """Complete the issue (its holder's authority and its blockers asked again, in that
+    transaction: a blocker added while the gates ran refuses it, the work stays landed and
+    a rerun finishes once the blocker is done), remove the worktree and its branch, mark it
+    merged."""
     if w.number is not None:
         # The worktree is "merging" by now (``intend``), so completing does not count its
         # branch's commits as unmerged work (a squash leaves them off the default branch).
         with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
-            claims.complete(q, w.number, by, force=True, actor=actor or w.agent)
+            claims.complete(q, w.number, by, actor=actor or w.agent)
     _discard(q, w, r, force=True, state="merged", keep_branch=keep_branch)
     if not keep_branch:
         drop_branch(Path(r.path), w.branch, r.default_branch, landed)

@@ -127,7 +127,7 @@ def merged(q: Queue, link: PullLink, merged_at: datetime, *, actor: str) -> Comp
     """The pull request was merged upstream: complete the issue (whoever holds it) and mark
     the pull request merged, once. None when an earlier pass already did."""
     upstream = Authority.overriding("its pull request was merged")
-    done = claims.complete(q, link.number, upstream, force=True, actor=actor)
+    done = claims.complete(q, link.number, upstream, actor=actor)
 
     def work(conn: Connection) -> bool:
         row = load(conn, link.number)
