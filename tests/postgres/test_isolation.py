@@ -15,8 +15,8 @@ from sqlalchemy import Connection, create_engine, event, text
 
 from workq.config import Settings
 from workq.db.engine import WRITE_ATTEMPTS
-from workq.errors import Busy
-from workq.services import claims, dependencies, issues, maintenance
+from workq.errors import Busy, NotFound
+from workq.services import claims, dependencies, issues, maintenance, notes, pulls
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -119,6 +119,38 @@ def test_delete_racing_complete_releases_dependents_once(pg_queue: Queue, pg_url
         deleting.join(30)
     assert not complete_errors and not delete_errors, complete_errors + delete_errors
     assert issues.get(pg_queue, 2).open_blockers == 0
+    assert maintenance.doctor(pg_queue).ok
+
+
+@pytest.mark.parametrize(
+    "attach",
+    [
+        pytest.param(lambda q: notes.comment(q, 1, "a note"), id="comment"),
+        pytest.param(
+            lambda q: pulls.opened(
+                q, 1, repo="o/r", pr_number=7, url="https://example.test/pr/7", branch="b"
+            ),
+            id="pull-request",
+        ),
+    ],
+)
+def test_a_row_attached_to_an_issue_deleted_meanwhile_is_not_found(
+    pg_queue: Queue, pg_url: str, attach: Callable[[Queue], object]
+) -> None:
+    """A comment (or pull request link) whose issue is deleted while it is being written
+    answers NOT_FOUND, not a foreign-key STORAGE_ERROR (seen once in a kill -9 storm)."""
+    issues.create(pg_queue, title="going")
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as deleter:
+            deleter.execute(text("DELETE FROM issues WHERE number = 1"))  # row locked
+            attaching, errors = _in_thread(lambda: attach(pg_queue))
+            _waiting(pg_url, 1, unless=attaching)
+            deleter.commit()
+            attaching.join(30)
+    finally:
+        engine.dispose()
+    assert [type(e) for e in errors] == [NotFound], errors
     assert maintenance.doctor(pg_queue).ok
 
 

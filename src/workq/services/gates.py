@@ -333,7 +333,7 @@ def _store(
         return
 
     def work(conn: Connection) -> None:
-        issue = load(conn, number)
+        issue = load(conn, number, for_update=True)
         for r in ran:
             c = r.counts
             conn.execute(

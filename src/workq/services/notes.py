@@ -36,7 +36,7 @@ def comment(
     chosen = kind
 
     def work(conn: Connection) -> Comment:
-        return add(q, conn, load(conn, number), text, kind=chosen, author=author)
+        return add(q, conn, load(conn, number, for_update=True), text, kind=chosen, author=author)
 
     return q.db.write(work)
 

@@ -50,7 +50,7 @@ def opened(
     fields.number(number)
 
     def work(conn: Connection) -> PullLink:
-        row = load(conn, number)
+        row = load(conn, number, for_update=True)
         now = q.now()
         conn.execute(delete(github_pulls).where(github_pulls.c.issue_id == row.id))
         values = {
