@@ -12,12 +12,13 @@ import pytest
 from mcp import Client
 from sqlalchemy import update
 
+from tests.gates.gaterepo import gated_repo
 from tests.server.conftest import call_ok, error_of
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t
 from workq.server.app import build_server
-from workq.services import claims, issues, repositories, workspaces
+from workq.services import claims, issues, notes, repositories, workspaces
 from workq.services.runtime import open_queue
 from workq.vcs import git
 
@@ -66,3 +67,34 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
         )
     assert done.structured_content and done.structured_content["issue_number"] == n
     assert git.head(work) != tip
+
+
+async def test_history_names_the_holder_a_git_step_acted_as(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """A server claims as ``agent-b`` (its own run id is another): the commit and the merge
+    it makes are recorded under agent-b, the holder, not under the server's run id."""
+    repo = gated_repo(tmp_path / "app")
+    q = open_queue(settings)
+    repositories.add(q, "app", repo)
+    n = issues.create(q, title="parse the input").number
+    repositories.assign(q, n, "app")
+    q.db.dispose()
+    own = {"toolsets": "default,git,agit", "run_id": "run-srv", "plans_dir": tmp_path / "plans"}
+    async with Client(build_server(settings.model_copy(update=own))) as agent:
+        claimed = await call_ok(agent, "issue_claim", number=n, run_id="agent-b", worktree=True)
+        assert claimed.structured_content is not None
+        work = Path(claimed.structured_content["worktree"]["path"])
+        (work / "src" / "app.py").write_text("x = 2\n")
+        await call_ok(
+            agent, "commit_tdd_phase", phase="green", component="parser", issue_number=n
+        )
+        await call_ok(agent, "merge_to_main", issue_number=n)
+    q = open_queue(settings)
+    try:
+        actors = {e.kind: e.actor for e in notes.history(q, n)}
+    finally:
+        q.db.dispose()
+    assert actors["tdd_committed"] == "agent-b"
+    assert actors["completed"] == "agent-b"
+    assert actors["worktree_merged"] == "agent-b"

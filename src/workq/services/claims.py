@@ -1028,16 +1028,18 @@ def _overridden(by: Authority, waiting: list[int]) -> dict[str, Any]:
 
 def refuse_unless_held(
     q: Queue, number: int, by: Authority, action: str, *, unclaimed_ok: bool = False
-) -> None:
+) -> str | None:
     """NotHolder (or StaleClaim) unless ``by`` may act on issue ``number``'s claim: asked
     before a long step (a merge's gates, a commit) that the transaction recording its
     outcome asks again. A done issue has no claim left to guard; ``unclaimed_ok``: nor
-    has an issue nobody holds."""
+    has an issue nobody holds. Returns the holder ``by`` acts as (None: no claim), the
+    name its history records."""
     with q.db.read() as conn:
         row = load(conn, number)
-    if row.status != DONE and not (unclaimed_ok and row.claimed_by is None):
-        _fenced(row, by.fence, number)
-        _held(row, by, number, action)
+    if row.status == DONE or (unclaimed_ok and row.claimed_by is None):
+        return None
+    _fenced(row, by.fence, number)
+    return _held(row, by, number, action)
 
 
 def refuse_while_waiting(q: Queue, number: int) -> None:

@@ -370,9 +370,10 @@ def commit_tdd_phase(
     message = tdd.commit_message(phase, component, details, test_count, quality_gates)
     work = locate(q, where, holders, number)
     if work.number is not None:  # another agent's work is not committed into (nor swept up)
-        claims.refuse_unless_held(
+        holder = claims.refuse_unless_held(
             q, work.number, Authority.of(holders), "commit to", unclaimed_ok=True
         )
+        actor = holder or actor
     if git.current_branch(work.path) != work.branch:
         raise Conflict(f"the checkout at {work.path} is not on {work.branch}", branch=work.branch)
     saved = git.index_tree(work.path)
@@ -448,7 +449,7 @@ def merge_to_main(
         )
     n = work.number
     by = Authority.of(holders)
-    claims.refuse_unless_held(q, n, by, "merge")
+    actor = claims.refuse_unless_held(q, n, by, "merge") or actor
     issue = issues.get(q, n)
     if issue.status != Status.DONE:
         checkouts.require_clean(work.path)

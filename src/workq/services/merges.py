@@ -128,7 +128,7 @@ def merge(
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
     if w.number is not None and w.state != "merged":  # before any other answer
-        claims.refuse_unless_held(q, w.number, by, "merge")
+        actor = claims.refuse_unless_held(q, w.number, by, "merge") or actor
     _check_early(q, Path(r.path), r.default_branch, w, actor, by)
     with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
         return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch)
