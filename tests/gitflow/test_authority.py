@@ -86,9 +86,7 @@ async def test_history_names_the_holder_a_git_step_acted_as(
         assert claimed.structured_content is not None
         work = Path(claimed.structured_content["worktree"]["path"])
         (work / "src" / "app.py").write_text("x = 2\n")
-        await call_ok(
-            agent, "commit_tdd_phase", phase="green", component="parser", issue_number=n
-        )
+        await call_ok(agent, "commit_tdd_phase", phase="green", component="parser", issue_number=n)
         await call_ok(agent, "merge_to_main", issue_number=n)
     q = open_queue(settings)
     try:
