@@ -151,6 +151,16 @@ class NotHolder(Conflict):
     next_step = ("claim the issue first (", Step.CLAIM, "), or ask its holder to release it")
 
 
+class RunIdInUse(Conflict):
+    """Another live server acts under this run id (its claims are that server's)."""
+
+    code = "RUN_ID_IN_USE"
+    hint = (
+        "pass another run_id (or start this server with another --run-id / WORKQ_RUN_ID), "
+        "or stop the other server: its hold on the run id ends when it exits or stops renewing"
+    )
+
+
 class LeaseLapsed(Conflict):
     """The caller's claim lapsed (its lease ran out); it holds the issue no more."""
 

@@ -165,6 +165,12 @@ def _fill_the_rest(queue: Queue) -> None:
             "created_at": now,
             "last_seen_at": now,
         },
+        models.run_bindings: {
+            "run_id": "run-b",
+            "server": "host:1:abc",
+            "bound_at": now,
+            "expires_at": now,
+        },
     }
     with queue.db.engine.begin() as conn:
         for table, values in rows.items():

@@ -170,11 +170,13 @@ def snapshot(db: Path, repo: Path) -> dict[str, list[Any]]:
         ]
         # Save the quality gates' runs: a merge refused by its gates keeps the evidence it
         # ran for (docs/mcp.md, ERR_QUALITY_GATE_FAILED: "nothing changed but the stored
-        # runs"), the one change a refusal makes.
+        # runs"); and which live server acts under which run id: a call that names a run id
+        # binds it to its server before it is judged (docs/coordination.md, "One run id,
+        # one live server"). Neither is the queue's state.
         state: dict[str, list[Any]] = {
             t: sorted(conn.execute(f'SELECT * FROM "{t}"'), key=repr)
             for t in tables
-            if t != "gate_runs"
+            if t not in ("gate_runs", "run_bindings")
         }
         state["events"] = [e for e in state["events"] if "gates_run" not in e]
     state["files"] = sorted(

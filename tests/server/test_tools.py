@@ -125,10 +125,13 @@ async def test_complete_needs_a_run_id_this_server_claimed_with(db: Path) -> Non
         assert "server-a" in text(refused)
         assert text(await call_ok(a, "issue_complete", number=1)) == "Completed issue #1"
         assert text(await call_ok(a, "issue_complete", number=2)) == "Completed issue #2"
-        # Naming the run id explicitly works from any server.
+        # Naming the run id works from another server once the one acting under it is gone.
         await call_ok(a, "issue_create", title="three")
         await call_ok(a, "issue_claim", number=3, run_id="agent-9")
-        await call_ok(b, "issue_complete", number=3, run_id="agent-9")
+        in_use = await call_error(b, "issue_complete", number=3, run_id="agent-9")
+        assert text(in_use).startswith("Could not complete issue #3: RUN_ID_IN_USE")
+    async with Client(make_server(db, run_id="server-c")) as c:
+        await call_ok(c, "issue_complete", number=3, run_id="agent-9")
 
 
 async def test_claim_next_claims_in_one_step_with_type_filters(client: Client) -> None:

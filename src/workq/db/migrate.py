@@ -31,6 +31,7 @@ REVISIONS: tuple[str, ...] = (
     "0009_reserve_touches",
     "0010_gates",
     "0011_gitflow_issue_branches",
+    "0012_run_bindings",
 )
 HEAD = REVISIONS[-1]
 

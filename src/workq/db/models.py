@@ -460,3 +460,16 @@ issue_branches = Table(
     Column("linked_at", UTCDateTime, nullable=False),
     Index("ix_issue_branches_branch", "branch"),
 )
+
+# The live server acting under a run id (migration 0012_run_bindings): a lease it renews
+# with its claims, so that two servers started with one run id do not both act on its
+# claims (services/run_ids.py). ``server`` is host:pid:nonce.
+run_bindings = Table(
+    "run_bindings",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("server", String(200), nullable=False),
+    Column("bound_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Index("ix_run_bindings_server", "server"),
+)

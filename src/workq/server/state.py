@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
 from workq.config import Settings
-from workq.errors import StorageError, WorkqError
+from workq.errors import RunIdInUse, StorageError, WorkqError
 from workq.server.github_link import GitHubLink
+from workq.services import processes
 
 if TYPE_CHECKING:
     from workq.services.context import Queue
@@ -44,6 +46,9 @@ class ServerState:
         self.migrate = migrate
         self._lock = threading.Lock()
         self._holders: set[str] = {self.run_id}
+        self.server = processes.token()
+        # run id -> until when (time.monotonic) its binding to this server needs no check
+        self._bound: dict[str, float] = {}
         self._future: Future[Queue] | None = None
         self._users = 0
         self._stop = threading.Event()
@@ -55,7 +60,9 @@ class ServerState:
     # -- identity ---------------------------------------------------------------------
 
     def holders(self) -> frozenset[str]:
-        """The run ids this process claimed with: the claims it may complete and renews."""
+        """The run ids this process claimed with: the claims it may complete and renews.
+        This server's own run id is bound to it first (see ``holder``)."""
+        self._bind(self.run_id)
         with self._lock:
             return frozenset(self._holders)
 
@@ -64,9 +71,30 @@ class ServerState:
             if len(self._holders) < HOLDERS_MAX:
                 self._holders.add(run_id)
 
+    def holder(self, run_id: str | None) -> str:
+        """The run id a call claims under (the one it names, else this server's), once it
+        is bound to this server: RunIdInUse while another live server acts under it."""
+        chosen = run_id or self.run_id
+        self._bind(chosen)
+        return chosen
+
     def acting_as(self, run_id: str | None) -> frozenset[str]:
         """The holders a call acts as: the run id it names, else every one of this process."""
-        return frozenset((run_id,)) if run_id else self.holders()
+        return frozenset((self.holder(run_id),)) if run_id else self.holders()
+
+    def _bind(self, run_id: str) -> None:
+        """Bind ``run_id`` to this server (services/run_ids.py), unless it was bound within
+        the last half lease: the renewal keeps it bound while the server runs."""
+        now = time.monotonic()
+        with self._lock:
+            if self._bound.get(run_id, 0.0) > now:
+                return
+        from workq.services import run_ids
+
+        queue = self.queue()
+        run_ids.bind(queue, run_id, self.server)
+        with self._lock:
+            self._bound[run_id] = now + queue.lease_seconds / 2
 
     # -- waiting calls ----------------------------------------------------------------
 
@@ -113,8 +141,18 @@ class ServerState:
         if renewer is not None:
             renewer.join(timeout=10)
         if future.done() and future.exception() is None:
+            self._unbind(future.result())
             future.result().db.dispose()
         self.github.close()
+
+    def _unbind(self, queue: Queue) -> None:
+        """The run ids this server acted under are free for another server at once."""
+        from workq.services import run_ids
+
+        try:
+            run_ids.unbind(queue, self.server)
+        except WorkqError as exc:  # they lapse with their lease instead
+            log.warning("workq: could not give up the run ids: %s", exc.describe())
 
     def mirror_repo(self) -> str | None:
         """The repository this database mirrors to, if one is configured."""
@@ -167,6 +205,7 @@ class ServerState:
             log.exception("workq: cannot open the queue")
             future.set_exception(StorageError(f"cannot open the queue: {exc}"))
             return
+        self._bind_own(queue)
         renewer = threading.Thread(
             target=self._renew_loop, args=(queue,), name="workq-renew", daemon=True
         )
@@ -180,14 +219,53 @@ class ServerState:
         else:  # stopped while opening
             queue.db.dispose()
 
+    def _bind_own(self, queue: Queue) -> None:
+        """Bind this server's run id as it starts (calls under it then write nothing more);
+        if another live server acts under it, calls under it are refused until that ends."""
+        from workq.services import run_ids
+
+        started = time.monotonic()
+        try:
+            run_ids.bind(queue, self.run_id, self.server)
+        except WorkqError as exc:
+            log.warning("workq: %s", exc.describe())
+        else:
+            with self._lock:
+                self._bound[self.run_id] = started + queue.lease_seconds / 2
+
     def _renew_loop(self, queue: Queue) -> None:
         from workq.services.claims import renew_leases
 
         interval = max(queue.lease_seconds / 3, 1.0)
         while not self._stop.wait(interval):
             try:
-                renewed = renew_leases(queue, self.holders())
+                renewed = renew_leases(queue, self._renew_bindings(queue))
             except WorkqError as exc:
                 log.warning("workq: lease renewal failed (will retry): %s", exc.describe())
             else:
                 log.debug("workq: renewed %d lease(s)", renewed)
+
+    def _renew_bindings(self, queue: Queue) -> set[str]:
+        """Renew this server's bindings of its run ids; the run ids whose claims it still
+        renews. One another server took meanwhile (this one was stopped past its lease) is
+        that server's now: this one stops acting under it and renewing its claims."""
+        from workq.services import run_ids
+
+        with self._lock:
+            bound = set(self._bound)
+        kept = run_ids.renew(queue, self.server, bound)
+        for run_id in bound - kept:
+            try:
+                run_ids.bind(queue, run_id, self.server)
+            except RunIdInUse as exc:
+                log.warning("workq: %s; no longer acting under it", exc.message)
+                with self._lock:
+                    self._bound.pop(run_id, None)
+                    self._holders.discard(run_id)
+            else:
+                kept.add(run_id)
+        started = time.monotonic()
+        with self._lock:
+            for run_id in kept:
+                self._bound[run_id] = started + queue.lease_seconds / 2
+            return {h for h in self._holders if h in kept}

@@ -261,7 +261,7 @@ def register(reg: Registry) -> None:
         from workq.services import workspaces
 
         def call() -> CallToolResult:
-            holder = agent or state.run_id
+            holder = state.holder(agent)
             number, info = workspaces.spawn_task(
                 state.queue(),
                 repo,

@@ -122,7 +122,7 @@ def register_core(reg: Registry) -> None:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
         from workq.services import claims, workspaces
 
-        holder = run_id or state.run_id
+        holder = state.holder(run_id)
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
@@ -151,7 +151,7 @@ def register_core(reg: Registry) -> None:
         it with its description."""
         from workq.services import workspaces
 
-        holder = run_id or state.run_id
+        holder = state.holder(run_id)
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
 
         def attempt() -> ClaimedIssue | None:
@@ -287,7 +287,7 @@ def register_recovery(reg: Registry) -> None:
         holder is recorded."""
         from workq.services import claims
 
-        holder = run_id or state.run_id
+        holder = state.holder(run_id)
         with worded(f"Could not force-claim issue #{number}"):
             claim = claims.force_claim(
                 state.queue(), number, holder, confirmation, plan_runs={state.run_id}

@@ -210,7 +210,7 @@ def register(reg: Registry) -> None:
             exclude_types=[IssueType(t) for t in excludeTypes] if excludeTypes else None,
         )
         with worded("Could not select the next issue"):
-            taken = claims.claim_next(q, state.run_id, chosen, plan_runs={state.run_id})
+            taken = claims.claim_next(q, state.holder(None), chosen, plan_runs={state.run_id})
             if taken is None:
                 counts = reports.availability(
                     q, include_types=chosen.include_types, exclude_types=chosen.exclude_types
@@ -296,7 +296,7 @@ def register(reg: Registry) -> None:
         with worded(f"Could not force-claim issue #{issueNumber}"):
             before = issues.get(q, issueNumber)
             claim = claims.force_claim(
-                q, issueNumber, state.run_id, confirmation, plan_runs={state.run_id}
+                q, issueNumber, state.holder(None), confirmation, plan_runs={state.run_id}
             )
             notes.comment(
                 q,

@@ -1032,14 +1032,15 @@ def refuse_unless_held(
     """NotHolder (or StaleClaim) unless ``by`` may act on issue ``number``'s claim: asked
     before a long step (a merge's gates, a commit) that the transaction recording its
     outcome asks again. A done issue has no claim left to guard; ``unclaimed_ok``: nor
-    has an issue nobody holds. Returns the holder ``by`` acts as (None: no claim), the
-    name its history records."""
+    has an issue nobody holds. Returns the holder ``by`` acts as, the name its history
+    records (None: no claim, or an override, which records whoever made it)."""
     with q.db.read() as conn:
         row = load(conn, number)
     if row.status == DONE or (unclaimed_ok and row.claimed_by is None):
         return None
     _fenced(row, by.fence, number)
-    return _held(row, by, number, action)
+    holder = _held(row, by, number, action)
+    return None if by.override is not None else holder
 
 
 def refuse_while_waiting(q: Queue, number: int) -> None:

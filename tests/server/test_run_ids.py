@@ -1,0 +1,120 @@
+"""One run id, one live server, through two real ``workq serve`` processes on one database
+(issue 23, item 10): both pass seed 002's literal ``run_id="autopilot_main"``. The second is
+refused with the first named, and changes nothing; once the first exits (or is killed) the
+run id and its claims pass to whoever names it next. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, serve_argv, text
+from workq.config import Settings
+from workq.services import issues
+from workq.services.runtime import open_queue
+
+pytestmark = pytest.mark.anyio
+RUN = "autopilot_main"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def serve(settings: Settings, where: Path) -> AsyncIterator[Client]:
+    url = settings.database_url
+    argv = serve_argv(db=None if url else settings.db_path, url=url)
+    params = StdioServerParameters(command=sys.executable, args=argv, cwd=where)
+    with (where / "serve.stderr").open("a") as log:
+        async with Client(stdio_client(params, errlog=log), read_timeout_seconds=CALL_TIMEOUT) as c:
+            yield c
+
+
+def _state(settings: Settings) -> list[tuple[int, str, str | None]]:
+    q = open_queue(settings)
+    try:
+        page = issues.list_issues(q, limit=10)
+        return [(i.number, i.status.value, i.claimed_by) for i in page.items]
+    finally:
+        q.db.dispose()
+
+
+async def test_two_live_servers_cannot_both_act_under_one_run_id(
+    settings: Settings, tmp_path: Path
+) -> None:
+    q = open_queue(settings)
+    for title in ("first", "second"):
+        issues.create(q, title=title)
+    q.db.dispose()
+    with anyio.fail_after(120):
+        async with serve(settings, tmp_path) as a, serve(settings, tmp_path) as b:
+            assert text(await call_ok(a, "issue_claim", number=1, run_id=RUN)) == (
+                "Claimed issue #1"
+            )
+            before = _state(settings)
+            for tool, arguments in (
+                ("issue_claim", {"number": 2, "run_id": RUN}),
+                ("issue_complete", {"number": 1, "run_id": RUN}),
+                ("issue_release", {"number": 1, "run_id": RUN}),
+            ):
+                refused = await b.call_tool(tool, arguments)
+                error = error_of(refused)
+                assert error["code"] == "RUN_ID_IN_USE", text(refused)
+                assert f"run id '{RUN}' is in use by another live server" in error["error"]
+            assert _state(settings) == before  # nothing changed
+            await call_ok(b, "issue_claim", number=2, run_id="autopilot_b")  # its own: fine
+            assert text(await call_ok(a, "issue_complete", number=1, run_id=RUN)) == (
+                "Completed issue #1"
+            )
+        # a exited and gave the run id up: the next server acts under it at once.
+        async with serve(settings, tmp_path) as c:
+            await call_ok(c, "issue_release", number=2, run_id="autopilot_b")
+            assert text(await call_ok(c, "issue_claim", number=2, run_id=RUN)) == (
+                "Claimed issue #2"
+            )
+
+
+async def test_a_killed_servers_run_id_passes_to_the_next_server_at_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    q = open_queue(settings)
+    issues.create(q, title="left behind")
+    q.db.dispose()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_argv(
+            db=None if settings.database_url else settings.db_path, url=settings.database_url
+        ),
+        cwd=tmp_path,
+    )
+    with anyio.fail_after(120):
+        async with await anyio.open_process(
+            [params.command, *params.args], cwd=tmp_path, stderr=None
+        ) as killed:
+            assert killed.stdin is not None and killed.stdout is not None
+            for line in (
+                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
+                '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"issue_claim",'
+                f'"arguments":{{"number":1,"run_id":"{RUN}"}}}}}}',
+            ):
+                await killed.stdin.send((line + "\n").encode())
+            answers = b""
+            while answers.count(b"\n") < 2:
+                answers += await killed.stdout.receive()
+            assert b"Claimed issue #1" in answers
+            killed.send_signal(signal.SIGKILL)
+            await killed.wait()
+        async with serve(settings, tmp_path) as next_server:
+            done = await call_ok(next_server, "issue_complete", number=1, run_id=RUN)
+            assert text(done) == "Completed issue #1"

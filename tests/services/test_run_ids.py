@@ -1,0 +1,87 @@
+"""One live server per run id (services/run_ids.py): a binding is a lease on the name; a
+second server is refused while it lives, takes it when it lapsed, was given up, or belongs
+to a process of this host that no longer runs."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FakeClock
+from workq.errors import InvalidInput, RunIdInUse
+from workq.services import processes, run_ids
+from workq.services.context import Queue
+
+HOST = socket.gethostname()[:60]
+ALIVE = f"{HOST}:1:aaaa"  # pid 1 runs on every Linux host
+OTHER_HOST = "elsewhere.example:4242:bbbb"
+
+
+def test_a_second_server_is_refused_while_the_first_lives(queue: Queue) -> None:
+    run_ids.bind(queue, "autopilot_main", ALIVE)
+    run_ids.bind(queue, "autopilot_main", ALIVE)  # its own binding: renewed
+    with pytest.raises(RunIdInUse) as refused:
+        run_ids.bind(queue, "autopilot_main", OTHER_HOST)
+    assert refused.value.facts["server"] == ALIVE
+    assert "pid 1 on" in refused.value.message
+    run_ids.bind(queue, "another", OTHER_HOST)  # other run ids are free
+
+
+def test_a_lapsed_binding_is_taken_and_its_server_loses_it(queue: Queue, clock: FakeClock) -> None:
+    run_ids.bind(queue, "r", OTHER_HOST)
+    clock.advance(queue.lease_seconds - 1)
+    assert run_ids.renew(queue, OTHER_HOST, {"r"}) == {"r"}  # renewed before it lapsed
+    clock.advance(queue.lease_seconds - 1)
+    with pytest.raises(RunIdInUse):
+        run_ids.bind(queue, "r", ALIVE)
+    clock.advance(2)  # no renewal for a whole lease: the other host's server is gone
+    run_ids.bind(queue, "r", ALIVE)
+    assert run_ids.renew(queue, OTHER_HOST, {"r"}) == set()
+    with pytest.raises(RunIdInUse):
+        run_ids.bind(queue, "r", OTHER_HOST)
+
+
+def test_a_lapsed_binding_nobody_took_is_not_renewed_but_bound_again(
+    queue: Queue, clock: FakeClock
+) -> None:
+    run_ids.bind(queue, "r", ALIVE)
+    clock.advance(queue.lease_seconds + 1)
+    assert run_ids.renew(queue, ALIVE, {"r"}) == set()
+    run_ids.bind(queue, "r", ALIVE)
+    assert run_ids.renew(queue, ALIVE, {"r"}) == {"r"}
+
+
+def test_a_killed_servers_binding_on_this_host_is_taken_at_once(queue: Queue) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    gone = f"{HOST}:{dead.stdout.strip()}:cccc"
+    assert processes.gone(gone)
+    run_ids.bind(queue, "r", gone)
+    run_ids.bind(queue, "r", ALIVE)
+    assert run_ids.renew(queue, ALIVE, {"r"}) == {"r"}
+
+
+def test_an_exiting_server_gives_its_run_ids_up(queue: Queue) -> None:
+    run_ids.bind(queue, "a", ALIVE)
+    run_ids.bind(queue, "b", ALIVE)
+    assert run_ids.unbind(queue, ALIVE) == 2
+    run_ids.bind(queue, "a", OTHER_HOST)
+
+
+def test_processes_of_other_hosts_or_other_forms_are_never_known_gone() -> None:
+    assert not processes.gone(OTHER_HOST)
+    assert not processes.gone("not-a-token")
+    assert not processes.gone(processes.token())  # this very process
+
+
+def test_a_bad_run_id_is_refused_and_binds_nothing(queue: Queue) -> None:
+    with pytest.raises(InvalidInput):
+        run_ids.bind(queue, "bad\nname", ALIVE)
+    assert run_ids.unbind(queue, ALIVE) == 0
