@@ -3,6 +3,7 @@ answers 401 to a request without the right token."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -129,3 +130,31 @@ def test_a_non_loopback_bind_without_a_token_refuses_to_start(tmp_path: Path) ->
     assert "refusing to serve on 0.0.0.0 without a bearer token" in done.stderr
     assert done.stdout == ""
     assert not db.exists()
+
+
+@pytest.mark.anyio
+async def test_each_http_session_acts_as_a_run_id_of_its_own(db: Path) -> None:
+    """Two sessions of one HTTP server that name no run id: each is told its own run id at
+    initialize and holds what it claims; the other cannot complete or release it."""
+    with http_server(db) as url, anyio.fail_after(60):
+        async with (
+            Client(url, mode="legacy", read_timeout_seconds=CALL_TIMEOUT) as a,
+            Client(url, mode="legacy", read_timeout_seconds=CALL_TIMEOUT) as b,
+        ):
+            mine = [_told_run_id(c.instructions) for c in (a, b)]
+            assert mine[0] != mine[1]
+            await call_ok(a, "issue_create", title="a's")
+            claimed = await call_ok(a, "issue_claim", number=1)
+            assert claimed.structured_content is not None
+            assert claimed.structured_content["claimed_by"] == mine[0]
+            for tool in ("issue_complete", "issue_release"):
+                refused = await call_error(b, tool, number=1)
+                assert "NOT_HOLDER" in text(refused) and mine[0] in text(refused)
+            assert text(await call_ok(a, "issue_complete", number=1)) == "Completed issue #1"
+
+
+def _told_run_id(instructions: str | None) -> str:
+    assert instructions is not None
+    told = re.search(r"This session acts as run id (run-[0-9a-f]+):", instructions)
+    assert told is not None, instructions
+    return told.group(1)

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 import workq
 from workq.config import Settings
 from workq.errors import InvalidInput, WorkqError
-from workq.server import handshake, prompts, resources, stdio, toolsets
+from workq.server import handshake, prompts, resources, sessions, stdio, toolsets
 from workq.server.opening import Opening
 from workq.server.registry import Catalog, Registry
 from workq.server.results import Refusal, failure, invalid_arguments, unknown_arguments
@@ -70,7 +70,7 @@ class WorkqServer(MCPServer[ServerState]):
             tools=list(tools.values()),
             lifespan=lifespan,
             log_level="WARNING",
-            middleware=[handshake.explain],
+            middleware=[handshake.explain, sessions.identify(state)],
         )
         self.state = state
         self.workq_tools = tools

@@ -12,7 +12,12 @@ import logging
 import secrets
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import Future, wait
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from workq.config import Settings
@@ -37,15 +42,34 @@ def new_run_id() -> str:
     return f"run-{secrets.token_hex(4)}"
 
 
+@dataclass
+class Caller:
+    """Who a call acts as: a run id, and the run ids it claimed with (whose claims it may
+    complete). One per server process on stdio; one per session over HTTP."""
+
+    run_id: str
+    holders: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.holders.add(self.run_id)
+
+
+# The caller of the call being served, set around it by ``ServerState.serving`` (tools run
+# on worker threads, which get a copy of this context); unset: the server's own.
+_CALLER: ContextVar[Caller | None] = ContextVar("workq_caller", default=None)
+
+
 class ServerState:
     """Shared by every tool of one server. Thread-safe: tools run on worker threads."""
 
     def __init__(self, settings: Settings, *, migrate: bool | None = None) -> None:
         self.settings = settings
-        self.run_id = settings.run_id or new_run_id()
+        self.own = Caller(settings.run_id or new_run_id())
         self.migrate = migrate
         self._lock = threading.Lock()
-        self._holders: set[str] = {self.run_id}
+        self._sessions: OrderedDict[str, Caller] = OrderedDict()
+        # Every run id a caller of this process claimed with: the claims it renews.
+        self._holders: set[str] = {self.own.run_id}
         self.server = processes.token()
         # run id -> until when (time.monotonic) its binding to this server needs no check
         self._bound: dict[str, float] = {}
@@ -59,17 +83,45 @@ class ServerState:
 
     # -- identity ---------------------------------------------------------------------
 
-    def holders(self) -> frozenset[str]:
-        """The run ids this process claimed with: the claims it may complete and renews.
-        This server's own run id is bound to it first (see ``holder``)."""
-        self._bind(self.run_id)
+    @property
+    def run_id(self) -> str:
+        """The run id of the caller being served: this server's, or its HTTP session's."""
+        return (_CALLER.get() or self.own).run_id
+
+    def session(self, session_id: str) -> Caller:
+        """The caller of HTTP session ``session_id``: a run id of its own, minted when the
+        session is first seen, so that sessions which name no run id do not act as one."""
         with self._lock:
-            return frozenset(self._holders)
+            caller = self._sessions.get(session_id)
+            if caller is None:
+                caller = self._sessions[session_id] = Caller(new_run_id())
+                if len(self._sessions) > HOLDERS_MAX:
+                    self._sessions.popitem(last=False)
+            return caller
+
+    @contextmanager
+    def serving(self, caller: Caller) -> Iterator[None]:
+        """Serve one call as ``caller``."""
+        token = _CALLER.set(caller)
+        try:
+            yield
+        finally:
+            _CALLER.reset(token)
+
+    def holders(self) -> frozenset[str]:
+        """The run ids the caller claimed with: the claims it may complete. Its own run
+        id is bound to this server first (see ``holder``)."""
+        caller = _CALLER.get() or self.own
+        self._bind(caller.run_id)
+        with self._lock:
+            return frozenset(caller.holders)
 
     def claimed_with(self, run_id: str) -> None:
+        caller = _CALLER.get() or self.own
         with self._lock:
             if len(self._holders) < HOLDERS_MAX:
                 self._holders.add(run_id)
+                caller.holders.add(run_id)
 
     def holder(self, run_id: str | None) -> str:
         """The run id a call claims under (the one it names, else this server's), once it
@@ -226,12 +278,12 @@ class ServerState:
 
         started = time.monotonic()
         try:
-            run_ids.bind(queue, self.run_id, self.server)
+            run_ids.bind(queue, self.own.run_id, self.server)
         except WorkqError as exc:
             log.warning("workq: %s", exc.describe())
         else:
             with self._lock:
-                self._bound[self.run_id] = started + queue.lease_seconds / 2
+                self._bound[self.own.run_id] = started + queue.lease_seconds / 2
 
     def _renew_loop(self, queue: Queue) -> None:
         from workq.services.claims import renew_leases
@@ -262,6 +314,8 @@ class ServerState:
                 with self._lock:
                     self._bound.pop(run_id, None)
                     self._holders.discard(run_id)
+                    for caller in (self.own, *self._sessions.values()):
+                        caller.holders.discard(run_id)
             else:
                 kept.add(run_id)
         started = time.monotonic()
