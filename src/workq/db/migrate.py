@@ -32,6 +32,7 @@ REVISIONS: tuple[str, ...] = (
     "0010_gates",
     "0011_gitflow_issue_branches",
     "0012_run_bindings",
+    "0013_claims_have_leases",
 )
 HEAD = REVISIONS[-1]
 

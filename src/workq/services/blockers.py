@@ -14,6 +14,7 @@ from sqlalchemy import Connection, bindparam, select, update
 from workq.db.prepared import Prepared
 from workq.db.tables import dependencies as deps
 from workq.db.tables import issues
+from workq.domain import readiness
 from workq.schemas import Status
 
 
@@ -56,9 +57,7 @@ def blocker_reopened(conn: Connection, issue_id: str) -> list[Dependent]:
 def now_ready(changed: list[Dependent]) -> list[int]:
     """The numbers among ``changed`` that wait for nothing any more, in order."""
     return sorted(
-        d.number
-        for d in changed
-        if d.open_blockers == 0 and not d.is_blocked and d.status != Status.DONE.value
+        d.number for d in changed if readiness.unblocked(d) and d.status != Status.DONE.value
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, func, literal_column, select
+from sqlalchemy import Connection, Select, func, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from workq.db.engine import retry_lost_read
@@ -27,6 +27,7 @@ from workq.schemas import (
     Priority,
     Status,
 )
+from workq.services import predicates
 from workq.services.context import Queue
 
 COLUMNS = ("ready", "in_progress", "waiting", "blocked", "done")
@@ -37,7 +38,7 @@ _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
 _OPEN = Status.OPEN.value
 _IN_PROGRESS = Status.IN_PROGRESS.value
 _DONE = Status.DONE.value
-_free = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
+_free = predicates.unblocked
 _blocker = issues.alias("blocker")
 # What a card shows: every column but the description.
 _CARD = tuple(c for c in issues.c if c.name != "description")
@@ -60,12 +61,10 @@ def _conditions(column: str, now: datetime) -> list[list[ColumnElement[bool]]]:
     (an OR of them would sort the whole table instead of walking the ready index)."""
     if column == "ready":
         # Expired claims are found on the lease index (usually few), then filtered.
-        expired = select(issues.c.id).where(
-            issues.c.status == _IN_PROGRESS, issues.c.lease_expires_at <= now
-        )
+        expired = select(issues.c.id).where(predicates.claim_lapsed(now))
         return [[issues.c.status == _OPEN, _free], [issues.c.id.in_(expired), _free]]
     if column == "in_progress":
-        return [[issues.c.status == _IN_PROGRESS, issues.c.lease_expires_at > now]]
+        return [[predicates.claim_live(now)]]
     if column == "waiting":
         return [
             [

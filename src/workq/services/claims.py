@@ -42,7 +42,7 @@ from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
 from workq.db.tables import IssueRecord, events, github_outbox, issues, touches
 from workq.db.tables import labels as labels_t
-from workq.domain import fields
+from workq.domain import fields, readiness
 from workq.domain.authority import Authority, as_authority
 from workq.errors import (
     AlreadyClaimed,
@@ -70,7 +70,7 @@ from workq.schemas import (
     ReadyIssue,
     Status,
 )
-from workq.services import blockers, notes, outbox, plans, reservations
+from workq.services import blockers, notes, outbox, plans, predicates, reservations
 from workq.services.context import Queue, load, record, to_issue
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
@@ -117,7 +117,7 @@ _ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
 # A filter's form: agent?, how many types included, excluded, labels, and the repository
 # condition (0 none, 1 this one, 2 any). Statements are compiled once per form.
 Shape = tuple[bool, int, int, int, int]
-_unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
+_unblocked = predicates.unblocked
 
 
 def _filtered(stmt: Select[Any], shape: Shape, *, arrays: bool = False) -> Select[Any]:
@@ -161,9 +161,7 @@ def _ready_statements(shape: Shape, lock: bool) -> tuple[Prepared[ReadyRow], Pre
     if cached is None:
         fresh: Select[Any] = select(*_READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
         stale: Select[Any] = select(*_READY_COLUMNS).where(
-            issues.c.status == IN_PROGRESS,
-            issues.c.lease_expires_at <= bindparam("now"),
-            _unblocked,
+            predicates.claim_lapsed(bindparam("now")), _unblocked
         )
         fresh = _filtered(fresh, shape).order_by(*_ORDER).limit(bindparam("limit"))
         stale = _filtered(stale, shape).order_by(*_ORDER).limit(bindparam("limit"))
@@ -269,8 +267,7 @@ def explain(q: Queue, *, holder: str = "", limit: int = PAGE_MAX) -> list[NotRea
             waiting = blockers.waits_on(conn, row)
             if waiting:
                 reasons.append("waiting on " + ", ".join(f"#{n}" for n in waiting))
-            live = row.lease_expires_at is not None and row.lease_expires_at > now
-            if row.status == IN_PROGRESS and live:
+            if readiness.claim_live(row, now):
                 reasons.append(
                     f"claimed by {row.claimed_by} until {row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}"
                 )
@@ -378,18 +375,18 @@ def claim(
             # The holder's own claim stays its own, whatever it has come to wait on; once
             # its lease has lapsed, under a new fencing token (the caller may be a restart)
             # and only if no one reserved its paths meanwhile, as for any claim.
-            lapsed = _lapsed(row, now)
+            lapsed = readiness.claim_lapsed(row, now)
             if lapsed:
                 paths.refuse(number, paths.blocking(row.id, True, run_id))
             return _renewal(q, conn, row, run_id, now, refence=lapsed)
         _check_claimable(row, number)
-        if row.claimed_by is not None and row.lease_expires_at and row.lease_expires_at > now:
+        until = row.lease_expires_at
+        if readiness.claim_live(row, now) and until is not None:
             raise AlreadyClaimed(
-                f"Issue #{number} is held by {row.claimed_by} until "
-                f"{row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}",
+                f"Issue #{number} is held by {row.claimed_by} until {until:%Y-%m-%d %H:%M:%SZ}",
                 number=number,
                 holder=row.claimed_by,
-                lease_expires_at=row.lease_expires_at.isoformat(),
+                lease_expires_at=until.isoformat(),
             )
         paths.refuse(number, paths.blocking(row.id, True, run_id))
         taken = _take_claim(q, conn, row, run_id, now)
@@ -398,10 +395,6 @@ def claim(
         return taken
 
     return q.db.write(work)
-
-
-def _lapsed(row: Any, now: datetime) -> bool:
-    return row.lease_expires_at is not None and row.lease_expires_at <= now
 
 
 def _renewal(
@@ -560,7 +553,7 @@ def _chain(shape: Shape, feed_outbox: bool) -> Prepared[ChainRow]:
         return cached
     # Constants are written into the SQL, not bound: the planner then sees what a custom
     # plan would, and keeps one generic plan for the prepared statement.
-    unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == _sql("0"))  # noqa: E712
+    unblocked = predicates.unblocked
     # The expired-lease scan: what the lease index finds (usually nothing), then sorted.
     # Ordered as the ready index is, or with the time as a plain parameter, the prepared
     # statement's generic plan walks every claimed issue in ready order testing its lease
@@ -571,10 +564,7 @@ def _chain(shape: Shape, feed_outbox: bool) -> Prepared[ChainRow]:
         ("fresh", (issues.c.status == _sql(f"'{OPEN}'"),), _ORDER),
         (
             "stale",
-            (
-                issues.c.status == _sql(f"'{IN_PROGRESS}'"),
-                issues.c.lease_expires_at <= select(bindparam("now")).scalar_subquery(),
-            ),
+            (predicates.claim_lapsed(select(bindparam("now")).scalar_subquery()),),
             by_lease,
         ),
     ):
@@ -871,12 +861,13 @@ def held_now(row: IssueRecord, by: Authority, number: int, now: datetime, action
     StaleClaim, LeaseLapsed)."""
     _fenced(row, by.fence, number)
     holder = _held(row, by, number, action)
-    if row.lease_expires_at is not None and _lapsed(row, now):
+    if readiness.claim_lapsed(row, now):
+        until = row.lease_expires_at
+        at = f"at {until:%Y-%m-%d %H:%M:%SZ}" if until else "(it had no lease)"
         raise LeaseLapsed(
-            f"Your claim on issue #{number} lapsed at "
-            f"{row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}; its reservations ended with it",
+            f"Your claim on issue #{number} lapsed {at}; its reservations ended with it",
             number=number,
-            lease_expires_at=row.lease_expires_at.isoformat(),
+            lease_expires_at=until.isoformat() if until else None,
         )
     return holder
 
@@ -902,8 +893,7 @@ def heartbeat(
 _renew_all = (
     update(issues)
     .where(issues.c.claimed_by.in_(bindparam("holders", expanding=True)))
-    .where(issues.c.status == IN_PROGRESS)
-    .where(issues.c.lease_expires_at > bindparam("now"))
+    .where(predicates.claim_live(bindparam("now")))
     .values(lease_expires_at=bindparam("until"))
 )
 
@@ -1089,8 +1079,7 @@ def block(
         now = q.now()
         if row.status == DONE:
             raise NotClaimable(f"Issue #{number} is done; nothing to block", number=number)
-        live = row.claimed_by and row.lease_expires_at and row.lease_expires_at > now
-        overridden = bool(live) and row.claimed_by not in auth.run_ids
+        overridden = readiness.claim_live(row, now) and row.claimed_by not in auth.run_ids
         if overridden:
             _held(row, auth, number, "block")
         clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, select
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
+from workq.domain import readiness
 from workq.errors import InvalidInput
 from workq.schemas import Backlog, BacklogItem, IssueType, Priority, Stats, Status
+from workq.services import predicates
 from workq.services.context import Queue
 
 # The score orders exactly as ready does (priority first, then age): the age bonus is
@@ -60,9 +62,7 @@ def backlog(
     for r in rows:
         priority = Priority.from_rank(r.priority)
         age = max((now - r.created_at).total_seconds() / 86400, 0.0)
-        locked = r.claimed_by is not None and (
-            r.lease_expires_at is None or r.lease_expires_at > now
-        )
+        locked = readiness.claim_live(r, now)
         items.append(
             BacklogItem(
                 number=r.number,
@@ -82,7 +82,7 @@ def backlog(
 @retry_lost_read
 def stats(q: Queue) -> Stats:
     now = q.now()
-    unblocked = and_(issues.c.is_blocked == False, issues.c.open_blockers == 0)  # noqa: E712
+    unblocked = predicates.unblocked
     with q.db.read() as conn:
         by_status: dict[str, int] = dict(
             conn.execute(select(issues.c.status, func.count()).group_by(issues.c.status)).all()
@@ -95,18 +95,7 @@ def stats(q: Queue) -> Stats:
             ).all()
         )
         ready = conn.execute(
-            select(func.count())
-            .select_from(issues)
-            .where(
-                unblocked,
-                or_(
-                    issues.c.status == Status.OPEN.value,
-                    and_(
-                        issues.c.status == Status.IN_PROGRESS.value,
-                        issues.c.lease_expires_at <= now,
-                    ),
-                ),
-            )
+            select(func.count()).select_from(issues).where(predicates.ready(now))
         ).scalar_one()
         blocked = conn.execute(
             select(func.count())
@@ -114,9 +103,7 @@ def stats(q: Queue) -> Stats:
             .where(issues.c.status != Status.DONE.value, ~unblocked)
         ).scalar_one()
         stale = conn.execute(
-            select(func.count())
-            .select_from(issues)
-            .where(issues.c.status == Status.IN_PROGRESS.value, issues.c.lease_expires_at <= now)
+            select(func.count()).select_from(issues).where(predicates.claim_lapsed(now))
         ).scalar_one()
     return Stats(
         total=sum(by_status.values()),
@@ -153,11 +140,8 @@ def availability(
     if exclude_types:
         where.append(issues.c.issue_type.not_in([t.value for t in exclude_types]))
     now = q.now()
-    locked = and_(
-        issues.c.claimed_by.is_not(None),
-        or_(issues.c.lease_expires_at.is_(None), issues.c.lease_expires_at > now),
-    )
-    blocked = or_(issues.c.is_blocked.is_(True), issues.c.open_blockers > 0)
+    locked = predicates.claim_live(now)
+    blocked = ~predicates.unblocked
     with q.db.read() as conn:
         total = conn.execute(select(func.count()).select_from(issues).where(not_done))
         row = conn.execute(

@@ -22,7 +22,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import Connection, and_, bindparam, delete, literal_column, select, text
+from sqlalchemy import Connection, bindparam, delete, literal_column, select, text
 
 from workq.db.prepared import Prepared
 from workq.db.tables import issues, reservations, touches
@@ -30,6 +30,7 @@ from workq.domain import fields, globs
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, PathsReserved
 from workq.schemas import Status
+from workq.services import predicates
 from workq.services.context import Queue, load
 
 _log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class Held(NamedTuple):
     until: datetime
 
 
-_live = and_(issues.c.status == IN_PROGRESS, issues.c.lease_expires_at > bindparam("now"))
+_live = predicates.claim_live(bindparam("now"))
 _LIVE = (
     Prepared(
         select(

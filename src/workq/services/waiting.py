@@ -19,7 +19,8 @@ from sqlalchemy import bindparam, func, select
 from workq.db.engine import retry_lost_read
 from workq.db.tables import events, issues
 from workq.errors import InvalidInput
-from workq.schemas import Event, Status
+from workq.schemas import Event
+from workq.services import predicates
 from workq.services.context import Queue
 
 T = TypeVar("T")
@@ -29,10 +30,8 @@ WAIT_MAX = 300
 # shortened by another process without an event).
 LEASE_RECHECK_SECONDS = 30.0
 
-_next_lapse = (
-    select(func.min(issues.c.lease_expires_at))
-    .where(issues.c.status == Status.IN_PROGRESS.value)
-    .where(issues.c.lease_expires_at > bindparam("now"))
+_next_lapse = select(func.min(issues.c.lease_expires_at)).where(
+    predicates.claim_live(bindparam("now"))
 )
 
 
