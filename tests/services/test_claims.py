@@ -192,3 +192,15 @@ def test_every_mutation_writes_an_event(queue: Queue) -> None:
     update = notes.history(queue, 1)[1]
     assert update.before == {"title": "one", "priority": "medium"}
     assert update.after == {"title": "uno", "priority": "high"}
+
+
+def test_a_force_claims_note_is_kept_with_it_or_not_at_all(queue: Queue) -> None:
+    issues.create(queue, title="stuck")
+    claims.claim(queue, 1, "run-a")
+    claims.force_claim(queue, 1, "run-b", FORCE_CLAIM_CONFIRMATION, note="taken over")
+    (kept,) = notes.comments(queue, 1)
+    assert (kept.body, kept.author) == ("taken over", "run-b")
+    claims.complete(queue, 1, {"run-b"})
+    with pytest.raises(NotClaimable):
+        claims.force_claim(queue, 1, "run-c", FORCE_CLAIM_CONFIRMATION, note="again")
+    assert [c.body for c in notes.comments(queue, 1)] == ["taken over"]

@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from workq.domain.authority import Authority
 from workq.errors import AllIssuesLocked, NoIssuesAvailable, NotHolder
-from workq.schemas import FORCE_CLAIM_CONFIRMATION, Issue, IssueType, Priority
+from workq.schemas import FORCE_CLAIM_CONFIRMATION, Issue, IssueType, Priority, Status
 from workq.server.params import Description, Number, Title, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import clip, ok, worded
@@ -257,20 +257,22 @@ def register(reg: Registry) -> None:
         q = state.queue()
         with worded(f"Could not release issue #{issueNumber}"):
             before = issues.get(q, issueNumber)
-            holders = state.holders()
-            if before.claimed_by not in holders:
-                # Seed 000 refuses a lock this session does not hold (or no longer holds:
-                # a second release), where issue_complete would answer "already done".
+            by = Authority.of(state.holders(), plan_runs={state.run_id})
+            try:
+                if before.status == Status.DONE:
+                    # A second release: seed 000 answers not_locked where issue_complete
+                    # would answer "already done". The services judge every other case.
+                    raise NotHolder(f"Issue #{issueNumber} is done")
+                if reason == "abandoned":
+                    claims.release(q, issueNumber, by, reason="abandoned")
+                else:
+                    claims.complete(q, issueNumber, by)
+            except NotHolder as exc:
                 holder = before.claimed_by or "nobody"
                 raise NotHolder(
                     f"Issue #{issueNumber} is not locked by this session ({holder} holds it)",
                     reason="not_locked",
-                )
-            if reason == "abandoned":
-                claims.release(q, issueNumber, holders, reason="abandoned")
-            else:
-                by = Authority.of(holders, plan_runs={state.run_id})
-                claims.complete(q, issueNumber, by)
+                ) from exc
         since = before.claimed_at or q.now()
         duration = max(0, int((q.now() - since).total_seconds()))
         released = Released(issue_number=issueNumber, reason=reason, duration=duration)
@@ -290,19 +292,18 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ForceClaimed]:
         """Take an issue from the session that holds it (a stuck or dead agent); its
         workflow phase is kept and a comment records the takeover."""
-        from workq.services import claims, issues, notes
+        from workq.services import claims, issues
 
         q = state.queue()
         with worded(f"Could not force-claim issue #{issueNumber}"):
             before = issues.get(q, issueNumber)
             claim = claims.force_claim(
-                q, issueNumber, state.holder(None), confirmation, plan_runs={state.run_id}
-            )
-            notes.comment(
                 q,
                 issueNumber,
-                "Issue claimed by new session (force claim)",
-                author=state.run_id,
+                state.holder(None),
+                confirmation,
+                plan_runs={state.run_id},
+                note="Issue claimed by new session (force claim)",
             )
         state.claimed_with(state.run_id)
         previous = None

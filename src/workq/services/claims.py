@@ -1187,11 +1187,14 @@ def force_claim(
     *,
     plan_runs: Collection[str] = (),
     ignore_plan_mode: bool = False,
+    note: str | None = None,
 ) -> Claim:
-    """Take a claim from whoever holds it. The previous holder is recorded. Refused while
-    ``run_id`` or one of ``plan_runs`` is in plan mode (see claim_next)."""
+    """Take a claim from whoever holds it. The previous holder is recorded, and ``note``
+    as a comment by ``run_id`` in the same transaction. Refused while ``run_id`` or one of
+    ``plan_runs`` is in plan mode (see claim_next)."""
     fields.number(number)
     fields.run_id(run_id)
+    text = fields.comment(note) if note is not None else None
     if confirmation != FORCE_CLAIM_CONFIRMATION:
         raise InvalidConfirmation(expected=FORCE_CLAIM_CONFIRMATION)
     gate = () if ignore_plan_mode else {run_id, *plan_runs}
@@ -1202,6 +1205,8 @@ def force_claim(
         _check_claimable(row, number)
         taken = _take_claim(q, conn, row, run_id, q.now(), kind="force_claimed")
         assert taken is not None  # the row is locked by this transaction
+        if text is not None:
+            notes.add(q, conn, row, text, author=run_id)
         return taken
 
     return q.db.write(work)
