@@ -36,7 +36,7 @@ from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.schemas import IssueType, Priority
 from workq.server.app import build_server
-from workq.services import claims, dependencies, issues, work_context
+from workq.services import blocking, claims, dependencies, issues, ready_queue, work_context
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -76,7 +76,7 @@ def build(q: Queue, count: int) -> int:
     for _ in range(count // 20):  # 5% claimed by others
         claims.claim(q, next(picks), f"run-{rng.randrange(8)}")
     for _ in range(count // 50):  # 2% blocked by hand
-        claims.block(
+        blocking.block(
             q, next(picks), "waiting for a person", by=Authority.overriding("admin"), actor="bench"
         )
     for _ in range(count // 50):  # 2% waiting on another issue
@@ -130,7 +130,7 @@ def main() -> None:
         mine = build(q, args.issues)
         print(f"built {args.issues} issues in {time.perf_counter() - started:.1f} s")
         cases: dict[str, Callable[[], object]] = {
-            "issue_ready (baseline)": lambda: claims.ready(q, limit=1, holder=ME),
+            "issue_ready (baseline)": lambda: ready_queue.ready(q, limit=1, holder=ME),
             "issue_get": lambda: issues.get(q, mine),
             "get_work_context": lambda: work_context.gather(q, run_id=ME, holders={ME}),
             "get_work_context(include_closed_recent)": lambda: work_context.gather(

@@ -21,12 +21,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from workq.config import Settings
-from workq.services import claims, context, outbox
+from workq.services import claims, context, outbox, ready_queue
 from workq.services.runtime import open_queue
 
 # The statements the claim_next service runs on SQLite, as it compiles them: the baseline
 # runs exactly these on the raw driver, so it cannot drift from the service.
-READY_FRESH, READY_STALE = claims._ready_statements((False, 0, 0, 0, False), False)
+READY_FRESH, READY_STALE = ready_queue.ready_statements((False, 0, 0, 0, False), False)
 TAKE = claims._take
 EVENT = context._record_event
 OUTBOX = outbox.queue_statement("sqlite")
@@ -133,7 +133,7 @@ def ready_latency(path: Path, samples: int) -> tuple[float, float, float, float]
     timings = []
     for _ in range(samples):
         began = time.perf_counter()
-        claims.ready(queue, limit=1)
+        ready_queue.ready(queue, limit=1)
         timings.append(time.perf_counter() - began)
     queue.db.dispose()
     conn = sqlite3.connect(path, isolation_level=None)

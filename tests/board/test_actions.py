@@ -11,7 +11,7 @@ import httpx2
 from tests.board.conftest import board_server
 from workq.domain.authority import Authority
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
-from workq.services import claims, issues, notes
+from workq.services import blocking, claims, issues, notes
 from workq.services.context import Queue
 
 ACT = {"x-workq-board": "1", "x-workq-actor": "alice"}
@@ -29,7 +29,7 @@ def test_unblock_needs_the_boards_own_header_and_origin(
     db: Path, q: Queue, client: httpx2.Client
 ) -> None:
     number = issues.create(q, title="stuck").number
-    claims.block(q, number, "waiting for a person", by=Authority.overriding("admin"))
+    blocking.block(q, number, "waiting for a person", by=Authority.overriding("admin"))
     with board_server(db) as url:
         plain_form = client.post(f"{url}/api/issues/{number}/unblock")
         other_site = post(client, url, number, "unblock", origin="https://evil.example")
@@ -47,7 +47,7 @@ def test_unblock_needs_the_boards_own_header_and_origin(
 
 def test_with_a_token_actions_need_it(db: Path, q: Queue, client: httpx2.Client) -> None:
     number = issues.create(q, title="stuck").number
-    claims.block(q, number, "why", by=Authority.overriding("admin"))
+    blocking.block(q, number, "why", by=Authority.overriding("admin"))
     with board_server(db, "--token", "t0ken") as url:
         without = post(client, url, number, "unblock")
         wrong = post(client, url, number, "unblock", authorization="Bearer nope")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.board.conftest import board_server, cli
 from workq.domain.authority import Authority
-from workq.services import claims, dependencies, issues, notes
+from workq.services import blocking, claims, dependencies, issues, notes
 from workq.services.context import Queue
 
 CHROMIUM = shutil.which("chromium")
@@ -65,7 +65,7 @@ def test_a_new_issue_appears_live(db: Path, q: Queue, browser: webdriver.Chrome)
     stuck = issues.create(q, title="Renew the certificate", issue_type="chore").number
     claims.claim(q, held, "agent-1")
     dependencies.depend(q, blocker=first, blocked=waits)
-    claims.block(q, stuck, "needs the admin password", by=Authority.overriding("admin"))
+    blocking.block(q, stuck, "needs the admin password", by=Authority.overriding("admin"))
     with board_server(db) as url:
         browser.get(f"{url}/")
         until(browser, lambda d: d.find_element(By.ID, "live").text.startswith("live"))
@@ -99,7 +99,7 @@ def test_unblock_with_the_token_and_refused_without(
     db: Path, q: Queue, browser: webdriver.Chrome
 ) -> None:
     number = issues.create(q, title="Waiting for a person", description="Needs **you**.").number
-    claims.block(q, number, "asks a question", by=Authority.overriding("admin"))
+    blocking.block(q, number, "asks a question", by=Authority.overriding("admin"))
     with board_server(db, "--token", "let-me-in") as url:
         browser.get(f"{url}/issues/{number}")
         assert "needs its token" in browser.find_element(By.TAG_NAME, "h1").text
@@ -113,7 +113,7 @@ def test_unblock_with_the_token_and_refused_without(
         assert not issues.get(q, number).is_blocked
         shot(browser, "unblocked")
         # The same page, its cookie gone: the board refuses, the issue stays blocked.
-        claims.block(q, number, "blocked again", by=Authority.overriding("admin"))
+        blocking.block(q, number, "blocked again", by=Authority.overriding("admin"))
         # The page redraws itself on that change: click only once it has.
         until(browser, lambda d: "blocked again" in d.find_element(By.ID, "main").text)
         browser.delete_all_cookies()

@@ -14,7 +14,7 @@ from tests.board.html_check import column_numbers, unsafe
 from workq.db.tables import agents as agents_t
 from workq.domain.authority import Authority
 from workq.services import agents as registered
-from workq.services import claims, dependencies, issues, notes
+from workq.services import blocking, claims, dependencies, issues, notes, ready_queue
 from workq.services.context import Queue
 
 HOSTILE_TITLE = '<script>alert("t")</script><img src=x onerror=alert(1)>'
@@ -38,7 +38,7 @@ def test_each_issue_is_in_its_column(db: Path, q: Queue, client: httpx2.Client) 
     ready, held, waiting, blocked, done = (new(q, f"{n} one") for n in range(5))
     claims.claim(q, held, "run-a")
     dependencies.depend(q, blocker=ready, blocked=waiting)
-    claims.block(q, blocked, "needs a decision", by=Authority.overriding("admin"))
+    blocking.block(q, blocked, "needs a decision", by=Authority.overriding("admin"))
     claims.claim(q, done, "run-b")
     claims.complete(q, done, ["run-b"])
     with board_server(db) as url:
@@ -59,7 +59,7 @@ def test_each_issue_is_in_its_column(db: Path, q: Queue, client: httpx2.Client) 
 def test_ready_is_in_claim_order_and_pages(db: Path, q: Queue, client: httpx2.Client) -> None:
     for i in range(55):
         new(q, f"task {i}", priority=["low", "medium", "high", "urgent"][i % 4])
-    order = [r.number for r in claims.ready(q, limit=60)]
+    order = [r.number for r in ready_queue.ready(q, limit=60)]
     with board_server(db) as url:
         first = client.get(f"{url}/")
         second = client.get(f"{url}/", params={"page_ready": "1"})
@@ -90,7 +90,7 @@ def test_hostile_text_is_shown_as_text(db: Path, q: Queue, client: httpx2.Client
     number = new(q, HOSTILE_TITLE, description=HOSTILE_BODY)
     notes.comment(q, number, HOSTILE_BODY, author="someone")
     huge = new(q, "huge", description="word " * 13_000)
-    claims.block(q, huge, "<script>alert('reason')</script>", by=Authority.overriding("admin"))
+    blocking.block(q, huge, "<script>alert('reason')</script>", by=Authority.overriding("admin"))
     with board_server(db) as url:
         pages = {
             "board": client.get(f"{url}/"),

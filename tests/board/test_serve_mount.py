@@ -10,13 +10,13 @@ import httpx2
 from tests.board.conftest import cli
 from tests.server.test_http import HEADERS, INITIALIZE, http_server
 from workq.domain.authority import Authority
-from workq.services import claims, issues
+from workq.services import blocking, issues
 from workq.services.context import Queue
 
 
 def test_the_board_under_serve_http(db: Path, q: Queue, client: httpx2.Client) -> None:
     number = issues.create(q, title="seen from the mount").number
-    claims.block(q, number, "why", by=Authority.overriding("admin"))
+    blocking.block(q, number, "why", by=Authority.overriding("admin"))
     with http_server(db, "--board") as mcp_url:
         root = mcp_url.removesuffix("/mcp")
         page = client.get(f"{root}/board/")

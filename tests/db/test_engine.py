@@ -9,7 +9,7 @@ import pytest
 
 from workq.config import Settings
 from workq.errors import Busy, NotFound
-from workq.services import claims, issues
+from workq.services import claims, issues, ready_queue
 from workq.services.runtime import open_queue
 
 
@@ -46,11 +46,13 @@ def test_reads_see_writes_from_other_threads_and_processes(tmp_path: Path) -> No
     queue = open_queue(Settings(db_path=tmp_path / "q.db"))
     writer = open_queue(Settings(db_path=tmp_path / "q.db"))
     try:
-        assert claims.ready(queue) == []
+        assert ready_queue.ready(queue) == []
         issues.create(writer, title="from elsewhere")
-        assert [i.number for i in claims.ready(queue)] == [1]
+        assert [i.number for i in ready_queue.ready(queue)] == [1]
         seen: list[int] = []
-        thread = threading.Thread(target=lambda: seen.extend(i.number for i in claims.ready(queue)))
+        thread = threading.Thread(
+            target=lambda: seen.extend(i.number for i in ready_queue.ready(queue))
+        )
         thread.start()
         thread.join(10)
         assert seen == [1]

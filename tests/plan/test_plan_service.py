@@ -26,7 +26,7 @@ from workq.errors import (
     WorkqError,
 )
 from workq.plan_schemas import PlanStatus
-from workq.services import claims, issues, notes
+from workq.services import claims, issues, notes, ready_queue
 from workq.services import plans as svc
 from workq.services.context import Queue
 
@@ -219,7 +219,7 @@ def test_launch_swarm_turns_the_checklist_into_chained_issues(
     assert wired.blocked_by == [2, 4]
     assert "Task 4 of plan `vim-mode`" in wired.description
     assert "> Implement vim keybindings" in wired.description
-    ready = claims.ready(queue, limit=10)
+    ready = ready_queue.ready(queue, limit=10)
     assert [r.number for r in ready] == [1, 2, 3]
     kinds = [e.kind for e in notes.history(queue, 5)]
     assert kinds == ["created", "dependency_added", "dependency_added"]

@@ -18,7 +18,7 @@ from workq.domain.authority import Authority
 from workq.domain.workflow import PHASE_ORDER, WorkflowPhase
 from workq.errors import InvalidInput, InvalidTransition, NotFound, NotHolder
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
-from workq.services import claims, issues, workflow
+from workq.services import blocking, claims, issues, workflow
 from workq.services.context import Queue
 
 # The phases are the subject; the tests gate's evidence has tests of its own (tests/gates).
@@ -280,8 +280,8 @@ def test_a_workflow_ends_with_its_claim_and_survives_a_takeover(
         if ending == "release":
             claims.release(queue, number, {"run-a"})
         elif ending == "block":
-            claims.block(queue, number, "waiting", by=Authority.overriding("admin"))
-            claims.unblock(queue, number)
+            blocking.block(queue, number, "waiting", by=Authority.overriding("admin"))
+            blocking.unblock(queue, number)
         else:
             claims.complete(queue, number, {"run-a"})
             issues.reopen(queue, number)

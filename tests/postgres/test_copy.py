@@ -15,7 +15,16 @@ from workq.config import Settings
 from workq.db import migrate, models
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, SchemaMismatch
-from workq.services import claims, dependencies, issues, maintenance, notes, transfer
+from workq.services import (
+    blocking,
+    claims,
+    dependencies,
+    issues,
+    maintenance,
+    notes,
+    ready_queue,
+    transfer,
+)
 from workq.services.context import Queue
 from workq.services.runtime import open_database, open_queue
 
@@ -33,7 +42,7 @@ def _fill(queue: Queue) -> None:
     notes.comment(queue, 1, "working on it", kind="progress", author="run-a")
     claims.complete(queue, 1, {"run-a"})
     claims.claim(queue, 2, "run-b")
-    claims.block(queue, 4, "needs a decision", by=Authority.overriding("admin"))
+    blocking.block(queue, 4, "needs a decision", by=Authority.overriding("admin"))
     notes.comment(queue, 4, "why?", kind="question")
     issues.delete_issue(queue, 3)
     issues.update_issue(queue, 2, add_labels=["docs"], priority="high")
@@ -234,9 +243,9 @@ def test_copy_keeps_leases_and_the_blocked_state_working(tmp_path: Path, pg_url:
     transfer.copy_queue(Settings(), str(first), pg_url)
     pg = open_queue(Settings(database_url=pg_url, lease_seconds=60))
     try:
-        assert [r.number for r in claims.ready(pg, limit=10)] == []  # 5 waits on 2, 4 blocked
+        assert [r.number for r in ready_queue.ready(pg, limit=10)] == []  # 5 waits on 2, 4 blocked
         claims.complete(pg, 2, {"run-b"})
-        assert [r.number for r in claims.ready(pg, limit=10)] == [5]
+        assert [r.number for r in ready_queue.ready(pg, limit=10)] == [5]
         assert maintenance.doctor(pg).ok
     finally:
         pg.db.dispose()

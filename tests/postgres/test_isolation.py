@@ -16,7 +16,7 @@ from sqlalchemy import Connection, create_engine, event, text
 from workq.config import Settings
 from workq.db.engine import WRITE_ATTEMPTS
 from workq.errors import Busy, NotFound
-from workq.services import claims, dependencies, issues, maintenance, notes, pulls
+from workq.services import claims, dependencies, issues, maintenance, notes, pulls, ready_queue
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -98,7 +98,7 @@ def test_an_edge_added_while_its_blocker_completes_is_counted_once(
         completing.join(30)
     assert not add_errors and not complete_errors, add_errors + complete_errors
     assert issues.get(pg_queue, 2).open_blockers == 0
-    assert [r.number for r in claims.ready(pg_queue, limit=10)] == [2]
+    assert [r.number for r in ready_queue.ready(pg_queue, limit=10)] == [2]
     assert maintenance.doctor(pg_queue).ok
 
 

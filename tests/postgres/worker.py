@@ -17,7 +17,7 @@ import sys
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput, NotFound, StorageError
-from workq.services import claims, dependencies, issues, notes
+from workq.services import blocking, claims, dependencies, issues, notes
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -56,11 +56,11 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "undepend":
                 dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "block":
-                claims.block(
+                blocking.block(
                     queue, some, "needs a decision", by=Authority.overriding("admin"), actor=run_id
                 )
             elif action == "unblock":
-                claims.unblock(queue, some, actor=run_id)
+                blocking.unblock(queue, some, actor=run_id)
             elif action == "comment":
                 notes.comment(queue, some, f"note from {run_id}", author=run_id)
             elif action == "release":

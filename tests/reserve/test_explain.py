@@ -12,7 +12,7 @@ from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
 from tests.server.test_claim_faces import cli, cli_json
 from workq.domain.authority import Authority
-from workq.services import claims, dependencies, issues
+from workq.services import blocking, claims, dependencies, issues, ready_queue
 from workq.services.context import Queue
 
 
@@ -21,7 +21,7 @@ def _scene(queue: Queue) -> None:
     issues.create(queue, title="after first")  # 2: waits on 1
     dependencies.depend(queue, blocker=1, blocked=2)
     issues.create(queue, title="stuck")  # 3: blocked
-    claims.block(queue, 3, "needs a decision", by=Authority.overriding("admin"))
+    blocking.block(queue, 3, "needs a decision", by=Authority.overriding("admin"))
     issues.create(queue, title="auth", touches=["src/auth/**"])  # 4: claimed by run-a
     claims.claim(queue, 4, "run-a")
     issues.create(queue, title="login", touches=["src/auth/login.py"])  # 5: paths reserved
@@ -29,14 +29,14 @@ def _scene(queue: Queue) -> None:
 
 def test_explain_names_every_reason(queue: Queue) -> None:
     _scene(queue)
-    why = {n.number: n.reasons for n in claims.explain(queue, holder="run-b")}
+    why = {n.number: n.reasons for n in ready_queue.explain(queue, holder="run-b")}
     assert why[2] == ["waiting on #1"]
     assert why[3] == ["blocked: needs a decision"]
     assert why[4][0].startswith("claimed by run-a until ")
     assert why[5][0].startswith("paths reserved by src/auth/** by run-a (#4, exclusive")
     assert 1 not in why
     # The holder's own reservations do not hold it back.
-    assert 5 not in {n.number for n in claims.explain(queue, holder="run-a")}
+    assert 5 not in {n.number for n in ready_queue.explain(queue, holder="run-a")}
 
 
 def test_cli_ready_explain(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import FakeClock
 from workq.errors import NotHolder, PathsReserved
-from workq.services import claims, issues, reservations
+from workq.services import blocking, claims, issues, ready_queue, reservations
 from workq.services.context import Queue
 
 
@@ -54,9 +54,9 @@ def test_ready_and_claim_next_skip_issues_whose_paths_are_reserved(queue: Queue)
     issues.create(queue, title="docs", touches=["docs/**"], priority="medium")
     first = claims.claim_next(queue, "run-a")
     assert first is not None and first.number == 1
-    assert [r.number for r in claims.ready(queue, limit=5, holder="run-b")] == [3]
+    assert [r.number for r in ready_queue.ready(queue, limit=5, holder="run-b")] == [3]
     # The holder itself is not held back by its own reservations.
-    assert [r.number for r in claims.ready(queue, limit=5, holder="run-a")] == [2, 3]
+    assert [r.number for r in ready_queue.ready(queue, limit=5, holder="run-a")] == [2, 3]
     second = claims.claim_next(queue, "run-b")
     assert second is not None and second.number == 3
     assert claims.claim_next(queue, "run-c") is None
@@ -70,7 +70,7 @@ def test_warn_mode_claims_anyway(queue: Queue) -> None:
     issues.create(queue, title="a", touches=["src/**"])
     issues.create(queue, title="b", touches=["src/x.py"])
     claims.claim(queue, 1, "run-a")
-    assert [r.number for r in claims.ready(queue, limit=5, holder="run-b")] == [2]
+    assert [r.number for r in ready_queue.ready(queue, limit=5, holder="run-b")] == [2]
     assert claims.claim(queue, 2, "run-b").number == 2
 
 
@@ -96,5 +96,5 @@ def test_explicit_reserve_and_unreserve_by_the_holder_only(queue: Queue) -> None
         (2, "run-b", "src/x.py", "shared"),
         (2, "run-b", "src/y.py", "exclusive"),
     ]
-    claims.block(queue, 2, "stuck", by={"run-b"})
+    blocking.block(queue, 2, "stuck", by={"run-b"})
     assert held(queue) == []

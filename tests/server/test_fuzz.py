@@ -21,7 +21,7 @@ from tests.server.conftest import error_of, stdio_server, text
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
-from workq.services import claims, dependencies, issues, repositories, workspaces
+from workq.services import blocking, claims, dependencies, issues, repositories, workspaces
 from workq.services.runtime import open_queue
 
 EXAMPLES = 600  # enough draws to reach every tool of every toolset
@@ -257,7 +257,7 @@ def seed(db: Path, repo: Path) -> None:
         dependencies.depend(queue, blocker=1, blocked=2)
         claims.claim(queue, 3, "run-a")
         claims.claim(queue, 4, "autopilot_main")
-        claims.block(queue, 5, "waiting for a decision", by=Authority.overriding("admin"))
+        blocking.block(queue, 5, "waiting for a decision", by=Authority.overriding("admin"))
         repositories.add(queue, "app", repo)
         for n in (6, 7, 8):
             repositories.assign(queue, n, "app")

@@ -9,7 +9,7 @@ import pytest
 
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, NotFound, WorkqError
-from workq.services import claims, dependencies, issues, notes, transfer
+from workq.services import blocking, claims, dependencies, issues, notes, transfer
 from workq.services.context import Queue
 
 
@@ -47,7 +47,7 @@ BAD_CALLS: list[tuple[str, Callable[[Queue], Any], type[WorkqError]]] = [
     ("delete unknown", lambda q: issues.delete_issue(q, 999), NotFound),
     (
         "block no reason",
-        lambda q: claims.block(q, 1, "", by=Authority.overriding("admin")),
+        lambda q: blocking.block(q, 1, "", by=Authority.overriding("admin")),
         InvalidInput,
     ),
     ("comment empty", lambda q: notes.comment(q, 1, ""), InvalidInput),

@@ -7,7 +7,7 @@ from datetime import timedelta
 from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.schemas import BoardFilter, BoardView, IssueType
-from workq.services import board, claims, dependencies, issues
+from workq.services import blocking, board, claims, dependencies, issues
 from workq.services.context import Queue
 
 
@@ -23,7 +23,7 @@ def test_columns_agents_graph_and_changes(queue: Queue, clock: FakeClock) -> Non
     claims.claim(queue, held, "run-a")
     claims.claim(queue, expired, "run-gone")
     dependencies.depend(queue, blocker=ready, blocked=waiting)
-    claims.block(queue, blocked, "a person must decide", by=Authority.overriding("admin"))
+    blocking.block(queue, blocked, "a person must decide", by=Authority.overriding("admin"))
     claims.claim(queue, done, "run-b")
     claims.complete(queue, done, ["run-b"])
     clock.advance(45)

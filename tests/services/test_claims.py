@@ -13,7 +13,7 @@ from workq.errors import (
     NotHolder,
 )
 from workq.schemas import FORCE_CLAIM_CONFIRMATION, IssueType, ReadyFilter, Status
-from workq.services import claims, issues, notes
+from workq.services import blocking, claims, issues, notes, ready_queue
 from workq.services.context import Queue
 
 
@@ -25,7 +25,7 @@ def test_ready_order_is_priority_then_age_then_number(queue: Queue, clock: FakeC
     issues.create(queue, title="old medium", priority="medium")
     clock.advance(1)
     issues.create(queue, title="newer medium", priority="medium")
-    assert [i.number for i in claims.ready(queue, limit=10)] == [2, 3, 4, 1]
+    assert [i.number for i in ready_queue.ready(queue, limit=10)] == [2, 3, 4, 1]
 
 
 def test_claim_is_exclusive_and_reclaim_by_holder_is_a_noop(queue: Queue) -> None:
@@ -38,7 +38,7 @@ def test_claim_is_exclusive_and_reclaim_by_holder_is_a_noop(queue: Queue) -> Non
         claims.claim(queue, 1, "run-b")
     assert err.value.facts["holder"] == "run-a"
     assert issues.get(queue, 1).status == Status.IN_PROGRESS
-    assert claims.ready(queue) == []
+    assert ready_queue.ready(queue) == []
 
 
 def test_expired_lease_is_taken_over_and_recorded(queue: Queue, clock: FakeClock) -> None:
@@ -48,7 +48,7 @@ def test_expired_lease_is_taken_over_and_recorded(queue: Queue, clock: FakeClock
     with pytest.raises(AlreadyClaimed):
         claims.claim(queue, 1, "run-b")
     clock.advance(2)
-    assert [i.number for i in claims.ready(queue)] == [1]
+    assert [i.number for i in ready_queue.ready(queue)] == [1]
     taken = claims.claim_next(queue, "run-b")
     assert taken is not None and taken.previous_holder == "run-a"
     kinds = [e.kind for e in notes.history(queue, 1)]
@@ -78,7 +78,7 @@ def test_renew_leases_covers_every_claim_of_the_holders(queue: Queue, clock: Fak
     clock.advance(queue.lease_seconds - 1)
     assert claims.renew_leases(queue, {"run-a"}) == 2
     clock.advance(2)
-    assert [i.number for i in claims.ready(queue, limit=5)] == [3]
+    assert [i.number for i in ready_queue.ready(queue, limit=5)] == [3]
 
 
 def test_complete_and_release_by_a_non_holder_are_refused(queue: Queue) -> None:
@@ -109,15 +109,15 @@ def test_block_releases_the_claim_until_unblocked(queue: Queue) -> None:
     issues.create(queue, title="one")
     claims.claim(queue, 1, "run-a")
     with pytest.raises(NotHolder):
-        claims.block(queue, 1, "not mine", by={"run-b"})
-    blocked = claims.block(queue, 1, "needs a key", by={"run-a"})
+        blocking.block(queue, 1, "not mine", by={"run-b"})
+    blocked = blocking.block(queue, 1, "needs a key", by={"run-a"})
     assert blocked.is_blocked and blocked.claimed_by is None
     assert blocked.status == Status.OPEN and blocked.blocked_reason == "needs a key"
-    assert claims.ready(queue) == []
+    assert ready_queue.ready(queue) == []
     with pytest.raises(NotClaimable):
         claims.claim(queue, 1, "run-b")
-    claims.unblock(queue, 1)
-    assert [i.number for i in claims.ready(queue)] == [1]
+    blocking.unblock(queue, 1)
+    assert [i.number for i in ready_queue.ready(queue)] == [1]
 
 
 def test_release_returns_the_issue_to_the_queue(queue: Queue) -> None:
@@ -143,9 +143,9 @@ def test_claim_next_filters_and_empty_queue(queue: Queue) -> None:
     issues.create(queue, title="bug", issue_type="bug", agent="codex")
     issues.create(queue, title="docs", issue_type="docs", labels=["web"])
     only_docs = ReadyFilter(include_types=[IssueType.DOCS])
-    assert [i.number for i in claims.ready(queue, only_docs)] == [2]
-    assert [i.number for i in claims.ready(queue, ReadyFilter(agent="codex"))] == [1]
-    assert [i.number for i in claims.ready(queue, ReadyFilter(labels=["web"]))] == [2]
+    assert [i.number for i in ready_queue.ready(queue, only_docs)] == [2]
+    assert [i.number for i in ready_queue.ready(queue, ReadyFilter(agent="codex"))] == [1]
+    assert [i.number for i in ready_queue.ready(queue, ReadyFilter(labels=["web"]))] == [2]
     no_bugs = ReadyFilter(exclude_types=[IssueType.BUG])
     got = claims.claim_next(queue, "run-a", no_bugs)
     assert got is not None and got.number == 2
@@ -165,8 +165,8 @@ def test_every_mutation_writes_an_event(queue: Queue) -> None:
     issues.update_issue(queue, 1, title="uno", priority="high")
     claims.claim(queue, 1, "run-a")
     claims.heartbeat(queue, 1, {"run-a"})
-    claims.block(queue, 1, "wait", by=Authority.overriding("admin"))
-    claims.unblock(queue, 1)
+    blocking.block(queue, 1, "wait", by=Authority.overriding("admin"))
+    blocking.unblock(queue, 1)
     claims.claim(queue, 1, "run-a")
     claims.release(queue, 1, {"run-a"})
     claims.claim(queue, 1, "run-a")

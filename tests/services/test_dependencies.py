@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from workq.errors import DependencyCycle, InvalidInput, NotClaimable, NotFound
-from workq.services import claims, dependencies, issues, maintenance
+from workq.services import claims, dependencies, issues, maintenance, ready_queue
 from workq.services.context import Queue
 
 
 def _ready(queue: Queue) -> list[int]:
-    return [i.number for i in claims.ready(queue, limit=50)]
+    return [i.number for i in ready_queue.ready(queue, limit=50)]
 
 
 def _finish(queue: Queue, number: int) -> list[int]:

@@ -9,7 +9,7 @@ from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, LeaseLapsed, PathsReserved, StaleClaim
 from workq.schemas import Status
-from workq.services import claims, issues
+from workq.services import blocking, claims, issues
 from workq.services.context import Queue
 
 
@@ -51,7 +51,7 @@ def test_a_takeover_under_the_same_run_id_fences_out_the_old_holder(
         lambda: claims.complete(queue, 1, Authority.of({"agent-7"}, fence=1)),
         lambda: claims.heartbeat(queue, 1, {"agent-7"}, fence=1),
         lambda: claims.release(queue, 1, Authority.of({"agent-7"}, fence=1)),
-        lambda: claims.block(queue, 1, "stuck", by=Authority.of({"agent-7"}, fence=1)),
+        lambda: blocking.block(queue, 1, "stuck", by=Authority.of({"agent-7"}, fence=1)),
     ):
         with pytest.raises(StaleClaim) as refused:
             act()

@@ -43,7 +43,7 @@ from workq.db.tables import (
 from workq.domain.authority import Authority
 from workq.errors import LeaseLapsed, OpenBlockers, WorkqError
 from workq.schemas import Claim, IssueType, Priority
-from workq.services import claims, maintenance, mirror
+from workq.services import blocking, claims, maintenance, mirror, ready_queue
 from workq.services import dependencies as deps_service
 from workq.services import issues as issues_service
 from workq.services import plans as plans_service
@@ -305,14 +305,14 @@ class QueueMachine(RuleBasedStateMachine):
         others = item is not None and self.model.live(item, self._now()) and item.holder != run
         allowed = item is not None and item.status != "done" and (run is None or not others)
         by = Authority.overriding("admin") if run is None else Authority.of({run})
-        self._expect(allowed, lambda: claims.block(self.queue, number, "why", by=by))
+        self._expect(allowed, lambda: blocking.block(self.queue, number, "why", by=by))
         if allowed and item is not None:
             item.blocked, item.status, item.holder, item.until = True, "open", None, None
 
     @rule(number=numbers)
     def unblock(self, number: int) -> None:
         item = self.model.items.get(number)
-        self._expect(item is not None, lambda: claims.unblock(self.queue, number))
+        self._expect(item is not None, lambda: blocking.unblock(self.queue, number))
         if item is not None:
             item.blocked = False
 
@@ -390,7 +390,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def ready_matches_the_model(self) -> None:
-        got = [i.number for i in claims.ready(self.queue, limit=50)]
+        got = [i.number for i in ready_queue.ready(self.queue, limit=50)]
         assert got == self.model.ready(self._now())
 
     @invariant()

@@ -16,7 +16,7 @@ from workq.db.tables import issues as issues_t
 from workq.domain import readiness
 from workq.domain.authority import Authority
 from workq.errors import StorageError
-from workq.services import board, claims, issues, predicates, reports
+from workq.services import blocking, board, claims, issues, predicates, ready_queue, reports
 from workq.services.context import Queue
 
 
@@ -52,7 +52,7 @@ def test_sql_and_python_give_one_answer(queue: Queue, clock: FakeClock) -> None:
     claims.claim(queue, 2, "run-a")
     claims.claim(queue, 3, "run-a")
     claims.claim(queue, 4, "run-a")
-    claims.block(queue, 5, "stuck", by=Authority.of(()))
+    blocking.block(queue, 5, "stuck", by=Authority.of(()))
     claims.claim(queue, 6, "run-a")
     claims.complete(queue, 6, {"run-a"})
     from workq.services import dependencies
@@ -79,8 +79,8 @@ def test_a_lapsed_claim_is_ready_and_taken_by_every_door(queue: Queue, clock: Fa
     issues.create(queue, title="its agent died")
     claims.claim(queue, 1, "run-a")
     clock.advance(queue.lease_seconds + 1)
-    assert [r.number for r in claims.ready(queue, limit=10)] == [1]
-    assert claims.explain(queue) == []  # nothing keeps it from being claimed
+    assert [r.number for r in ready_queue.ready(queue, limit=10)] == [1]
+    assert ready_queue.explain(queue) == []  # nothing keeps it from being claimed
     (item,) = reports.backlog(queue).backlog
     assert not item.is_locked and item.locked_by is None
     assert reports.stats(queue).ready == 1

@@ -17,7 +17,7 @@ import pytest
 from workq.config import Settings
 from workq.errors import InvalidInput
 from workq.schemas import ClaimedIssue
-from workq.services import claims, dependencies, issues, waiting
+from workq.services import claims, dependencies, issues, ready_queue, waiting
 from workq.services.context import Queue
 
 WAITERS = 4
@@ -100,7 +100,7 @@ def test_a_completed_blocker_wakes_a_waiter(queue: Queue) -> None:
 
 def test_a_wait_returns_nothing_at_its_bound(queue: Queue) -> None:
     assert waiting.until_found(queue, lambda: claims.claim_next(queue, "w"), 1) is None
-    assert waiting.until_found(queue, lambda: claims.ready(queue) or None, 0) is None
+    assert waiting.until_found(queue, lambda: ready_queue.ready(queue) or None, 0) is None
 
 
 @pytest.mark.parametrize("bad", [-1, 301, True])

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, insert, select, update
 from tests.torture import procs
 from workq.config import Settings
 from workq.db import tables
-from workq.services import claims, dependencies, issues, maintenance, notes
+from workq.services import claims, dependencies, issues, maintenance, notes, ready_queue
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -100,7 +100,7 @@ def test_blocked_count_drift_is_repaired(queue: Queue, db: Path) -> None:
     assert checks(maintenance.doctor(queue)) == [("blocked_count", 3), ("blocked_count", 4)]
     assert maintenance.doctor(queue, repair=True).repaired == 2
     assert_clean(queue)
-    assert [i.number for i in claims.ready(queue, limit=10)] == [1, 4, 5]
+    assert [i.number for i in ready_queue.ready(queue, limit=10)] == [1, 4, 5]
 
 
 def test_an_issue_deleted_by_hand_leaves_orphans_and_drift_both_repaired(
@@ -117,7 +117,7 @@ def test_an_issue_deleted_by_hand_leaves_orphans_and_drift_both_repaired(
         "1 row(s) of dependencies point at a missing issue",
     }
     assert_clean(queue)
-    assert 2 in [i.number for i in claims.ready(queue, limit=10)]  # no longer waits
+    assert 2 in [i.number for i in ready_queue.ready(queue, limit=10)]  # no longer waits
 
 
 def test_values_no_command_writes_are_repaired_and_reads_work_again(queue: Queue, db: Path) -> None:

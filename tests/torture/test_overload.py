@@ -20,7 +20,7 @@ from tests.torture.conftest import env_float, env_int, latency_lines, record
 from tests.torture.servers import code_of, http, stdio, text_of
 from workq.config import Settings
 from workq.errors import WorkqError
-from workq.services import claims, issues, maintenance
+from workq.services import claims, issues, maintenance, ready_queue
 from workq.services.runtime import open_queue
 
 CLIENTS = env_int("WORKQ_TORTURE_CLIENTS", 16)
@@ -75,7 +75,7 @@ def service_client(db: str, name: str, seconds: float, busy_ms: int, out: str) -
                     claims.complete(queue, got.number, {name})
                     latency["complete"].append(time.perf_counter() - started)
             elif roll < 0.95:
-                claims.ready(queue, limit=10)
+                ready_queue.ready(queue, limit=10)
                 latency["ready"].append(time.perf_counter() - started)
             else:
                 issues.list_issues(queue, limit=20)

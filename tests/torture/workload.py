@@ -197,16 +197,16 @@ class ServiceDoor(Door):
             claims.release(self.queue, number, {self.name})
 
     def block(self, number: int, reason: str) -> None:
-        from workq.services import claims
+        from workq.services import blocking
 
         with self._clean():
-            claims.block(self.queue, number, reason, by={self.name}, actor=self.name)
+            blocking.block(self.queue, number, reason, by={self.name}, actor=self.name)
 
     def unblock(self, number: int) -> None:
-        from workq.services import claims
+        from workq.services import blocking
 
         with self._clean():
-            claims.unblock(self.queue, number, actor=self.name)
+            blocking.unblock(self.queue, number, actor=self.name)
 
     def comment(self, number: int, body: str) -> None:
         from workq.services import notes
@@ -227,10 +227,10 @@ class ServiceDoor(Door):
             issues.delete_issue(self.queue, number, actor=self.name)
 
     def ready(self) -> list[int]:
-        from workq.services import claims
+        from workq.services import ready_queue
 
         with self._clean():
-            return [i.number for i in claims.ready(self.queue, limit=20)]
+            return [i.number for i in ready_queue.ready(self.queue, limit=20)]
 
 
 class McpDoor(Door):

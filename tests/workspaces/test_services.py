@@ -31,6 +31,7 @@ from workq.services import (
     issues,
     merges,
     notes,
+    ready_queue,
     repositories,
     workspaces,
     worktrees,
@@ -146,7 +147,7 @@ def test_ready_and_claim_next_filter_by_repository(queue: Queue, repo: Path, tmp
     repositories.add(queue, "lib", make_repo(tmp_path / "lib"))
     first = _issue(queue, "in lib", repo="lib")
     second = _issue(queue, "in app")
-    assert [i.number for i in claims.ready(queue, ReadyFilter(repository="app"))] == [second]
+    assert [i.number for i in ready_queue.ready(queue, ReadyFilter(repository="app"))] == [second]
     got = claims.claim_next(queue, "r", ReadyFilter(repository="lib"))
     assert got is not None and got.number == first
     assert claims.claim_next(queue, "r", ReadyFilter(repository="lib")) is None

@@ -39,7 +39,7 @@ from workq.schemas import (
     IssueType,
     Priority,
 )
-from workq.services import board, claims, issues, mirror, notes, plans, search
+from workq.services import blocking, board, claims, issues, mirror, notes, plans, search
 from workq.services.context import Queue
 
 HERE = Path(__file__).parent
@@ -335,7 +335,7 @@ def _reprioritise(q: Queue, number: int, body: dict[str, Any], actor: str) -> st
 
 
 def _unblock(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
-    claims.unblock(q, number, actor=actor)
+    blocking.unblock(q, number, actor=actor)
     return f"Unblocked issue #{number}"
 
 

@@ -18,7 +18,7 @@ from workq.schemas import (
     IssueType,
     ReadyFilter,
 )
-from workq.services import claims, reports, waiting
+from workq.services import blocking, claims, ready_queue, reports, waiting
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
@@ -97,10 +97,10 @@ def ready(
     s = state(ctx)
     q, wanted, holder = s.queue(), _filter(agent, include, exclude, label), _run_id(s, run_id)
     found = waiting.until_found(
-        q, lambda: claims.ready(q, wanted, limit=limit, holder=holder) or None, wait
+        q, lambda: ready_queue.ready(q, wanted, limit=limit, holder=holder) or None, wait
     )
     found = found or []
-    blocked = claims.explain(q, holder=holder) if explain else []
+    blocked = ready_queue.explain(q, holder=holder) if explain else []
     if json_ and explain:
         output.emit_json(
             {
@@ -257,7 +257,7 @@ def block(
     s = state(ctx)
     by = s.acting(run_id, override="workq block --force" if force else None, fence=fence)
     try:
-        claims.block(s.queue(), number, reason, by=by, actor=s.actor)
+        blocking.block(s.queue(), number, reason, by=by, actor=s.actor)
     except NotHolder as exc:
         exc.hint = "ask its holder, or block it anyway with --force (recorded in its history)"
         raise
@@ -267,7 +267,7 @@ def block(
 def unblock(ctx: typer.Context, number: Number) -> None:
     """Put a blocked issue back in the queue."""
     s = state(ctx)
-    claims.unblock(s.queue(), number, actor=s.actor)
+    blocking.unblock(s.queue(), number, actor=s.actor)
     output.line(f"Unblocked issue #{number}")
 
 

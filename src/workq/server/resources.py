@@ -27,10 +27,10 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
         mime_type=JSON,
     )
     def ready() -> str:
-        from workq.services import claims
+        from workq.services import ready_queue
 
         try:
-            found = claims.ready(state.queue(), limit=READY_SHOWN)
+            found = ready_queue.ready(state.queue(), limit=READY_SHOWN)
         except WorkqError as exc:
             raise ResourceError(exc.describe()) from exc
         return _dump([issue.model_dump(mode="json") for issue in found])

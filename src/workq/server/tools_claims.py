@@ -98,19 +98,19 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Ready]:
         """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
         Does not claim it (issue_claim or issue_claim_next does)."""
-        from workq.services import claims
+        from workq.services import ready_queue
 
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
         found = await until_found(
             state,
-            lambda: claims.ready(state.queue(), wanted, holder=state.run_id) or None,
+            lambda: ready_queue.ready(state.queue(), wanted, holder=state.run_id) or None,
             wait_seconds or 0,
         )
         text = ready_text(found[0]) if found else NOTHING_READY
         issue = found[0] if found else None
         if not explain:
             return ok(text, Ready(issue=issue))
-        why = claims.explain(state.queue(), holder=state.run_id, limit=EXPLAINED)
+        why = ready_queue.explain(state.queue(), holder=state.run_id, limit=EXPLAINED)
         text += "\nNot ready:" if why else "\nEvery unfinished issue is ready."
         text += "".join(f"\n- #{n.number} {n.title}: {'; '.join(n.reasons)}" for n in why)
         return ok(text, Ready(issue=issue, not_ready=why))
@@ -199,10 +199,10 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, IssueSummary]:
         """Block an issue with a reason: releases the claim and keeps it out of issue_ready
         until unblocked."""
-        from workq.services import claims
+        from workq.services import blocking
 
         with worded(f"Could not block issue #{number}"):
-            blocked = claims.block(
+            blocked = blocking.block(
                 state.queue(),
                 number,
                 reason,
@@ -269,10 +269,10 @@ def register_recovery(reg: Registry) -> None:
     @reg.tool(writes(idempotent=True))
     def issue_unblock(number: Number) -> Annotated[CallToolResult, IssueSummary]:
         """Clear an issue's block so it can be ready again."""
-        from workq.services import claims
+        from workq.services import blocking
 
         with worded(f"Could not unblock issue #{number}"):
-            issue = claims.unblock(state.queue(), number, actor=state.run_id)
+            issue = blocking.unblock(state.queue(), number, actor=state.run_id)
         return ok(f"Unblocked issue #{number}", issue.summary())
 
     @reg.tool(writes(idempotent=False, destructive=True))

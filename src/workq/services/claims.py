@@ -1,4 +1,8 @@
-"""The hot path: ready, claim, claim_next, heartbeat, complete; and block, release, force.
+"""The claim lifecycle: claim, claim_next, heartbeat, complete, release, force; and who may
+act on a claim (the holder, its fence, an override).
+
+What is ready lives in ready_queue.py, PostgreSQL's one-statement claim_next in
+claim_statement.py, block and unblock in blocking.py.
 
 Every claim is a compare-and-set inside one write transaction (BEGIN IMMEDIATE on SQLite,
 row locks with SKIP LOCKED on PostgreSQL), so exactly one of N racing claimers wins.
@@ -8,40 +12,15 @@ Statements are built once at import; only their parameters change per call.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import (
-    ARRAY,
-    Connection,
-    Select,
-    String,
-    Text,
-    all_,
-    and_,
-    any_,
-    bindparam,
-    case,
-    cast,
-    exists,
-    func,
-    insert,
-    literal_column,
-    null,
-    or_,
-    select,
-    union_all,
-    update,
-)
-from sqlalchemy.sql.elements import ColumnClause
+from sqlalchemy import Connection, bindparam, or_, select, update
 
 from workq.db.engine import retry_lost_read
-from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
-from workq.db.tables import IssueRecord, events, github_outbox, issues, touches
-from workq.db.tables import labels as labels_t
+from workq.db.tables import IssueRecord, issues
 from workq.domain import fields, readiness
 from workq.domain.authority import Authority, as_authority
 from workq.errors import (
@@ -58,239 +37,26 @@ from workq.errors import (
 )
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
-    PAGE_MAX,
     Claim,
     ClaimedIssue,
     Completed,
     Issue,
-    IssueType,
-    NotReady,
-    Priority,
     ReadyFilter,
-    ReadyIssue,
     Status,
 )
-from workq.services import blockers, notes, outbox, plans, predicates, reservations
+from workq.services import (
+    blockers,
+    claim_statement,
+    notes,
+    outbox,
+    plans,
+    predicates,
+    ready_queue,
+    reservations,
+)
 from workq.services.context import Queue, load, record, to_issue
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
-
-
-_READY_COLUMNS = (
-    issues.c.id,
-    issues.c.number,
-    issues.c.title,
-    issues.c.description,
-    issues.c.priority,
-    issues.c.issue_type,
-    issues.c.agent,
-    issues.c.created_at,
-    issues.c.status,
-    issues.c.claimed_by,
-    issues.c.claimed_at,
-    issues.c.open_blockers,
-    issues.c.fence,
-    # Whether it declares paths (then a claim reserves them): the rare case that needs
-    # the live reservations read.
-    exists().where(touches.c.issue_id == issues.c.id).label("touching"),
-)
-
-
-class ReadyRow(NamedTuple):
-    id: str
-    number: int
-    title: str
-    description: str
-    priority: int
-    issue_type: str
-    agent: str
-    created_at: datetime
-    status: str
-    claimed_by: str | None
-    claimed_at: datetime | None
-    open_blockers: int
-    fence: int
-    touching: bool
-
-
-_ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
-# A filter's form: agent?, how many types included, excluded, labels, and the repository
-# condition (0 none, 1 this one, 2 any). Statements are compiled once per form.
-Shape = tuple[bool, int, int, int, int]
-_unblocked = predicates.unblocked
-
-
-def _filtered(stmt: Select[Any], shape: Shape, *, arrays: bool = False) -> Select[Any]:
-    """``stmt`` with the filter's conditions. ``arrays``: type lists as one array parameter
-    each (PostgreSQL), so the statement compiles once."""
-    has_agent, n_include, n_exclude, n_labels, has_repository = shape
-    if has_agent:
-        stmt = stmt.where(issues.c.agent == bindparam("agent"))
-    if has_repository == 1:
-        stmt = stmt.where(issues.c.repository == bindparam("repository"))
-    elif has_repository == 2:
-        stmt = stmt.where(issues.c.repository.is_not(None))
-    if n_include:
-        stmt = stmt.where(
-            issues.c.issue_type == any_(bindparam("include", type_=ARRAY(String)))
-            if arrays
-            else issues.c.issue_type.in_(bindparam("include", expanding=True))
-        )
-    if n_exclude:
-        stmt = stmt.where(
-            issues.c.issue_type != all_(bindparam("exclude", type_=ARRAY(String)))
-            if arrays
-            else issues.c.issue_type.not_in(bindparam("exclude", expanding=True))
-        )
-    for i in range(n_labels):
-        stmt = stmt.where(
-            exists().where(
-                labels_t.c.issue_id == issues.c.id, labels_t.c.name == bindparam(f"label{i}")
-            )
-        )
-    return stmt
-
-
-_statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]] = {}
-
-
-def _ready_statements(shape: Shape, lock: bool) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
-    """(open and unclaimed, claimed but lease expired), each in ready order."""
-    key = (*shape, lock)
-    cached = _statements.get(key)
-    if cached is None:
-        fresh: Select[Any] = select(*_READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
-        stale: Select[Any] = select(*_READY_COLUMNS).where(
-            predicates.claim_lapsed(bindparam("now")), _unblocked
-        )
-        fresh = _filtered(fresh, shape).order_by(*_ORDER).limit(bindparam("limit"))
-        stale = _filtered(stale, shape).order_by(*_ORDER).limit(bindparam("limit"))
-        if lock:
-            fresh = fresh.with_for_update(skip_locked=True)
-            stale = stale.with_for_update(skip_locked=True)
-        cached = _statements[key] = (Prepared(fresh, ReadyRow), Prepared(stale, ReadyRow))
-    return cached
-
-
-def _params(f: ReadyFilter | None) -> tuple[Shape, dict[str, Any]]:
-    if f is None:
-        return (False, 0, 0, 0, 0), {}
-    params: dict[str, Any] = {}
-    if f.agent:
-        params["agent"] = f.agent
-    if f.include_types:
-        params["include"] = [t.value for t in f.include_types]
-    if f.exclude_types:
-        params["exclude"] = [t.value for t in f.exclude_types]
-    for i, name in enumerate(f.labels or ()):
-        params[f"label{i}"] = name
-    if f.repository:
-        params["repository"] = f.repository
-    shape = (
-        bool(f.agent),
-        len(f.include_types or ()),
-        len(f.exclude_types or ()),
-        len(f.labels or ()),
-        1 if f.repository else 2 if f.in_a_repository else 0,
-    )
-    return shape, params
-
-
-def _ready_rows(
-    conn: Connection, f: ReadyFilter | None, limit: int, now: datetime, *, lock: bool = False
-) -> list[ReadyRow]:
-    shape, params = _params(f)
-    fresh, stale = _ready_statements(shape, lock and conn.dialect.name != "sqlite")
-    params.update(limit=limit, now=now)
-    if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
-        rows = [ReadyRow(*r) for r in conn.execute(fresh.stmt, params)]
-        rows.extend(ReadyRow(*r) for r in conn.execute(stale.stmt, params))
-    else:
-        rows = fresh.rows(conn, params)
-        rows.extend(stale.rows(conn, params))
-    rows.sort(key=lambda r: (r.priority, r.created_at, r.number))
-    return rows[:limit]
-
-
-def _claimable_rows(
-    q: Queue,
-    conn: Connection,
-    f: ReadyFilter | None,
-    limit: int,
-    now: datetime,
-    holder: str,
-    *,
-    lock: bool = False,
-) -> list[ReadyRow]:
-    """Up to ``limit`` ready rows in claim order that ``holder`` may claim: without those
-    whose paths another holder has reserved (unless reservations only warn)."""
-    gate = reservations.Gate(q, conn, now, writes=lock)
-    fetch = limit
-    while True:
-        rows = _ready_rows(conn, f, fetch, now, lock=lock)
-        kept = [
-            r for r in rows if not gate.enforce or not gate.blocking(r.id, bool(r.touching), holder)
-        ]
-        if len(kept) >= limit or len(rows) < fetch:
-            return kept[:limit]
-        fetch *= 8
-
-
-@retry_lost_read
-def ready(
-    q: Queue, f: ReadyFilter | None = None, *, limit: int = 1, holder: str = ""
-) -> list[ReadyIssue]:
-    """Ready issues in claim order: priority, then oldest, then number; without those whose
-    paths a holder other than ``holder`` has reserved."""
-    if not 1 <= limit <= PAGE_MAX:
-        raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
-    with q.db.read() as conn:
-        rows = _claimable_rows(q, conn, f, limit, q.now(), holder)
-    return [_ready_issue(r) for r in rows]
-
-
-@retry_lost_read
-def explain(q: Queue, *, holder: str = "", limit: int = PAGE_MAX) -> list[NotReady]:
-    """Why unfinished issues are not ready, in claim order (the first ``limit`` of them):
-    blocked, waiting on #N, claimed by X until T, paths reserved by Y."""
-    with q.db.read() as conn:
-        now = q.now()
-        gate = reservations.Gate(q, conn, now, writes=False)
-        rows = conn.execute(
-            select(issues).where(issues.c.status != DONE).order_by(*_ORDER).limit(limit)
-        )
-        found: list[NotReady] = []
-        for row in rows:
-            reasons: list[str] = []
-            if row.is_blocked:
-                reasons.append(f"blocked: {row.blocked_reason}")
-            waiting = blockers.waits_on(conn, row)
-            if waiting:
-                reasons.append("waiting on " + ", ".join(f"#{n}" for n in waiting))
-            if readiness.claim_live(row, now):
-                reasons.append(
-                    f"claimed by {row.claimed_by} until {row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}"
-                )
-            else:
-                taken = gate.blocking(row.id, True, holder)
-                if taken:
-                    note = "" if gate.enforce else " (warning only)"
-                    reasons.append(f"paths reserved by {reservations.describe(taken)}{note}")
-            if reasons:
-                found.append(NotReady(number=row.number, title=row.title, reasons=reasons))
-    return found
-
-
-def _ready_issue(r: ReadyRow | ChainRow) -> ReadyIssue:
-    return ReadyIssue(
-        number=r.number,
-        title=r.title,
-        description=r.description,
-        priority=Priority.from_rank(r.priority),
-        issue_type=IssueType(r.issue_type),
-        agent=r.agent,
-        created_at=r.created_at,
-    )
 
 
 _take = Prepared(
@@ -313,7 +79,7 @@ _take = Prepared(
 def _take_claim(
     q: Queue,
     conn: Connection,
-    row: ReadyRow | IssueRecord,
+    row: ready_queue.ReadyRow | IssueRecord,
     run_id: str,
     now: datetime,
     *,
@@ -479,7 +245,7 @@ def claim_next(
     gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
     if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
-        claimed = _claim_next_alone(q, run_id, f, gate)
+        claimed = claim_statement.claim_next_alone(q, run_id, f, gate)
         if claimed is not None or not _touching_ready(q, f):
             return claimed
         # The one statement leaves issues that declare paths alone: claim with the checks.
@@ -488,14 +254,16 @@ def claim_next(
         now = q.now()
         plans.refuse_while_planning(conn, gate, "claiming")
         while True:
-            rows = _claimable_rows(q, conn, f, 1, now, run_id, lock=True)
+            rows = ready_queue.claimable_rows(q, conn, f, 1, now, run_id, lock=True)
             if not rows:
                 return None
             if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
-                return _claimed(rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True))
+                return claim_statement.claimed(
+                    rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True)
+                )
             taken = _take_claim(q, conn, rows[0], run_id, now)
             if taken is not None:
-                return _claimed(rows[0], taken)
+                return claim_statement.claimed(rows[0], taken)
 
     return q.db.write(work)
 
@@ -503,290 +271,8 @@ def claim_next(
 def _touching_ready(q: Queue, f: ReadyFilter | None) -> bool:
     """Whether a ready issue declares paths (which _claim_next_alone does not claim)."""
     with q.db.read() as conn:
-        rows = _ready_rows(conn, f, 1, q.now())
+        rows = ready_queue.ready_rows(conn, f, 1, q.now())
     return any(r.touching for r in rows)
-
-
-# --- claim_next on PostgreSQL: one statement ---------------------------------------------
-#
-# The plan gate, both ready scans (SKIP LOCKED), the compare-and-set, the audit event and the
-# outbox row are one chain of CTEs, sent as a transaction of its own (autocommit): one round
-# trip, as the raw claim statement. Its writes commit together or not at all. If the
-# connection is lost under it, the claim is looked up by the mark it chose before sending:
-# its run id and the exact lease end it sent (see _SETTLED).
-# The scans carry only what the choice needs; the issue comes back from the UPDATE.
-
-
-class ChainRow(NamedTuple):
-    id: str
-    number: int
-    title: str
-    description: str
-    priority: int
-    issue_type: str
-    agent: str
-    created_at: datetime
-    previous: str | None
-    claimed_at: datetime
-    fence: int
-
-
-_PICK_COLUMNS = (
-    issues.c.id,
-    issues.c.priority,
-    issues.c.created_at,
-    issues.c.number,
-    issues.c.status,
-    issues.c.claimed_by,
-)
-_chains: dict[tuple[Any, ...], Prepared[ChainRow]] = {}
-
-
-def _sql(constant: str) -> ColumnClause[Any]:
-    return literal_column(constant)
-
-
-def _chain(shape: Shape, feed_outbox: bool) -> Prepared[ChainRow]:
-    key = (*shape, feed_outbox)
-    cached = _chains.get(key)
-    if cached is not None:
-        return cached
-    # Constants are written into the SQL, not bound: the planner then sees what a custom
-    # plan would, and keeps one generic plan for the prepared statement.
-    unblocked = predicates.unblocked
-    # The expired-lease scan: what the lease index finds (usually nothing), then sorted.
-    # Ordered as the ready index is, or with the time as a plain parameter, the prepared
-    # statement's generic plan walks every claimed issue in ready order testing its lease
-    # (a cost that grows with the number of claims), or PostgreSQL plans it anew each time.
-    by_lease = (issues.c.priority + _sql("0"), issues.c.created_at, issues.c.number)
-    scans = []
-    for name, where, order in (
-        ("fresh", (issues.c.status == _sql(f"'{OPEN}'"),), _ORDER),
-        (
-            "stale",
-            (predicates.claim_lapsed(select(bindparam("now")).scalar_subquery()),),
-            by_lease,
-        ),
-    ):
-        scan = select(*_PICK_COLUMNS).where(*where, unblocked)
-        scan = _filtered(scan, shape, arrays=True).order_by(*order).limit(_sql("1"))
-        scans.append(select(scan.with_for_update(skip_locked=True).cte(name)))
-    pick = union_all(*scans).order_by("priority", "created_at", "number").limit(_sql("1"))
-    chosen = pick.cte("pick")
-    taken = (
-        update(issues)
-        .where(
-            issues.c.id == chosen.c.id,
-            or_(issues.c.claimed_by.is_(None), issues.c.claimed_by == chosen.c.claimed_by),
-            ~exists().where(plans.planning),  # the plan gate
-            # An issue that declares paths is claimed with the reservation checks instead.
-            ~exists().where(touches.c.issue_id == chosen.c.id),
-        )
-        .values(
-            status=_sql(f"'{IN_PROGRESS}'"),
-            claimed_by=bindparam("run_id"),
-            # The holder's own expired claim is renewed: the claim keeps its start.
-            claimed_at=case(
-                (chosen.c.claimed_by == bindparam("run_id"), issues.c.claimed_at),
-                else_=bindparam("now"),
-            ),
-            lease_expires_at=bindparam("until"),
-            updated_at=bindparam("now"),
-            # Every claim the chain makes follows an open issue or a lapsed lease.
-            fence=issues.c.fence + _sql("1"),
-        )
-        .returning(
-            issues.c.id,
-            issues.c.number,
-            issues.c.title,
-            issues.c.description,
-            issues.c.priority,
-            issues.c.issue_type,
-            issues.c.agent,
-            issues.c.created_at,
-            chosen.c.claimed_by.label("previous"),
-            chosen.c.status.label("previous_status"),
-            issues.c.claimed_at,
-            issues.c.fence,
-        )
-        .cte("taken")
-    )
-    # A renewal (the holder's own claim) changes only the lease: no event, no outbox row.
-    changed = taken.c.previous.is_distinct_from(bindparam("run_id", type_=String))
-    kind = case((taken.c.previous.is_(None), _sql("'claimed'")), else_=_sql("'claim_takeover'"))
-    # As record() writes it: json.dumps(sort_keys=True) of the holder and status before.
-    before = case(
-        (taken.c.previous.is_(None), null()),
-        else_=func.concat(
-            _sql("""'{"claimed_by": '"""),
-            cast(func.to_json(taken.c.previous), Text),
-            _sql("""', "status": '"""),
-            cast(func.to_json(taken.c.previous_status), Text),
-            _sql("'}'"),
-        ),
-    )
-    event = (
-        insert(events)
-        .from_select(
-            ["issue_id", "number", "kind", "actor", "before", "after", "created_at"],
-            select(
-                taken.c.id,
-                taken.c.number,
-                kind,
-                bindparam("run_id", type_=String),
-                before,
-                bindparam("after", type_=Text),
-                bindparam("now", type_=UTCDateTime),
-            ).where(changed),
-        )
-        .returning(events.c.id)
-        .cte("event")
-    )
-    extra = [event]
-    if feed_outbox:
-        source = (
-            outbox.feed(taken.c.id, taken.c.number, kind, bindparam("now", type_=UTCDateTime))
-            .select_from(taken)
-            .where(changed)
-        )
-        extra.append(
-            outbox.upsert("postgresql", source).returning(github_outbox.c.issue_id).cte("queued")
-        )
-    result = select(
-        taken.c.id,
-        taken.c.number,
-        taken.c.title,
-        taken.c.description,
-        taken.c.priority,
-        taken.c.issue_type,
-        taken.c.agent,
-        taken.c.created_at,
-        taken.c.previous,
-        taken.c.claimed_at,
-        taken.c.fence,
-    ).add_cte(*extra)
-    cached = _chains[key] = Prepared(result, ChainRow)
-    return cached
-
-
-# A claim's mark: its holder and the exact lease end it sent (a renewal of the holder's own
-# expired claim keeps its claimed_at and writes no event, but sets the lease too).
-_SETTLED = (
-    select(
-        issues.c.id,
-        issues.c.number,
-        issues.c.title,
-        issues.c.description,
-        issues.c.priority,
-        issues.c.issue_type,
-        issues.c.agent,
-        issues.c.created_at,
-        issues.c.claimed_at,
-        issues.c.fence,
-        events.c.before,
-        events.c.id.label("event"),
-    )
-    .outerjoin(
-        events,
-        and_(
-            events.c.number == issues.c.number,
-            events.c.actor == bindparam("run_id"),
-            events.c.created_at == bindparam("now", type_=UTCDateTime),
-            events.c.kind.in_(("claimed", "claim_takeover")),
-        ),
-    )
-    .where(
-        issues.c.claimed_by == bindparam("run_id"),
-        issues.c.lease_expires_at == bindparam("until", type_=UTCDateTime),
-    )
-)
-
-
-def _claim_next_alone(
-    q: Queue, run_id: str, f: ReadyFilter | None, gate: Collection[str]
-) -> ClaimedIssue | None:
-    shape, filters = _params(f)
-    # With the outbox installed, its row is part of the chain (it writes nothing while no
-    # mirror is configured): the claim cannot commit without it.
-    chain = _chain(shape, outbox.hook_of(q) is not None)
-    sent: dict[str, Any] = {}
-
-    def run(conn: Connection) -> ClaimedIssue | None:
-        now = q.now()
-        until = q.lease_until(now)
-        after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
-        params = {
-            **filters,
-            **plans.gate_params(gate),
-            "run_id": run_id,
-            "now": now,
-            "until": until,
-            "after": json.dumps(after, sort_keys=True),
-        }
-        sent.update(now=now, until=until)
-        found = chain.rows(conn, params)
-        return _claim_of(found[0], run_id, now, until) if found else None
-
-    def settle(conn: Connection) -> ClaimedIssue | None:
-        params = {"run_id": run_id, "now": sent["now"], "until": sent["until"]}
-        row = conn.execute(_SETTLED, params).first()
-        if row is None:
-            return None
-        if row.event is None:  # no event: the renewal of its own expired claim
-            previous: str | None = run_id
-        else:
-            before = json.loads(row.before) if row.before else None
-            previous = before.get("claimed_by") if before else None
-        chained = ChainRow(*row[:8], previous, row.claimed_at, row.fence)
-        return _claim_of(chained, run_id, sent["now"], sent["until"])
-
-    claimed = q.db.write_alone(run, settle)
-    if claimed is None:
-        # Nothing claimed: nothing ready, or the gate closed the scans (then say why).
-        with q.db.read() as conn:
-            plans.refuse_while_planning(conn, gate, "claiming")
-    return claimed
-
-
-def _claim_of(row: ChainRow, run_id: str, now: datetime, until: datetime) -> ClaimedIssue:
-    if row.previous == run_id:  # its own expired claim: a renewal, as claim's
-        renewed = Claim(
-            number=row.number,
-            title=row.title,
-            claimed_by=run_id,
-            claimed_at=row.claimed_at,
-            lease_expires_at=until,
-            fence=row.fence,
-            already_held=True,
-        )
-        return _claimed(row, renewed)
-    taken = Claim(
-        number=row.number,
-        title=row.title,
-        claimed_by=run_id,
-        claimed_at=now,
-        lease_expires_at=until,
-        fence=row.fence,
-        previous_holder=row.previous,
-    )
-    return _claimed(row, taken)
-
-
-def _claimed(row: ReadyRow | ChainRow, taken: Claim) -> ClaimedIssue:
-    return ClaimedIssue(
-        number=row.number,
-        title=row.title,
-        description=row.description,
-        priority=Priority.from_rank(row.priority),
-        issue_type=IssueType(row.issue_type),
-        agent=row.agent,
-        claimed_by=taken.claimed_by,
-        claimed_at=taken.claimed_at,
-        lease_expires_at=taken.lease_expires_at,
-        fence=taken.fence,
-        previous_holder=taken.previous_holder,
-        already_held=taken.already_held,
-    )
 
 
 _renew = Prepared(
@@ -809,7 +295,7 @@ _renew_refenced = Prepared(
 )
 
 
-def _fenced(row: IssueRecord, fence: int | None, number: int) -> None:
+def check_fence(row: IssueRecord, fence: int | None, number: int) -> None:
     """StaleClaim unless ``fence`` (when given) is the token of the issue's latest claim."""
     if fence is None or fence == row.fence:
         return
@@ -833,7 +319,7 @@ def _fenced(row: IssueRecord, fence: int | None, number: int) -> None:
     )
 
 
-def _held(row: IssueRecord, by: Authority, number: int, action: str) -> str:
+def check_holder(row: IssueRecord, by: Authority, number: int, action: str) -> str:
     """The holder the caller acts as (or overrides), or NotHolder."""
     if row.claimed_by is None or row.status != IN_PROGRESS:
         raise NotHolder(
@@ -859,8 +345,8 @@ def _held(row: IssueRecord, by: Authority, number: int, action: str) -> str:
 def held_now(row: IssueRecord, by: Authority, number: int, now: datetime, action: str) -> str:
     """The holder (one ``by`` acts for) of the live claim on ``row``, or NotHolder (or
     StaleClaim, LeaseLapsed)."""
-    _fenced(row, by.fence, number)
-    holder = _held(row, by, number, action)
+    check_fence(row, by.fence, number)
+    holder = check_holder(row, by, number, action)
     if readiness.claim_lapsed(row, now):
         until = row.lease_expires_at
         at = f"at {until:%Y-%m-%d %H:%M:%SZ}" if until else "(it had no lease)"
@@ -966,12 +452,12 @@ def complete(
     def work(conn: Connection) -> Completed:
         plans.refuse_while_planning(conn, auth.plan_runs, "completing")
         row = load(conn, number, for_update=True)
-        _fenced(row, auth.fence, number)
+        check_fence(row, auth.fence, number)
         if row.status == DONE:
             return Completed(number=number, title=row.title, already_done=True)
         # An override may complete an issue nobody holds (an admin, GitHub closing it).
         unheld = auth.override is not None and row.claimed_by is None
-        holder = None if unheld else _held(row, auth, number, "complete")
+        holder = None if unheld else check_holder(row, auth, number, "complete")
         waiting = blockers.waits_on(conn, row)
         if waiting and auth.override is None:
             raise _still_waiting(number, waiting)
@@ -1028,8 +514,8 @@ def refuse_unless_held(
         row = load(conn, number)
     if row.status == DONE or (unclaimed_ok and row.claimed_by is None):
         return None
-    _fenced(row, by.fence, number)
-    holder = _held(row, by, number, action)
+    check_fence(row, by.fence, number)
+    holder = check_holder(row, by, number, action)
     return None if by.override is not None else holder
 
 
@@ -1051,83 +537,6 @@ def _still_waiting(number: int, waiting: list[int]) -> OpenBlockers:
         number=number,
         waits_on=waiting,
     )
-
-
-def block(
-    q: Queue,
-    number: int,
-    reason: str,
-    *,
-    by: Authority | Collection[str],
-    actor: str | None = None,
-) -> Issue:
-    """Record why, release any claim, keep it out of ready until unblocked.
-
-    An issue with a live claim of someone else's is refused unless ``by`` overrides (the
-    event then records ``forced`` and the reason); an unclaimed issue, or one whose lease
-    lapsed, anyone may block. With ``by``'s fence, a claim other than that one is refused
-    (StaleClaim).
-    """
-    auth = as_authority(by)
-    fields.number(number)
-    fields.fence(auth.fence)
-    why = fields.reason(reason)
-
-    def work(conn: Connection) -> Issue:
-        row = load(conn, number, for_update=True)
-        _fenced(row, auth.fence, number)
-        now = q.now()
-        if row.status == DONE:
-            raise NotClaimable(f"Issue #{number} is done; nothing to block", number=number)
-        overridden = readiness.claim_live(row, now) and row.claimed_by not in auth.run_ids
-        if overridden:
-            _held(row, auth, number, "block")
-        clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
-        record(
-            q,
-            conn,
-            kind="blocked",
-            issue_id=row.id,
-            number=number,
-            actor=actor or row.claimed_by,
-            now=now,
-            before={"claimed_by": row.claimed_by, "status": row.status},
-            # Blocking someone else's live claim (an admin's force) says so.
-            after={
-                "blocked_reason": why,
-                **({"forced": True, "override": auth.override} if overridden else {}),
-            },
-        )
-        return to_issue(load(conn, number))
-
-    return q.db.write(work)
-
-
-def unblock(q: Queue, number: int, *, actor: str | None = None) -> Issue:
-    fields.number(number)
-
-    def work(conn: Connection) -> Issue:
-        row = load(conn, number, for_update=True)
-        if row.is_blocked:
-            now = q.now()
-            conn.execute(
-                update(issues)
-                .where(issues.c.id == row.id)
-                .values(is_blocked=False, blocked_reason=None, updated_at=now)
-            )
-            record(
-                q,
-                conn,
-                kind="unblocked",
-                issue_id=row.id,
-                number=number,
-                actor=actor,
-                now=now,
-                before={"blocked_reason": row.blocked_reason},
-            )
-        return to_issue(load(conn, number))
-
-    return q.db.write(work)
 
 
 def release(
@@ -1152,8 +561,8 @@ def release(
 
     def work(conn: Connection) -> Issue:
         row = load(conn, number, for_update=True)
-        _fenced(row, auth.fence, number)
-        holder = _held(row, auth, number, "release")
+        check_fence(row, auth.fence, number)
+        holder = check_holder(row, auth, number, "release")
         now = q.now()
         clear_claim(conn, row.id, now=now)
         record(

@@ -33,7 +33,7 @@ from workq.schemas import (
     Status,
     WorkContext,
 )
-from workq.services import board, claims, plans, worktrees
+from workq.services import board, plans, ready_queue, worktrees
 from workq.services.context import Queue, load
 from workq.vcs import git
 
@@ -62,7 +62,7 @@ def gather(
 ) -> WorkContext:
     """The work context of ``run_id`` (whose claims are held as any of ``holders``), with
     the active issue taken from ``branch`` when it names one of the queue's issues."""
-    ready = claims.ready(q, limit=NEXT_UP, holder=run_id)
+    ready = ready_queue.ready(q, limit=NEXT_UP, holder=run_id)
     plan = plans.active_plan(q, run_id)
     found = _read(q, holders, branch, [r.number for r in ready], include_closed_recent)
     active, mine, labels, blocked, closed = found
