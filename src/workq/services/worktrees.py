@@ -304,10 +304,11 @@ def _discard(
     state: str = "removed",
     keep_branch: bool = False,
     actor: str | None = None,
+    override: str | None = None,
 ) -> bool:
     """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when the
     default branch already has all of its commits (unless ``keep_branch``). Whether the
-    branch was deleted."""
+    branch was deleted. ``override``: the reason an override gave, recorded."""
     root, path = Path(r.path), Path(w.path)
     if path.is_dir():
         known = {wt.path.resolve() for wt in git.worktrees(root)}
@@ -347,7 +348,11 @@ def _discard(
             number=w.number,
             actor=actor,
             now=now,
-            after={"path": w.path, "branch_deleted": deleted},
+            after={
+                "path": w.path,
+                "branch_deleted": deleted,
+                **({"override": override} if override else {}),
+            },
         )
 
     q.db.write(mark)
@@ -382,7 +387,7 @@ def remove(
             worktree_id=worktree_id,
             hint="finish the merge: agit_merge_worktree (workq merge N)",
         )
-    _discard(q, w, r, force=force, actor=actor)
+    _discard(q, w, r, force=force, actor=actor, override=by.override)
     with q.db.read() as conn:
         return _listed(by_id(conn, worktree_id))
 
