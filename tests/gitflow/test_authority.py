@@ -72,13 +72,16 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
 async def test_history_names_the_holder_a_git_step_acted_as(
     tmp_path: Path, settings: Settings
 ) -> None:
-    """A server claims as ``agent-b`` (its own run id is another): the commit and the merge
-    it makes are recorded under agent-b, the holder, not under the server's run id."""
+    """A server claims as ``agent-b`` (its own run id is another): the commit, the merge and
+    the worktree removal it makes are recorded under agent-b, the holder, not under the
+    server's run id."""
     repo = gated_repo(tmp_path / "app")
     q = open_queue(settings)
     repositories.add(q, "app", repo)
     n = issues.create(q, title="parse the input").number
     repositories.assign(q, n, "app")
+    m = issues.create(q, title="given up").number
+    repositories.assign(q, m, "app")
     q.db.dispose()
     own = {"toolsets": "default,git,agit", "run_id": "run-srv", "plans_dir": tmp_path / "plans"}
     async with Client(build_server(settings.model_copy(update=own))) as agent:
@@ -88,6 +91,10 @@ async def test_history_names_the_holder_a_git_step_acted_as(
         (work / "src" / "app.py").write_text("x = 2\n")
         await call_ok(agent, "commit_tdd_phase", phase="green", component="parser", issue_number=n)
         await call_ok(agent, "merge_to_main", issue_number=n)
+        dropped = await call_ok(agent, "issue_claim", number=m, run_id="agent-b", worktree=True)
+        assert dropped.structured_content is not None
+        wid = dropped.structured_content["worktree"]["worktree_id"]
+        await call_ok(agent, "agit_remove_worktree", repo="app", worktree_id=wid, force=True)
     q = open_queue(settings)
     try:
         actors = {e.kind: e.actor for e in notes.history(q, n)}
@@ -96,3 +103,9 @@ async def test_history_names_the_holder_a_git_step_acted_as(
     assert actors["tdd_committed"] == "agent-b"
     assert actors["completed"] == "agent-b"
     assert actors["worktree_merged"] == "agent-b"
+    q = open_queue(settings)
+    try:
+        (removed,) = [e for e in notes.history(q, m) if e.kind == "worktree_removed"]
+    finally:
+        q.db.dispose()
+    assert removed.actor == "agent-b"

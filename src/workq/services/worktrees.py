@@ -380,7 +380,8 @@ def remove(
         return _listed(w)
     if w.number is not None:
         with contextlib.suppress(NotFound):  # its issue deleted: nobody holds it
-            claims.refuse_unless_held(q, w.number, by, "remove the worktree of", unclaimed_ok=True)
+            action = "remove the worktree of"
+            actor = claims.refuse_unless_held(q, w.number, by, action, unclaimed_ok=True) or actor
     if w.state == "merging":
         raise Conflict(
             f"worktree {worktree_id} is being merged (or a merge of it was interrupted)",
