@@ -5,8 +5,6 @@ run id and its claims pass to whoever names it next. On SQLite and PostgreSQL.""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -16,11 +14,11 @@ from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, serve_argv, text
+from tests.torture.servers import RawServer
 from workq.config import Settings
 from workq.services import issues, run_ids
 from workq.services.runtime import open_queue
@@ -92,15 +90,13 @@ async def test_a_killed_servers_run_id_passes_to_the_next_server_at_once(
     q = open_queue(settings)
     issues.create(q, title="left behind")
     q.db.dispose()
+    killed = _raw(settings, tmp_path)
+    try:
+        killed.initialize()
+        assert "Claimed issue #1" in _text(killed.call("issue_claim", number=1, run_id=RUN))
+    finally:
+        killed.kill()
     with anyio.fail_after(120):
-        async with await anyio.open_process(
-            [sys.executable, *_argv(settings)], cwd=tmp_path, stderr=None
-        ) as killed:
-            rpc = _Lines(killed)
-            await rpc.initialize()
-            assert "Claimed issue #1" in await rpc.call("issue_claim", number=1, run_id=RUN)
-            killed.send_signal(signal.SIGKILL)
-            await killed.wait()
         async with serve(settings, tmp_path) as next_server:
             done = await call_ok(next_server, "issue_complete", number=1, run_id=RUN)
             assert text(done) == "Completed issue #1"
@@ -115,26 +111,24 @@ async def test_a_server_stopped_past_its_lease_finds_its_run_id_taken(
     q = open_queue(settings)
     issues.create(q, title="x")
     q.db.dispose()
-    env = {**os.environ, "WORKQ_LEASE_SECONDS": "5", "WORKQ_RUN_ID": "shared"}
-    with anyio.fail_after(120):
-        async with await anyio.open_process(
-            [sys.executable, *_argv(settings)], cwd=tmp_path, env=env, stderr=None
-        ) as server:
-            rpc = _Lines(server)
-            await rpc.initialize()
-            assert "Claimed issue #1" in await rpc.call("issue_claim", number=1)
-            server.send_signal(signal.SIGSTOP)
+    server = _raw(settings, tmp_path, WORKQ_LEASE_SECONDS="5", WORKQ_RUN_ID="shared")
+    try:
+        server.initialize()
+        assert "Claimed issue #1" in _text(server.call("issue_claim", number=1))
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            await anyio.sleep(6)  # past its lease: its hold on "shared" lapsed
+            q = open_queue(settings)
             try:
-                await anyio.sleep(6)  # past its lease: its hold on "shared" lapsed
-                q = open_queue(settings)
-                try:
-                    run_ids.bind(q, "shared", "elsewhere.example:1:other")
-                finally:
-                    q.db.dispose()
+                run_ids.bind(q, "shared", "elsewhere.example:1:other")
             finally:
-                server.send_signal(signal.SIGCONT)
-            answer = await rpc.call("issue_complete", number=1)
-            assert "RUN_ID_IN_USE" in answer, answer
+                q.db.dispose()
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        answer = _text(server.call("issue_complete", number=1))
+        assert "RUN_ID_IN_USE" in answer, answer
+    finally:
+        server.kill()
     q = open_queue(settings)
     try:
         assert issues.get(q, 1).status.value == "in_progress"
@@ -147,33 +141,11 @@ def _argv(settings: Settings) -> list[str]:
     return serve_argv(db=None if url else settings.db_path, url=url)
 
 
-class _Lines:
-    """JSON-RPC over a server process's stdin and stdout, one line each way."""
+def _raw(settings: Settings, where: Path, **env: str) -> RawServer:
+    """A server on plain pipes (its pid to signal), on the test's database."""
+    anchor = settings.db_path if not settings.database_url else where / "pg.db"
+    return RawServer(anchor, url=settings.database_url, **env)
 
-    def __init__(self, process: Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
-        self.stdin, self.stdout = process.stdin, process.stdout
-        self.buffer = b""
-        self.next_id = 1
 
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.stdin.send((json.dumps(message) + "\n").encode())
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        await self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        while True:
-            while b"\n" not in self.buffer:
-                self.buffer += await self.stdout.receive()
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            answer: dict[str, Any] = json.loads(line)
-            if answer.get("id") == self.next_id:
-                return answer
-
-    async def initialize(self) -> None:
-        await self.request("initialize", {})
-        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    async def call(self, tool: str, **arguments: Any) -> str:
-        answer = await self.request("tools/call", {"name": tool, "arguments": arguments})
-        return str(answer["result"]["content"][0]["text"])
+def _text(reply: dict[str, Any]) -> str:
+    return str(reply["result"]["content"][0]["text"])

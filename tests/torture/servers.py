@@ -25,9 +25,11 @@ START_TIMEOUT = 30.0
 PROTOCOL = "2025-06-18"
 
 
-def command(db: Path, *args: str) -> list[str]:
-    """``workq serve``, through the CLI's entry point."""
-    return [sys.executable, "-m", "workq.cli.main", "--db", str(db), "serve", *args]
+def command(db: Path, *args: str, url: str | None = None) -> list[str]:
+    """``workq serve``, through the CLI's entry point, on the SQLite file ``db`` (or on the
+    database at ``url``)."""
+    where = ["--database-url", url] if url else ["--db", str(db)]
+    return [sys.executable, "-m", "workq.cli.main", *where, "serve", *args]
 
 
 # The toolsets holding every tool these tests call (fewer than ``all``: each server
@@ -66,12 +68,13 @@ def code_of(result: CallToolResult) -> str | None:
 
 
 class RawServer:
-    """``workq serve`` on plain pipes: write any bytes, read whatever lines come back."""
+    """``workq serve`` on plain pipes: write any bytes, read whatever lines come back. Its
+    log and working folder are beside ``db`` (the database too, unless ``url`` names one)."""
 
-    def __init__(self, db: Path, *args: str, **env: str) -> None:
+    def __init__(self, db: Path, *args: str, url: str | None = None, **env: str) -> None:
         self.log = db.with_suffix(".raw.log").open("ab")
         self.process = subprocess.Popen(
-            command(db, *args),
+            command(db, *args, url=url),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -154,7 +157,9 @@ class RawServer:
 
     def _release(self) -> None:
         self.reader.join(timeout=START_TIMEOUT)
-        assert self.process.stdout is not None
+        assert self.process.stdin is not None and self.process.stdout is not None
+        with suppress(BrokenPipeError):
+            self.process.stdin.close()
         self.process.stdout.close()
         self.log.close()
 

@@ -137,16 +137,18 @@ class ServerState:
     def _bind(self, run_id: str) -> None:
         """Bind ``run_id`` to this server (services/run_ids.py), unless it was bound within
         the last half lease: the renewal keeps it bound while the server runs."""
-        now = time.monotonic()
         with self._lock:
-            if self._bound.get(run_id, 0.0) > now:
+            if self._bound.get(run_id, 0.0) > time.monotonic():
                 return
+        self._bind_on(self.queue(), run_id)
+
+    def _bind_on(self, queue: Queue, run_id: str) -> None:
         from workq.services import run_ids
 
-        queue = self.queue()
+        started = time.monotonic()
         run_ids.bind(queue, run_id, self.server)
         with self._lock:
-            self._bound[run_id] = now + queue.lease_seconds / 2
+            self._bound[run_id] = started + queue.lease_seconds / 2
 
     # -- waiting calls ----------------------------------------------------------------
 
@@ -274,16 +276,10 @@ class ServerState:
     def _bind_own(self, queue: Queue) -> None:
         """Bind this server's run id as it starts (calls under it then write nothing more);
         if another live server acts under it, calls under it are refused until that ends."""
-        from workq.services import run_ids
-
-        started = time.monotonic()
         try:
-            run_ids.bind(queue, self.own.run_id, self.server)
+            self._bind_on(queue, self.own.run_id)
         except WorkqError as exc:
             log.warning("workq: %s", exc.describe())
-        else:
-            with self._lock:
-                self._bound[self.own.run_id] = started + queue.lease_seconds / 2
 
     def _renew_loop(self, queue: Queue) -> None:
         from workq.services.claims import renew_leases

@@ -17,8 +17,6 @@ merged: only the cleanup is left.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,8 +30,8 @@ from workq.db.tables import issues, repositories, worktrees
 from workq.domain.authority import Authority
 from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorkqError, WorktreeDirty
 from workq.schemas import MergeResult
-from workq.services import claims
-from workq.services.context import Queue, new_id, record
+from workq.services import claims, processes
+from workq.services.context import Queue, record
 from workq.services.gates import MergeCandidate, merge_gate
 from workq.services.repositories import row as repository_row
 from workq.services.worktrees import _discard, by_id
@@ -70,10 +68,6 @@ GATES: list[Gate] = [holder_gate, blockers_gate, merge_gate]
 # would do, or one squashed commit.
 Strategy = Literal["no-ff", "squash"]
 STRATEGIES: tuple[Strategy, ...] = ("no-ff", "squash")
-
-
-def _holder() -> str:
-    return f"{socket.gethostname()[:60]}:{os.getpid()}:{new_id()[:8]}"
 
 
 def _try_lease(q: Queue, repo: str, holder: str, seconds: int) -> bool:
@@ -148,7 +142,7 @@ def merge_lease(
     if repo is None:
         yield
         return
-    holder = _holder()
+    holder = processes.token()
     deadline = time.monotonic() + wait_seconds
     pause = 0.02
     while not _try_lease(q, repo, holder, lease_seconds):
