@@ -157,7 +157,7 @@ async def main(calls: int, spawns: int) -> None:
         folder = Path(tmp)
         bare = bare_params(folder)
         db = folder / "bench.db"
-        warmup = 50
+        warmup = min(50, calls)
         fill(db, calls + warmup + 10)
         workq = workq_params(db)
 

@@ -10,6 +10,7 @@ where migrating costs tens. The migrations themselves are tested in tests/db.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
@@ -20,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import ProgrammingError
 
 from workq.config import Settings
@@ -93,15 +94,27 @@ def pg_admin_url() -> str | None:
     return PG_URL
 
 
+@functools.cache
+def _admin(base_url: str) -> Engine:
+    """One engine per test process for creating and dropping databases: its connection is
+    kept between tests (a new one costs a connection start and password exchange)."""
+    return create_engine(base_url, isolation_level="AUTOCOMMIT", pool_size=1, pool_pre_ping=True)
+
+
+def _copy_strategy(conn: Connection) -> str:
+    # FILE_COPY copies the template's few megabytes of files where the default (WAL_LOG,
+    # PostgreSQL 15 and later) writes them through the WAL: ~30% less per test database.
+    version = conn.execute(text("SHOW server_version_num")).scalar_one()
+    return " STRATEGY = FILE_COPY" if int(version) >= 150000 else ""
+
+
 def fresh_pg_database(base_url: str, *, template: str | None = None) -> str:
     """A new database on the test server, empty or a copy of ``template`` (a database
     name); returns its URL."""
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    copy = f' TEMPLATE "{template}"' if template else ""
-    with admin.connect() as conn:
+    with _admin(base_url).connect() as conn:
+        copy = f' TEMPLATE "{template}"{_copy_strategy(conn)}' if template else ""
         conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
-    admin.dispose()
     return base_url.rsplit("/", 1)[0] + f"/{name}"
 
 
@@ -136,22 +149,18 @@ def pg_template() -> Iterator[str | None]:
 
 def drop_pg_database(base_url: str, url: str) -> None:
     name = url.rsplit("/", 1)[1]
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
     drop = text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    try:
-        with admin.connect() as conn:
-            # FORCE cannot end an autovacuum worker (not ours): wait for it to finish.
-            for _ in range(100):
-                try:
-                    conn.execute(drop)
-                    return
-                except ProgrammingError as exc:
-                    if "must be a member of the role" not in str(exc):
-                        raise
-                    time.sleep(0.1)
-            conn.execute(drop)
-    finally:
-        admin.dispose()
+    with _admin(base_url).connect() as conn:
+        # FORCE cannot end an autovacuum worker (not ours): wait for it to finish.
+        for _ in range(100):
+            try:
+                conn.execute(drop)
+                return
+            except ProgrammingError as exc:
+                if "must be a member of the role" not in str(exc):
+                    raise
+                time.sleep(0.1)
+        conn.execute(drop)
 
 
 @contextmanager

@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # The smallest arguments each script accepts; a script missing here fails the test below.
 TOY: dict[str, tuple[str, ...]] = {
     "bench_agit.py": ("--files", "100", "--sizes", "1"),
-    "bench_board.py": ("--issues", "1000", "--rounds", "2"),
-    "bench_context.py": ("--issues", "300", "--rounds", "3"),
-    "bench_core.py": ("--sizes", "1000", "--claims", "50", "--samples", "50"),
+    "bench_board.py": ("--issues", "200", "--rounds", "2"),
+    "bench_context.py": ("--issues", "100", "--rounds", "2"),
+    "bench_core.py": ("--sizes", "200", "--claims", "20", "--samples", "20"),
     "bench_docs_search.py": ("--docs", "30", "--rounds", "2", "--cold", "1"),
-    "bench_mcp.py": ("--calls", "20", "--spawns", "1"),
+    "bench_mcp.py": ("--calls", "10", "--spawns", "1"),
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
-    "bench_transfer.py": ("--issues", "1000"),
+    "bench_transfer.py": ("--issues", "200"),
     "bench_wait.py": ("--waiters", "1", "--rounds", "1", "--idle-seconds", "0.5"),
 }
 # Scripts that need a PostgreSQL server of their own (WORKQ_TEST_PG_URL).

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from workq.config import Settings
 from workq.errors import InvalidInput, WorkqError
@@ -13,6 +16,22 @@ from workq.services.preflight import check_storage, describe_database
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+
+
+@contextmanager
+def _starting() -> Iterator[None]:
+    """The collector paused while the server starts, then what the start built frozen.
+    Importing the SDK and building the tools makes a few hundred thousand objects that live
+    as long as the server: collections during the start find nothing to free (about 15% of
+    its CPU), and frozen, later collections no longer walk them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def log_to_stderr() -> None:
@@ -61,14 +80,15 @@ def serve(
         )
     host = DEFAULT_HOST if host is None else host
     port = DEFAULT_PORT if port is None else port
-    from workq.server import http
-    from workq.server.app import build_server
+    with _starting():
+        from workq.server import http
+        from workq.server.app import build_server
 
-    if kind == "http":
-        http.check_bind(host, settings.token)
-    check_storage(settings)
-    server = build_server(settings, migrate=migrate)
-    github = _check_github(server.state, settings, migrate) + _check_git(settings)
+        if kind == "http":
+            http.check_bind(host, settings.token)
+        check_storage(settings)
+        server = build_server(settings, migrate=migrate)
+        github = _check_github(server.state, settings, migrate) + _check_git(settings)
     endpoint = "stdio" if kind == "stdio" else f"http://{host}:{port}/mcp"
     # stderr: in the server process stdout carries the protocol and nothing else.
     database = describe_database(settings)
