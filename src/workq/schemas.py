@@ -667,3 +667,6 @@ class MergedToMain(_Model):
     commit_hash: str
     issue_number: int
     branch_deleted: bool
+    already_merged: bool = Field(
+        default=False, description="Merged by an earlier call: nothing was done now"
+    )

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.gaterepo import gated_repo
+from tests.gates.gaterepo import GATES_TOML, PY, gated_repo
 from tests.workspaces.gitrepo import log, make_repo
+from workq.domain.authority import Authority
 from workq.errors import (
     AlreadyClaimed,
     BranchExists,
@@ -364,6 +365,29 @@ def test_the_loop_in_a_worktree(queue: Queue, repo: Path) -> None:
     assert not where.exists()
     assert issues.get(queue, number).status == Status.DONE
     assert (repo / "src" / "app.py").read_text() == "x = 10\n"
+    # The answer was lost: the same call again says where it landed and changes nothing.
+    head = git.head(repo, "main")
+    rerun = gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME, number=number)
+    assert rerun.already_merged and not done.already_merged
+    assert (rerun.merged_branch, rerun.target_branch) == (done.merged_branch, "main")
+    assert rerun.commit_hash == done.commit_hash == head and rerun.branch_deleted
+    assert git.head(repo, "main") == head
+
+
+def test_merge_to_main_run_again_says_it_merged_and_where(queue: Queue, repo: Path) -> None:
+    number = _start(queue, repo)
+    _commit(queue, repo, "red", {"tests/test_parse.py": "def test(): pass\n"})
+    done = gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME, number=number)
+    events = len(notes.history(queue, number))
+    again = gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME, number=number)
+    assert again == done.model_copy(update={"already_merged": True})
+    assert git.head(repo, "main") == done.commit_hash
+    assert len(notes.history(queue, number)) == events  # nothing recorded, nothing moved
+    # An issue that is done without a merge has no landing to report.
+    other = issues.create(queue, title="done by hand").number
+    claims.complete(queue, other, Authority.overriding("admin"))
+    with pytest.raises(Conflict, match=f"Issue #{other} has no branch"):
+        gitflow.merge_to_main(queue, repo, holders={ME}, number=other)
 
 
 def test_comment_with_the_seed_prefix(queue: Queue) -> None:
@@ -410,6 +434,32 @@ def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
         gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert git.head(repo, "main") == main and git.current_branch(repo) == branch
+    assert issues.get(queue, number).status == Status.IN_PROGRESS
+
+
+def test_a_conflict_is_refused_before_any_gate_runs(queue: Queue, tmp_path: Path) -> None:
+    marker = tmp_path / "gates-ran"
+    toml = GATES_TOML.replace(
+        f'command = [{PY}, "checks/tests.py"]',
+        f'command = [{PY}, "-c", "open({str(marker)!r}, \'w\')"]',
+    )
+    assert toml != GATES_TOML
+    repo = gated_repo(tmp_path / "gated", toml=toml)
+    queue.tests_gate = "evidence"
+    number = _start(queue, repo)
+    branch = git.current_branch(repo)
+    assert branch is not None
+    _commit(queue, repo, "green", {"src/app.py": "x = 'ours'\n"})
+    git.switch(repo, "main")
+    _write(repo, {"src/app.py": "x = 'theirs'\n"})
+    git.stage_all(repo)
+    main = git.commit(repo, "a conflicting change on main")
+    git.switch(repo, branch)
+    with pytest.raises(MergeConflict) as caught:
+        gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    assert caught.value.facts["conflicting_files"] == ["src/app.py"]
+    assert not marker.exists()  # no gate ran
+    assert git.head(repo, "main") == main
     assert issues.get(queue, number).status == Status.IN_PROGRESS
 
 

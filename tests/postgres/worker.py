@@ -21,12 +21,12 @@ from workq.services import blocking, claims, dependencies, issues, notes
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
-MIXED_STEPS = 150
+MIXED_STEPS = 100
 MIXED_ACTIONS = (
     *("create", "claim", "claim", "complete", "depend", "depend", "undepend", "block"),
     *("unblock", "comment", "release", "reopen", "delete"),
 )
-GRAPH_STEPS = 300
+GRAPH_STEPS = 200
 HOT = 8
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mcp.types import Tool
 
 from tests.server.conftest import error_of, stdio_server, text
-from tests.workspaces.gitrepo import commit, make_repo
+from tests.workspaces.gitrepo import commit, make_repo, repository_state
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.services import blocking, claims, dependencies, issues, repositories, workspaces
@@ -186,26 +186,6 @@ def snapshot(db: Path, repo: Path) -> dict[str, list[Any]]:
     )
     state["repository"] = repository_state(repo)
     return state
-
-
-def _unseen(path: Path) -> bool:
-    return any(
-        part in (".git", "__pycache__") or (part.startswith(".") and part.endswith("_cache"))
-        for part in path.parts
-    )
-
-
-def repository_state(repo: Path) -> list[tuple[str, bytes]]:
-    """The repository's refs, the worktrees git knows (each one's HEAD) and every file of
-    every checkout, read from disk: no git process (this runs twice per call). Left out:
-    the index, which read-only git commands may refresh, and the caches the quality gates'
-    tools leave in a checkout (.pytest_cache, __pycache__: git ignores them too)."""
-    git_dir = repo / ".git"
-    kept = [git_dir / "HEAD", git_dir / "packed-refs"]
-    kept += [p for p in (git_dir / "refs").rglob("*") if p.is_file()]
-    kept += list((git_dir / "worktrees").glob("*/HEAD"))
-    kept += [p for p in repo.rglob("*") if p.is_file() and not _unseen(p.relative_to(repo))]
-    return sorted((str(p.relative_to(repo)), p.read_bytes()) for p in kept if p.is_file())
 
 
 def stored_text_problems(db: Path) -> list[str]:

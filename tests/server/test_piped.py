@@ -18,7 +18,7 @@ from workq.server.registry import Catalog, Registry
 from workq.server.state import ServerState
 from workq.server.toolsets import TOOLSETS, register
 
-FRESH_SERVERS = 5
+FRESH_SERVERS = 3
 
 
 def request(number: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def test_a_request_before_initialize_says_what_is_missing(db: Path) -> None:
 
 @pytest.mark.slow
 def test_closing_stdin_answers_every_request_already_read(db: Path) -> None:
-    """Five fresh servers in a row, each cold: every call answered, in arrival order."""
+    """Fresh servers in a row, each cold: every call answered, in arrival order."""
     for run in range(1, FRESH_SERVERS + 1):
         answers, done = pipe(
             db.with_name(f"run{run}.db"),

@@ -74,7 +74,7 @@ from hypothesis.stateful import (
 from sqlalchemy import inspect, select, text
 
 from tests.conftest import ENGINES, FakeClock, database
-from tests.workspaces.gitrepo import make_repo
+from tests.workspaces.gitrepo import make_repo, repository_state
 from workq.db.tables import dependencies as dependencies_t
 from workq.db.tables import issues as issues_t
 from workq.domain.authority import Authority
@@ -134,19 +134,6 @@ def _overlap(a: str, b: str) -> bool:
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-
-
-def repository_state(repo: Path) -> list[tuple[str, bytes]]:
-    """The repository's refs, the worktrees git knows (each one's HEAD) and every file of
-    every checkout (the worktrees are in the repository's .worktrees folder), read from
-    disk: as tests/server/test_fuzz.py's, without its imports. Left out: the index, which
-    read-only git commands may refresh."""
-    git_dir = repo / ".git"
-    kept = [git_dir / "HEAD", git_dir / "packed-refs"]
-    kept += [p for p in (git_dir / "refs").rglob("*") if p.is_file()]
-    kept += list((git_dir / "worktrees").glob("*/HEAD"))
-    kept += [p for p in repo.rglob("*") if p.is_file() and ".git" not in p.relative_to(repo).parts]
-    return sorted((str(p.relative_to(repo)), p.read_bytes()) for p in kept if p.is_file())
 
 
 @dataclass

@@ -3,11 +3,14 @@ against real git repositories in tmp_path (SQLite, and PostgreSQL when configure
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from tests.conftest import FakeClock
 from tests.workspaces.gitrepo import commit, log, make_repo
@@ -329,6 +332,34 @@ def test_merges_wait_for_the_lease_and_a_dead_holders_lease_expires(
         merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0.2)
     clock.advance(61)
     assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
+
+
+def test_a_lease_held_by_a_gone_process_of_this_host_is_taken_at_once(queue: Queue, repo: Path):
+    """A merger killed mid-merge leaves its lease to run out; a process of this host that
+    is gone holds nothing, so the next merge takes the lease at once and says so."""
+    repositories.add(queue, "app", repo)
+    _n, path, wid = _spawned(queue, "stranded")
+    commit(path, {"x.txt": "x"})
+    dead = subprocess.Popen(["true"])  # a pid of this host, no longer running
+    dead.wait()
+    gone = f"{socket.gethostname()[:60]}:{dead.pid}:0badc0de"
+    alive = f"{socket.gethostname()[:60]}:{os.getpid()}:0badc0de"
+    elsewhere = f"another-host:{dead.pid}:0badc0de"
+    for holder in (alive, elsewhere):  # alive, or unknowable: the lease is waited out
+        assert merges._try_lease(queue, "app", holder, 600)
+        with pytest.raises(MergeBusy):
+            merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0.1)
+        merges._release_lease(queue, "app", holder)
+    assert merges._try_lease(queue, "app", gone, 600)
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0).merged
+    assert merges.holder_of(queue, "app")[0] is None  # released after the merge
+    with queue.db.read() as conn:
+        taken = conn.execute(
+            text("SELECT actor, before, after FROM events WHERE kind = 'merge_lease_taken_over'")
+        ).all()
+    assert len(taken) == 1
+    assert json.loads(taken[0].before) == {"repository": "app", "holder": gone}
+    assert json.loads(taken[0].after)["holder"] == taken[0].actor != gone
 
 
 def test_crash_after_the_ref_moved_then_rerun_finishes_once(queue: Queue, repo: Path):

@@ -63,12 +63,14 @@ def _filter(
     include: list[IssueType] | None,
     exclude: list[IssueType] | None,
     label: list[str] | None,
+    repo: str | None = None,
 ) -> ReadyFilter:
     return ReadyFilter(
         agent=agent,
         include_types=include or None,
         exclude_types=exclude or None,
         labels=label or None,
+        repository=repo,
     )
 
 
@@ -76,6 +78,7 @@ Agent = Annotated[str | None, typer.Option(help="Only issues for this agent.")]
 Include = Annotated[list[IssueType] | None, typer.Option("--type", help="Only these types.")]
 Exclude = Annotated[list[IssueType] | None, typer.Option("--not-type", help="Not these types.")]
 Label = Annotated[list[str] | None, typer.Option("--label", help="Must carry all of these.")]
+Repo = Annotated[str | None, typer.Option("--repo", help="Only issues of this repository.")]
 
 
 def ready(
@@ -84,6 +87,7 @@ def ready(
     include: Include = None,
     exclude: Exclude = None,
     label: Label = None,
+    repo: Repo = None,
     limit: Annotated[int, typer.Option(min=1, max=200)] = 10,
     wait: Wait = 0,
     explain: Annotated[
@@ -95,12 +99,13 @@ def ready(
     """Show the issues that would be claimed next, in order (without those whose paths
     a run other than --run-id has reserved)."""
     s = state(ctx)
-    q, wanted, holder = s.queue(), _filter(agent, include, exclude, label), _run_id(s, run_id)
+    q, holder = s.queue(), _run_id(s, run_id)
+    wanted = _filter(agent, include, exclude, label, repo)
     found = waiting.until_found(
         q, lambda: ready_queue.ready(q, wanted, limit=limit, holder=holder) or None, wait
     )
     found = found or []
-    blocked = ready_queue.explain(q, holder=holder) if explain else []
+    blocked = ready_queue.explain(q, wanted, holder=holder) if explain else []
     if json_ and explain:
         output.emit_json(
             {

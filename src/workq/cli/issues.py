@@ -76,6 +76,9 @@ def create(
         list[str] | None, typer.Option("--criterion", help="An acceptance criterion; repeatable.")
     ] = None,
     notes_: Annotated[str | None, typer.Option("--notes", help="Technical notes.")] = None,
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="The registered repository it belongs to.")
+    ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Create an issue."""
@@ -89,6 +92,7 @@ def create(
         agent=agent,
         labels=label or (),
         touches=touch or (),
+        repository=repo,
         actor=s.actor,
         context=context,
         acceptance_criteria=criterion,
@@ -190,9 +194,14 @@ def update(
     clear_touches: Annotated[
         bool, typer.Option("--clear-touches", help="It declares no paths any more.")
     ] = False,
+    repo: Annotated[
+        str | None,
+        typer.Option("--repo", help="The registered repository it belongs to from now on."),
+    ] = None,
     json_: JsonFlag = False,
 ) -> None:
-    """Change an issue's title, description, priority, type, agent, labels or touches."""
+    """Change an issue's title, description, priority, type, agent, labels, touches or
+    repository."""
     s = state(ctx)
     issue = issues.update_issue(
         s.queue(),
@@ -205,6 +214,7 @@ def update(
         add_labels=add_label or (),
         remove_labels=remove_label or (),
         touches=[] if clear_touches else (touch or None),
+        repository=repo,
         actor=s.actor,
     )
     if json_:

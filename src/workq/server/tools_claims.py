@@ -29,6 +29,7 @@ from workq.server.params import (
     Labels,
     Number,
     Reason,
+    Repo,
     RunId,
     Types,
     WaitSeconds,
@@ -54,7 +55,6 @@ def _waiting(number: int, waits_on: Sequence[int]) -> str:
 
 CLAIM_REFUSED = "Could not claim issue #{} (already claimed or blocked)"
 
-Repo = Annotated[str, Field(min_length=1, max_length=64, description="Its repository")]
 WithWorktree = Annotated[bool | None, Field(strict=True, description="Make its git worktree")]
 
 
@@ -110,7 +110,7 @@ def register_core(reg: Registry) -> None:
         issue = found[0] if found else None
         if not explain:
             return ok(text, Ready(issue=issue))
-        why = ready_queue.explain(state.queue(), holder=state.run_id, limit=EXPLAINED)
+        why = ready_queue.explain(state.queue(), wanted, holder=state.run_id, limit=EXPLAINED)
         text += "\nNot ready:" if why else "\nEvery unfinished issue is ready."
         text += "".join(f"\n- #{n.number} {n.title}: {'; '.join(n.reasons)}" for n in why)
         return ok(text, Ready(issue=issue, not_ready=why))

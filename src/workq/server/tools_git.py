@@ -159,8 +159,9 @@ def register(reg: Registry) -> None:
             number=issue_number,
             lease_seconds=state.settings.merge_lease_seconds,
         )
+        said = "Already merged" if done.already_merged else "Merged"
         return ok(
-            f"Merged {done.merged_branch} into {done.target_branch} at {done.commit_hash[:12]}; "
+            f"{said} {done.merged_branch} into {done.target_branch} at {done.commit_hash[:12]}; "
             f"issue #{done.issue_number} done",
             done,
         )

@@ -18,6 +18,7 @@ from workq.server.params import (
     Limit,
     Number,
     PriorityName,
+    Repo,
     StatusName,
     Title,
     Touches,
@@ -48,6 +49,7 @@ def register(reg: Registry) -> None:
         context: Annotated[Notes | None, Field(description="Background")] = None,
         acceptance_criteria: Criteria | None = None,
         technical_notes: Notes | None = None,
+        repository: Repo | None = None,
     ) -> Annotated[CallToolResult, IssueSummary]:
         """Create an issue. With context, acceptance_criteria or technical_notes the
         description follows the template Summary / Context / Acceptance Criteria /
@@ -68,6 +70,7 @@ def register(reg: Registry) -> None:
                 context=context,
                 acceptance_criteria=acceptance_criteria,
                 technical_notes=technical_notes,
+                repository=repository,
             )
         text = f"Created issue #{created.number}: {created.title} (agent: {created.agent})"
         return ok(text, created.summary())
@@ -144,6 +147,7 @@ def register(reg: Registry) -> None:
         add_labels: Labels | None = None,
         remove_labels: Labels | None = None,
         touches: Touches | None = None,
+        repository: Repo | None = None,
     ) -> Annotated[CallToolResult, IssueSummary]:
         """Change an issue's fields; omitted fields stay as they are (touches: the whole
         list, [] clears it)."""
@@ -161,6 +165,7 @@ def register(reg: Registry) -> None:
                 add_labels=add_labels or (),
                 remove_labels=remove_labels or (),
                 touches=touches,
+                repository=repository,
                 actor=state.run_id,
             )
         return ok(f"Updated issue #{number}", updated.summary())

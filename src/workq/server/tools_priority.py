@@ -151,6 +151,12 @@ def issue_url(number: int, mirrored: str | None) -> str:
     return mirrored or f"workq://issues/{number}"
 
 
+def _registered(repository: str | None) -> str | None:
+    """A repository this queue registered, by name; None for seed 000's 'owner/repo' (the
+    queue is this server's database, whichever GitHub repository it names)."""
+    return None if repository is None or "/" in repository else repository
+
+
 def register(reg: Registry) -> None:
     state = reg.state
 
@@ -163,7 +169,14 @@ def register(reg: Registry) -> None:
         context: Notes | None = None,
         acceptanceCriteria: Criteria | None = None,
         technicalNotes: Notes | None = None,
-        repository: Repository = None,
+        repository: Annotated[
+            str | None,
+            Field(
+                max_length=140,
+                description="A registered repository's name (seed 000's 'owner/repo' is "
+                "accepted and names no repository)",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, IssueCreated]:
         """Create an issue with a priority and a type (seed 000). With context,
         acceptanceCriteria or technicalNotes the body follows the template Summary /
@@ -174,6 +187,7 @@ def register(reg: Registry) -> None:
         with worded("Could not create issue"):
             created = issues.create(
                 state.queue(),
+                repository=_registered(repository),
                 title=title,
                 description=body,
                 priority=Priority.URGENT if priority == "critical" else priority,

@@ -440,6 +440,18 @@ def merge_to_main(
             field="merge_strategy",
         )
     chosen: merges.Strategy = "squash" if strategy == "squash" else "no-ff"
+    if number is not None:
+        fields.number(number)
+        landed = merges.landing_of(q, number)
+        if landed is not None:  # merged already: a rerun after a lost answer
+            return MergedToMain(
+                merged_branch=landed.branch,
+                target_branch=landed.into or "",
+                commit_hash=landed.commit or "",
+                issue_number=number,
+                branch_deleted=_branch_gone(q, number, landed.branch),
+                already_merged=True,
+            )
     work = locate(q, where, holders, number)
     if work.number is None:
         raise Conflict(
@@ -476,6 +488,16 @@ def merge_to_main(
     )
 
 
+def _branch_gone(q: Queue, number: int, branch: str) -> bool:
+    issue = issues.get(q, number)
+    if issue.repository is None:
+        link = checkouts.of_issue(q, number)
+        root = Path(link.checkout) if link is not None else None
+    else:
+        root = Path(repositories.get(q, issue.repository).path)
+    return root is None or git.branch_tip(root, branch) is None
+
+
 def _merge_checkout(
     q: Queue,
     work: Work,
@@ -508,6 +530,7 @@ def _merge_checkout(
 
     tip, main = git.branch_tip(work.root, work.branch), git.branch_tip(work.root, work.into)
     if tip is not None and main is not None and not git.is_ancestor(work.root, tip, main):
+        merges.refuse_conflicts(work.root, main, tip, work.branch)
         gates(tip, None)  # before the lease: gates may take minutes; asked again under it
     with merges.merge_lease(q, work.repo, lease_seconds=lease_seconds):
         head, already = merges.land(

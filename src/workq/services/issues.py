@@ -27,7 +27,7 @@ from workq.schemas import (
     Priority,
     Status,
 )
-from workq.services import blockers, worktrees
+from workq.services import blockers, repositories, worktrees
 from workq.services.context import Queue, load, new_id, record, to_issue
 
 COUNTER = "issue_number"
@@ -178,9 +178,12 @@ def create(
     context: str | None = None,
     acceptance_criteria: Sequence[str] | None = None,
     technical_notes: str | None = None,
+    repository: str | None = None,
 ) -> Issue:
     """Create an issue. With ``context``, ``acceptance_criteria`` or ``technical_notes`` the
-    description follows the issue template (:func:`format_description`)."""
+    description follows the issue template (:func:`format_description`); with
+    ``repository`` it belongs to that registered repository from the start (NOT_FOUND, and
+    nothing created, for a name no repository has)."""
     checked_title = fields.title(title)
     checked_description = fields.description(
         format_description(
@@ -196,8 +199,12 @@ def create(
     owner = fields.agent(agent) if agent else DEFAULT_AGENT
     names = fields.labels(labels)
     paths = globs.globs(touches)
+    if repository is not None:
+        repositories.validate_name(repository)
 
     def work(conn: Connection) -> Issue:
+        if repository is not None:
+            repositories.row(conn, repository)
         _, number = insert_issue(
             q,
             conn,
@@ -211,6 +218,8 @@ def create(
             now=q.now(),
             touches=paths,
         )
+        if repository is not None:
+            repositories.place(q, conn, number, repository, actor=actor)
         return to_issue(load(conn, number), labels=names, touches=paths)
 
     return q.db.write(work)
@@ -386,9 +395,11 @@ def update_issue(
     add_labels: Sequence[str] = (),
     remove_labels: Sequence[str] = (),
     touches: Sequence[str] | None = None,
+    repository: str | None = None,
     actor: str | None = None,
 ) -> Issue:
-    """``touches``: the issue's path globs, all of them (an empty list clears them)."""
+    """``touches``: the issue's path globs, all of them (an empty list clears them);
+    ``repository``: the registered repository the issue belongs to from now on."""
     fields.number(number)
     changes: dict[str, Any] = {}
     if title is not None:
@@ -404,17 +415,21 @@ def update_issue(
     adding = fields.labels(add_labels)
     removing = fields.labels(remove_labels)
     paths = None if touches is None else globs.globs(touches)
-    if not changes and not adding and not removing and paths is None:
+    if repository is not None:
+        repositories.validate_name(repository)
+    if not changes and not adding and not removing and paths is None and repository is None:
         raise InvalidInput(
             "nothing to change: give at least one field to update",
             hint=(
-                "pass title, description, priority, type, agent, touches,"
+                "pass title, description, priority, type, agent, touches, repository,"
                 " or labels to add or remove"
             ),
             number=number,
         )
 
     def work(conn: Connection) -> Issue:
+        if repository is not None:
+            repositories.place(q, conn, number, repository, actor=actor)
         row = load(conn, number, for_update=True)
         now = q.now()
         before = {k: getattr(row, k) for k in changes if getattr(row, k) != changes[k]}

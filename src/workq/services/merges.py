@@ -17,6 +17,7 @@ merged: only the cleanup is left.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, select, update
 
-from workq.db.tables import issues, repositories, worktrees
+from workq.db.tables import events, issues, repositories, worktrees
 from workq.domain.authority import Authority
 from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorkqError, WorktreeDirty
 from workq.schemas import MergeResult
@@ -71,18 +72,41 @@ STRATEGIES: tuple[Strategy, ...] = ("no-ff", "squash")
 
 
 def _try_lease(q: Queue, repo: str, holder: str, seconds: int) -> bool:
+    """Take ``repo``'s merge lease: free, lapsed, already ours, or held by a process of this
+    host that is gone (a merger killed mid-way: taken at once, recorded as
+    ``merge_lease_taken_over``, instead of waiting out its lease)."""
+
     def work(conn: Connection) -> bool:
         now = q.now()
+        current = conn.execute(
+            select(repositories.c.merge_holder).where(repositories.c.name == repo)
+        ).scalar()
+        dead = current is not None and current != holder and processes.gone(current)
+        free = (
+            repositories.c.merge_holder.is_(None)
+            | (repositories.c.merge_expires_at <= now)
+            | (repositories.c.merge_holder == holder)
+        )
         taken = conn.execute(
             update(repositories)
             .where(
                 repositories.c.name == repo,
-                repositories.c.merge_holder.is_(None)
-                | (repositories.c.merge_expires_at <= now)
-                | (repositories.c.merge_holder == holder),
+                (repositories.c.merge_holder == current) if dead else free,
             )
             .values(merge_holder=holder, merge_expires_at=now + _seconds(seconds))
         ).rowcount
+        if taken == 1 and dead:
+            record(
+                q,
+                conn,
+                kind="merge_lease_taken_over",
+                issue_id=None,
+                number=None,
+                actor=holder,
+                now=now,
+                before={"repository": repo, "holder": current},
+                after={"repository": repo, "holder": holder},
+            )
         return bool(taken == 1)
 
     return q.db.write(work)
@@ -178,7 +202,7 @@ def _merge_locked(
             branch=w.branch,
             into=into,
             worktree_cleaned=True,
-            commit=git.branch_tip(root, into),
+            commit=w.merge_commit or git.branch_tip(root, into),
             already_merged=True,
             number=w.number,
         )
@@ -245,7 +269,26 @@ def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None, by:
         return
     if git.is_ancestor(root, tip, head) or git.dirty_paths(path):
         return  # landed already, or refused under the lease
+    refuse_conflicts(root, head, tip, w.branch)
     check_gates(q, MergeCandidate(root, path, tip, None, w.number, actor, by))
+
+
+def refuse_conflicts(root: Path, head: str, tip: str, branch: str) -> None:
+    """MERGE_CONFLICT, naming the files, when ``tip`` cannot merge into ``head``: asked
+    before any gate (a merge-tree costs milliseconds, a test suite minutes)."""
+    if not git.is_ancestor(root, head, tip):
+        _merged_tree(root, head, tip, branch)
+
+
+def _merged_tree(root: Path, head: str, tip: str, branch: str) -> str:
+    check = git.merge_tree(root, head, tip)
+    if check.tree is None:
+        raise MergeConflict(
+            f"merge would result in conflicts in {', '.join(check.conflicts)}",
+            conflicting_files=check.conflicts,
+            branch=branch,
+        )
+    return check.tree
 
 
 @dataclass(frozen=True)
@@ -293,17 +336,11 @@ def land(
     elif b.strategy in ("ff", "squash-or-ff") and git.is_ancestor(root, head, tip):
         new = tip  # fast-forward
     else:
-        check = git.merge_tree(root, head, tip)
-        if check.tree is None:
-            raise MergeConflict(
-                f"merge would result in conflicts in {', '.join(check.conflicts)}",
-                conflicting_files=check.conflicts,
-                branch=b.branch,
-            )
+        tree = _merged_tree(root, head, tip, b.branch)
         if b.strategy in ("squash", "squash-or-ff"):
-            new = git.commit_tree(root, check.tree, [head], f"{b.label}\n\nSquashed {b.branch}")
+            new = git.commit_tree(root, tree, [head], f"{b.label}\n\nSquashed {b.branch}")
         else:
-            new = git.commit_tree(root, check.tree, [head, tip], f"Merge {b.branch} ({b.label})")
+            new = git.commit_tree(root, tree, [head, tip], f"Merge {b.branch} ({b.label})")
     gates(tip, new)
     intend(new)
     _advance(root, into, head, new)
@@ -383,6 +420,45 @@ def record_merge(q: Queue, w: Any, actor: str | None, already: bool, landed: str
         )
 
     q.db.write(work)
+
+
+@dataclass(frozen=True)
+class Landed:
+    """Where a done issue's work landed, as its merge recorded it."""
+
+    branch: str
+    into: str | None
+    commit: str | None
+
+
+def landing_of(q: Queue, number: int) -> Landed | None:
+    """The last merge recorded for issue ``number`` (a worktree's, or a shared checkout's
+    merge_to_main) when the issue is done: what a merge run again after a lost answer is
+    told, instead of looking for a branch that is gone."""
+    with q.db.read() as conn:
+        status = conn.execute(select(issues.c.status).where(issues.c.number == number)).scalar()
+        if status != "done":
+            return None
+        found = conn.execute(
+            select(events.c.after)
+            .where(
+                events.c.number == number,
+                events.c.kind.in_(("worktree_merged", "merged_to_main")),
+            )
+            .order_by(events.c.id.desc())
+            .limit(1)
+        ).scalar()
+        if found is None:
+            return None
+        after = json.loads(found)
+        into = after.get("into")
+        if into is None:  # a worktree's merge: into its repository's default branch
+            into = conn.execute(
+                select(repositories.c.default_branch)
+                .join(issues, issues.c.repository == repositories.c.name)
+                .where(issues.c.number == number)
+            ).scalar()
+    return Landed(branch=after["branch"], into=into, commit=after.get("commit"))
 
 
 def holder_of(q: Queue, repo: str) -> tuple[str | None, Any]:

@@ -196,9 +196,12 @@ def ready(
 
 
 @retry_lost_read
-def explain(q: Queue, *, holder: str = "", limit: int = PAGE_MAX) -> list[NotReady]:
+def explain(
+    q: Queue, f: ReadyFilter | None = None, *, holder: str = "", limit: int = PAGE_MAX
+) -> list[NotReady]:
     """Why unfinished issues are not ready, in claim order (the first ``limit`` of them):
-    blocked, waiting on #N, claimed by X until T, paths reserved by Y."""
+    outside the filter ``f`` (another repository or none, another agent, a type or labels
+    not asked for), blocked, waiting on #N, claimed by X until T, paths reserved by Y."""
     with q.db.read() as conn:
         now = q.now()
         gate = reservations.Gate(q, conn, now, writes=False)
@@ -207,7 +210,7 @@ def explain(q: Queue, *, holder: str = "", limit: int = PAGE_MAX) -> list[NotRea
         )
         found: list[NotReady] = []
         for row in rows:
-            reasons: list[str] = []
+            reasons = _outside(conn, row, f) if f is not None else []
             if row.is_blocked:
                 reasons.append(f"blocked: {row.blocked_reason}")
             waiting = blockers.waits_on(conn, row)
@@ -225,6 +228,30 @@ def explain(q: Queue, *, holder: str = "", limit: int = PAGE_MAX) -> list[NotRea
             if reasons:
                 found.append(NotReady(number=row.number, title=row.title, reasons=reasons))
     return found
+
+
+def _outside(conn: Connection, row: Any, f: ReadyFilter) -> list[str]:
+    """How issue ``row`` falls outside filter ``f`` (the rules of ``filtered``, in words)."""
+    reasons = []
+    if f.repository and row.repository != f.repository:
+        where = f"repository {row.repository}" if row.repository else "no repository"
+        reasons.append(f"in {where}, not {f.repository}")
+    elif f.in_a_repository and row.repository is None:
+        reasons.append("in no repository (a worktree needs one: workq repo assign)")
+    if f.agent and row.agent != f.agent:
+        reasons.append(f"for agent {row.agent}, not {f.agent}")
+    if (f.include_types and row.issue_type not in {t.value for t in f.include_types}) or (
+        f.exclude_types and row.issue_type in {t.value for t in f.exclude_types}
+    ):
+        reasons.append(f"of type {row.issue_type}, not asked for")
+    if f.labels:
+        carried = set(
+            conn.execute(select(labels_t.c.name).where(labels_t.c.issue_id == row.id)).scalars()
+        )
+        missing = [name for name in f.labels if name not in carried]
+        if missing:
+            reasons.append("without label " + ", ".join(missing))
+    return reasons
 
 
 def ready_issue(r: ReadyRow | IssueFields) -> ReadyIssue:

@@ -198,30 +198,33 @@ def assign(q: Queue, number: int, name: str | None, *, actor: str | None = None)
     """Put issue ``number`` in repository ``name`` (None: in none)."""
     if name is not None:
         validate_name(name)
+    q.db.write(lambda conn: place(q, conn, number, name, actor=actor))
 
-    def work(conn: Connection) -> None:
-        if name is not None:
-            row(conn, name)
-        issue = load(conn, number, for_update=True)
-        if issue.repository == name:
-            return
-        now = q.now()
-        conn.execute(
-            update(issues).where(issues.c.id == issue.id).values(repository=name, updated_at=now)
-        )
-        record(
-            q,
-            conn,
-            kind="repository_set",
-            issue_id=issue.id,
-            number=number,
-            actor=actor,
-            now=now,
-            before={"repository": issue.repository},
-            after={"repository": name},
-        )
 
-    q.db.write(work)
+def place(q: Queue, conn: Connection, number: int, name: str | None, *, actor: str | None) -> None:
+    """In the caller's transaction: issue ``number`` in registered repository ``name`` (None:
+    in none), recorded as ``repository_set`` when that changes it. NOT_FOUND for a name no
+    repository has."""
+    if name is not None:
+        row(conn, name)
+    issue = load(conn, number, for_update=True)
+    if issue.repository == name:
+        return
+    now = q.now()
+    conn.execute(
+        update(issues).where(issues.c.id == issue.id).values(repository=name, updated_at=now)
+    )
+    record(
+        q,
+        conn,
+        kind="repository_set",
+        issue_id=issue.id,
+        number=number,
+        actor=actor,
+        now=now,
+        before={"repository": issue.repository},
+        after={"repository": name},
+    )
 
 
 def remove(q: Queue, name: str) -> None:
