@@ -18,7 +18,7 @@ from workq.services.context import Queue
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 ARTEFACTS = Path(__file__).resolve().parents[2] / "artefacts" / "board"
-WAIT = 30.0
+WAIT = 60.0
 
 MISSING = CHROMIUM is None or CHROMEDRIVER is None
 if MISSING and os.environ.get("WORKQ_REQUIRE_BROWSER"):  # CI installed them: must be there

@@ -7,6 +7,8 @@ import json
 import os
 import socket
 import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -307,6 +309,11 @@ def test_dirty_main_checkout_is_refused(queue: Queue, repo: Path):
     with pytest.raises(WorktreeDirty, match="checkout of main"):
         merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
     assert git.head(repo) == before
+    with queue.db.read() as conn:  # the refusal left the worktree as it was
+        state = conn.execute(
+            select(worktrees_t.c.state, worktrees_t.c.merge_commit).where(worktrees_t.c.id == wid)
+        ).one()
+    assert tuple(state) == ("active", None)
     (repo / "README.md").write_text("hello\n")
     assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
 
@@ -332,6 +339,20 @@ def test_merges_wait_for_the_lease_and_a_dead_holders_lease_expires(
         merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0.2)
     clock.advance(61)
     assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
+
+
+def test_the_merge_lease_is_renewed_while_the_merge_runs(queue: Queue, repo: Path):
+    """Gates and git steps may outlast the lease: its holder renews it, so another merger
+    cannot take it meanwhile (nor after it ends, before it is released)."""
+    repositories.add(queue, "app", repo)
+    queue.clock = lambda: datetime.now(UTC)
+    with merges.merge_lease(queue, "app", lease_seconds=1):
+        holder, _ = merges.holder_of(queue, "app")
+        time.sleep(2.5)
+        assert not merges._try_lease(queue, "app", "another-merger", 1)
+        assert merges.holder_of(queue, "app")[0] == holder
+    assert merges.holder_of(queue, "app")[0] is None
+    assert merges._try_lease(queue, "app", "another-merger", 1)
 
 
 def test_a_lease_held_by_a_gone_process_of_this_host_is_taken_at_once(queue: Queue, repo: Path):

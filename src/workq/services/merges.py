@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -174,10 +175,40 @@ def merge_lease(
             raise MergeBusy(f"another merge into {repo!r} holds the merge lease", repo=repo)
         time.sleep(pause)
         pause = min(pause * 1.5, 0.25)
+    stop = threading.Event()
+    keeper = threading.Thread(
+        target=_keep_lease,
+        args=(q, repo, holder, lease_seconds, stop),
+        name=f"workq-merge-lease-{repo}",
+        daemon=True,
+    )
+    keeper.start()
     try:
         yield
     finally:
+        stop.set()
+        keeper.join()
         _release_lease(q, repo, holder)
+
+
+def _keep_lease(q: Queue, repo: str, holder: str, seconds: int, stop: threading.Event) -> None:
+    """Renew the lease every third of its length while the merge runs: its gates and git
+    steps may take longer than the lease, which lapses only once its holder stops renewing
+    it (killed: then a merger of this host takes it at once, see ``_try_lease``)."""
+
+    def renew(conn: Connection) -> int:
+        return conn.execute(
+            update(repositories)
+            .where(repositories.c.name == repo, repositories.c.merge_holder == holder)
+            .values(merge_expires_at=q.now() + _seconds(seconds))
+        ).rowcount
+
+    while not stop.wait(seconds / 3):
+        try:
+            if not q.db.write(renew):
+                return  # taken over; the default branch's compare-and-swap guards the rest
+        except WorkqError:
+            continue  # a busy or lost database: the next turn tries again
 
 
 def _merge_locked(
@@ -223,12 +254,26 @@ def _merge_locked(
     def gates(tip: str, new: str) -> None:
         check_gates(q, MergeCandidate(root, path, tip, new, w.number, actor, by))
 
+    intended: list[str] = []
+
     def intend(new: str) -> None:
         q.db.write(
             lambda conn: conn.execute(
                 update(worktrees)
                 .where(worktrees.c.id == w.id)
                 .values(state="merging", merge_commit=new, updated_at=q.now())
+            )
+        )
+        intended.append(new)
+
+    def abandon() -> None:
+        """A refusal after ``intend`` (the default branch's checkout dirty, or moved): the
+        branch did not move, so the worktree goes back to what it was."""
+        q.db.write(
+            lambda conn: conn.execute(
+                update(worktrees)
+                .where(worktrees.c.id == w.id, worktrees.c.merge_commit == intended[-1])
+                .values(state=w.state, merge_commit=w.merge_commit, updated_at=q.now())
             )
         )
 
@@ -243,7 +288,12 @@ def _merge_locked(
         label=label,
         strategy=strategy or ("squash-or-ff" if r.merge_mode == "squash" else "ff"),
     )
-    head, already = land(landing, gates=gates, intend=intend, dirty=dirty)
+    try:
+        head, already = land(landing, gates=gates, intend=intend, dirty=dirty)
+    except WorkqError:
+        if intended:
+            abandon()
+        raise
     _finish(q, w, r, actor, by, already, w.merge_commit if already else head, keep_branch)
     return MergeResult(
         merged=True,
