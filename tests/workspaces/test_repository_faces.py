@@ -16,7 +16,7 @@ from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.errors import NotFound
 from workq.schemas import IssueType, ReadyFilter
-from workq.services import issues, notes, ready_queue, repositories
+from workq.services import issues, notes, ready_queue, repositories, worktrees
 from workq.services.context import Queue
 from workq.services.runtime import open_queue
 
@@ -130,3 +130,41 @@ def test_the_cli_takes_a_repository(tmp_path: Path) -> None:
     assert shown["not_ready"] == [
         {"number": 3, "title": "loose", "reasons": ["in no repository, not app"]}
     ]
+
+
+@pytest.mark.anyio
+async def test_a_worktree_per_claim_on_every_claim_path(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    """A repository registered with a worktree per claim gets one whichever face claims:
+    the default toolset's issue_claim and issue_claim_next, select_next_issue, the CLI."""
+    db = migrated_sqlite(sqlite_template, tmp_path / "queue.db")
+    queue = open_queue(Settings(db_path=db))
+    try:
+        repositories.add(queue, "app", make_repo(tmp_path / "app"), auto_worktree=True)
+        for n in range(1, 6):
+            issues.create(queue, title=f"piece {n}", repository="app", issue_type="bug")
+        issues.create(queue, title="not in a repository", priority="low")  # 6
+    finally:
+        queue.db.dispose()
+    async with Client(make_server(db, "default,priority")) as client:
+        claimed = await call_ok(client, "issue_claim", number=1, run_id="agent-1")
+        assert "worktree: " in text(claimed)
+        nxt = await call_ok(client, "issue_claim_next", run_id="agent-2")
+        assert nxt.structured_content is not None
+        assert nxt.structured_content["issue"]["number"] == 2
+        assert "worktree: " in text(nxt)
+        await call_ok(client, "select_next_issue")
+    shown = cli(tmp_path, "claim", "4", "--run-id", "agent-4")
+    assert shown.returncode == 0, shown.stderr
+    assert cli_json(tmp_path, "claim-next", "--run-id", "agent-5")["issue"]["number"] == 5
+    plain = cli_json(tmp_path, "claim-next", "--run-id", "agent-6")["issue"]
+    assert plain["number"] == 6 and "worktree" not in plain
+    queue = open_queue(Settings(db_path=db))
+    try:
+        made = {n: worktrees.get_for_issue(queue, n) for n in range(1, 7)}
+    finally:
+        queue.db.dispose()
+    assert made.pop(6) is None
+    paths = [Path(info.path) for info in made.values() if info is not None]
+    assert len(paths) == 5 and all(path.is_dir() for path in paths), made

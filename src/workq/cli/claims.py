@@ -18,7 +18,7 @@ from workq.schemas import (
     IssueType,
     ReadyFilter,
 )
-from workq.services import blocking, claims, ready_queue, reports, waiting
+from workq.services import blocking, claims, ready_queue, reports, waiting, workspaces
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
@@ -160,6 +160,8 @@ def _claimed(claim: Claim | ClaimedIssue, json_: bool) -> None:
     )
     if isinstance(claim, Claim):
         _waiting(claim)
+    if claim.worktree is not None:
+        output.line(f"worktree: {claim.worktree.path} (branch {claim.worktree.branch})")
 
 
 def claim(
@@ -171,7 +173,7 @@ def claim(
 ) -> None:
     """Claim an issue (a compare-and-set: exactly one claimer wins)."""
     s = state(ctx)
-    got = claims.claim(s.queue(), number, _run_id(s, run_id), ignore_plan_mode=ignore_plan_mode)
+    got = workspaces.claim(s.queue(), number, _run_id(s, run_id), ignore_plan_mode=ignore_plan_mode)
     _claimed(got, json_)
 
 
@@ -193,7 +195,7 @@ def claim_next(
     q, me, wanted = s.queue(), _run_id(s, run_id), _filter(agent, include, exclude, label)
     got = waiting.until_found(
         q,
-        lambda: claims.claim_next(q, me, wanted, ignore_plan_mode=ignore_plan_mode),
+        lambda: workspaces.claim_next(q, me, wanted, ignore_plan_mode=ignore_plan_mode),
         wait,
     )
     if got is None:

@@ -84,7 +84,6 @@ def _filter(
 
 def register_core(reg: Registry) -> None:
     state = reg.state
-    with_workspaces = reg.workspaces
 
     @reg.tool(READ_ONLY)
     async def issue_ready(
@@ -120,18 +119,15 @@ def register_core(reg: Registry) -> None:
         number: Number, run_id: RunId = None, worktree: WithWorktree = None
     ) -> Annotated[CallToolResult, Claim]:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
-        from workq.services import claims, workspaces
+        from workq.services import workspaces
 
         holder = state.holder(run_id)
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
-            if with_workspaces:
-                claim = workspaces.claim(
-                    state.queue(), number, holder, worktree=worktree, plan_runs={state.run_id}
-                )
-            else:  # without the agit toolset, a claim is only a claim
-                claim = claims.claim(state.queue(), number, holder, plan_runs={state.run_id})
+            claim = workspaces.claim(
+                state.queue(), number, holder, worktree=worktree, plan_runs={state.run_id}
+            )
         state.claimed_with(holder)
         text = f"Claimed issue #{number}" + _waiting(number, claim.waits_on)
         return ok(text + _workspace(claim.worktree), claim)

@@ -216,7 +216,7 @@ def register(reg: Registry) -> None:
         """Select and lock the highest-priority ready issue in one step (no race with
         other sessions). Refused with reason no_issues or all_locked when none is left."""
         from workq.schemas import ReadyFilter
-        from workq.services import claims, issues, mirror, reports
+        from workq.services import issues, mirror, reports, workspaces
 
         q = state.queue()
         chosen = ReadyFilter(
@@ -224,7 +224,7 @@ def register(reg: Registry) -> None:
             exclude_types=[IssueType(t) for t in excludeTypes] if excludeTypes else None,
         )
         with worded("Could not select the next issue"):
-            taken = claims.claim_next(q, state.holder(None), chosen, plan_runs={state.run_id})
+            taken = workspaces.claim_next(q, state.holder(None), chosen, plan_runs={state.run_id})
             if taken is None:
                 counts = reports.availability(
                     q, include_types=chosen.include_types, exclude_types=chosen.exclude_types

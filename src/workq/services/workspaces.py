@@ -125,16 +125,18 @@ def claim(
     worktree: bool | None = None,
     plan_runs: Collection[str] = (),
     branch: str | None = None,
+    ignore_plan_mode: bool = False,
 ) -> Claim:
     """``claims.claim``, then the issue's worktree (made when ``worktree``, or when its
     repository makes one per claim; on ``branch`` if given). If it cannot be made, a new
-    claim is given back.
+    claim is given back. Every face's claim comes here, so a repository registered with a
+    worktree per claim gets one whichever face claimed.
     An issue in no repository is refused before the claim, so nothing changes."""
     if worktree:
         placed = _repository_of(q, number)
         if placed is not None and placed[0] is None:
             raise _no_repository(number)
-    taken = claims.claim(q, number, run_id, plan_runs=plan_runs)
+    taken = claims.claim(q, number, run_id, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
     try:
         info = attach(q, number, run_id, worktree, branch=branch)
     except WorkqError as exc:
@@ -151,15 +153,20 @@ def claim_next(
     *,
     worktree: bool | None = None,
     plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
 ) -> ClaimedIssue | None:
-    """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it. The
-    repository's own setting is read only when the filter names a repository. Asked for a
-    worktree, only issues that belong to a repository are considered."""
+    """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it (when
+    ``worktree``, or when its repository makes one per claim). Asked for a worktree, only
+    issues that belong to a repository are considered."""
     if worktree and not (f and f.repository):
         f = (f or ReadyFilter()).model_copy(update={"in_a_repository": True})
-    taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs)
-    if taken is None or (worktree is None and not (f and f.repository)):
-        return taken
+    taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
+    if taken is None:
+        return None
+    if worktree is None and not (f and f.repository):
+        placed = _repository_of(q, taken.number)
+        if placed is None or not placed[1]:  # in no repository, or one without auto worktrees
+            return taken
     try:
         info = attach(q, taken.number, run_id, worktree)
     except WorkqError as exc:
