@@ -3,6 +3,7 @@ server's checkout switched to an issue's branch, and the worktree variant."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from workq.errors import (
     UncommittedChanges,
 )
 from workq.schemas import Status
-from workq.services import checkouts, claims, gitflow, issues, notes, repositories
+from workq.services import checkouts, claims, gates, gitflow, issues, notes, repositories
 from workq.services.context import Queue
 from workq.vcs import git
 
@@ -460,6 +461,35 @@ def test_a_conflict_is_refused_before_any_gate_runs(queue: Queue, tmp_path: Path
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert not marker.exists()  # no gate ran
     assert git.head(repo, "main") == main
+    assert issues.get(queue, number).status == Status.IN_PROGRESS
+
+
+def test_a_gate_that_failed_on_a_commit_is_not_run_again_unless_asked(
+    queue: Queue, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    count = f"open({str(runs)!r}, 'a').write('x'); raise SystemExit(1)"
+    toml = GATES_TOML.replace(
+        f'command = [{PY}, "checks/tests.py"]',
+        f'command = [{PY}, "-c", {json.dumps(count)}]',
+    )
+    assert toml != GATES_TOML
+    repo = gated_repo(tmp_path / "gated", toml=toml)
+    queue.tests_gate = "evidence"
+    number = _start(queue, repo)
+    _commit(queue, repo, "green", {"src/app.py": "x = 2\n"})
+    with pytest.raises(TestsFailing, match=r"tests \(0 issues\)$"):
+        gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    assert runs.read_text() == "x"
+    # The same commit again: refused from the stored run, which it names; not run again.
+    with pytest.raises(TestsFailing, match=r"in a run that finished .* \(not run again\)$") as e:
+        gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
+    assert runs.read_text() == "x"
+    assert set(e.value.facts["failed_at"]) == {"tests"}
+    assert "run_quality_gates" in e.value.hint
+    # Asked: run_quality_gates runs them again on that commit.
+    gates.run(queue, number, repo, actor=ME)
+    assert runs.read_text() == "xx"
     assert issues.get(queue, number).status == Status.IN_PROGRESS
 
 

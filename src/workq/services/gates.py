@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -527,7 +527,10 @@ def _why(result: GateResult) -> str:
     return f"exit {result.exit_code}"
 
 
-def _refuse(report: GateReport, number: int) -> None:
+def _refuse(report: GateReport, number: int, *, when: Mapping[str, datetime] | None = None) -> None:
+    """Raise for the failing gates of ``report``. ``when``: the stored runs it was read from
+    (gate name -> when it finished), said in the refusal: they are not run again on that
+    commit unless asked."""
     failing = [g for g in report.gates if not g.passed]
     if not failing:
         return
@@ -539,6 +542,14 @@ def _refuse(report: GateReport, number: int) -> None:
         "commit": report.commit,
         "failing": [{"gate": g.name, "first_issue": _first_issue(g)} for g in failing],
     }
+    if when:
+        last = max(when.values())
+        names += f", in a run that finished {last:%Y-%m-%d %H:%M:%SZ} (not run again)"
+        facts["failed_at"] = {name: f"{at:%Y-%m-%dT%H:%M:%SZ}" for name, at in when.items()}
+        facts["hint"] = (
+            Step.RUN_GATES,
+            " on this commit to run them again (a flaky failure), or fix and commit",
+        )
     if any(g.tests for g in failing):
         if report.test_results is not None:
             facts["test_results"] = report.test_results.model_dump()
@@ -580,6 +591,10 @@ def require_passed(
     todo = [s for s in config.gates if s.name not in {g.name for g in good}]
     if not todo:
         return _report(number, commit, False, root, config.source, [], good)
+    failed = [g for g in stored if not g.passed]
+    if failed:  # a commit's failure stands until someone asks again (run_quality_gates)
+        report = _report(number, commit, False, root, config.source, [], stored)
+        _refuse(report, number, when={g.name: latest[g.name].finished_at for g in failed})
     if not run:
         report = _report(number, commit, False, root, config.source, [], stored)
         _refuse(report, number)
