@@ -74,6 +74,8 @@ def test_the_messages_of_the_phases() -> None:
     assert green.endswith("Status: GREEN (2/2 tests)\nQuality gates: 5/5\n")
     assert tdd.commit_message("refactor", "x").startswith("refactor: refactor x")
     assert tdd.commit_message("docs", "x") == "docs: document x\n"
+    for_issue = tdd.commit_message("docs", "x", issue=(12, "Fix  the\nlogin"))
+    assert for_issue == "docs: document x\n\nIssue: #12 Fix the login\n"
 
 
 def test_tdd_003_refuses_what_is_not_a_conventional_commit() -> None:

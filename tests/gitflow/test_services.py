@@ -225,6 +225,7 @@ def test_red_refuses_non_tests_and_changes_nothing(queue: Queue, repo: Path) -> 
         queue, repo, "red", "the parser", holders={ME}, actor=ME, test_count="0/1"
     )
     assert red.commit_message.startswith("test: add failing tests for the parser")
+    assert red.commit_message.endswith(f"\nIssue: #{number} Parse the input\n")
     assert red.issue_number == number
     assert git.run(["log", "-1", "--format=%B"], cwd=repo).stdout.strip() == (
         red.commit_message.strip()

@@ -99,15 +99,21 @@ def _one_line(value: str, field: str, limit: int) -> str:
     return text
 
 
+ISSUE_TITLE_MAX = 100  # of the issue's title in a commit's Issue: line
+
+
 def commit_message(
     phase: str,
     component: str,
     details: Sequence[str] = (),
     test_count: str | None = None,
     quality_gates: str | None = None,
+    issue: tuple[int, str] | None = None,
 ) -> str:
     """Seed 004's message of a TDD phase: ``{type}: {summary}``, the details as bullets,
-    then ``Status:`` (red and green) and ``Quality gates:`` lines when known."""
+    then ``Status:`` (red and green) and ``Quality gates:`` lines when known, and an
+    ``Issue: #N title`` line for the issue the work is for (after a fast-forward the
+    default branch's log still says which issue each commit served)."""
     if phase not in PHASES:
         raise InvalidInput(f"phase must be one of {', '.join(PHASES)}", field="phase")
     what = _one_line(component, "component", HEADER_MAX)
@@ -128,6 +134,9 @@ def commit_message(
         trailer.append(f"Tests: {_one_line(test_count, 'test_count', 40)}")
     if quality_gates:
         trailer.append(f"Quality gates: {_one_line(quality_gates, 'quality_gates', 40)}")
+    if issue is not None:
+        number, title = issue
+        trailer.append(f"Issue: #{number} {' '.join(title.split())[:ISSUE_TITLE_MAX]}")
     message = f"{COMMIT_TYPES[phase]}: {summary}"
     for block in (bullets, trailer):
         if block:

@@ -367,13 +367,16 @@ def commit_tdd_phase(
     """Commit every change of the issue's checkout as TDD phase ``phase`` (seed 004's
     message, TDD-003; a red commit holds tests only, TDD-001), with the repository's
     hooks, and record the commit on the issue. Refused: nothing changes."""
-    message = tdd.commit_message(phase, component, details, test_count, quality_gates)
+    tdd.commit_message(phase, component, details, test_count, quality_gates)  # bad input first
     work = locate(q, where, holders, number)
+    issue = None
     if work.number is not None:  # another agent's work is not committed into (nor swept up)
         holder = claims.refuse_unless_held(
             q, work.number, Authority.of(holders), "commit to", unclaimed_ok=True
         )
         actor = holder or actor
+        issue = (work.number, issues.get(q, work.number).title)
+    message = tdd.commit_message(phase, component, details, test_count, quality_gates, issue)
     if git.current_branch(work.path) != work.branch:
         raise Conflict(f"the checkout at {work.path} is not on {work.branch}", branch=work.branch)
     saved = git.index_tree(work.path)
