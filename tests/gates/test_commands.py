@@ -4,9 +4,12 @@ kills the command and its children, output is bounded, a missing program is an a
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from workq.services import commands
 
@@ -76,3 +79,34 @@ def test_the_exit_code_and_stderr_are_kept(tmp_path: Path) -> None:
     code = "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"
     out = commands.run([sys.executable, "-c", code], cwd=tmp_path, timeout=60)
     assert out.exit_code == 3 and not out.timed_out and "boom" in out.output
+
+
+SERVER = """\
+import sys
+from pathlib import Path
+from workq.services import commands
+commands.run([sys.executable, "-c", sys.argv[1]], cwd=Path("."), timeout=600)
+"""
+GATE = "import os, time; open('gate.pid', 'w').write(str(os.getpid())); time.sleep(600)"
+
+
+def test_a_gate_dies_with_the_server_that_ran_it(tmp_path: Path) -> None:
+    """kill -9 of the server: no gate runs on (it would have run out its timeout, burning
+    a core), thanks to the parent-death signal the command starts with."""
+    if not commands._dies_with_us():
+        pytest.skip("no setpriv with --pdeathsig on this machine (util-linux 2.33 or newer)")
+    server = subprocess.Popen([sys.executable, "-c", SERVER, GATE], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60  # a bound on the wait, not a measure
+        while not (tmp_path / "gate.pid").exists() or not (tmp_path / "gate.pid").read_text():
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.05)
+        gate = int((tmp_path / "gate.pid").read_text())
+        assert not _gone(gate)
+    finally:
+        server.kill()
+        server.wait()
+    deadline = time.monotonic() + 30
+    while not _gone(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(gate)

@@ -4,13 +4,15 @@ An argument list, never a shell; stdin closed; stdout and stderr read together i
 keeping the first ``head`` and the last ``tail`` bytes and counting what was cut, so a
 command printing megabytes costs a bounded amount of memory. The command runs in a new
 session (its own process group): on timeout the whole group is killed, children
-included, and whatever the command left running when it exited is killed as well. Nothing
-reaches the server's own stdout.
+included, and whatever the command left running when it exited is killed as well; if the
+server itself is killed, the command gets the parent-death signal. Nothing reaches the
+server's own stdout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -100,6 +102,28 @@ class _Collector:
         return head + tail, 0
 
 
+@functools.cache
+def _dies_with_us() -> tuple[str, ...]:
+    """A prefix that makes the command die with the thread that started it (the parent-death
+    signal, util-linux ``setpriv``): a server killed with -9 leaves no gate running on past
+    its timeout. Empty where there is no such tool; a clean exit or a timeout still kills
+    the whole group."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
+    try:
+        probe = subprocess.run(
+            [setpriv, "--pdeathsig", "KILL", "--", "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return (setpriv, "--pdeathsig", "KILL", "--") if probe.returncode == 0 else ()
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -123,7 +147,7 @@ def run(
         return Outcome(tuple(args), None, False, f"program {args[0]!r} not found", "", 0, 0, 0.0)
     try:
         proc = subprocess.Popen(
-            [program, *args[1:]],
+            [*_dies_with_us(), program, *args[1:]],
             cwd=cwd,
             env=environ,
             stdin=subprocess.DEVNULL,
