@@ -508,6 +508,26 @@ class GateReport(_Model):
     from_evidence: bool = Field(
         default=False, description="Read from stored runs on this commit, not run now"
     )
+    evidence: Literal["this run", "stored, passed", "stored, failed", "none"] = Field(
+        default="this run",
+        description="What merges and testsPassed read for the commit: this run (every "
+        "gate, clean tree) or the runs stored before",
+    )
+
+    def evidence_note(self) -> str | None:
+        """For a run that is not evidence for its commit: what a merge will read instead."""
+        if self.evidence == "this run":
+            return None
+        what = "uncommitted changes" if self.dirty else "named files or gates"
+        stored = {
+            "none": "no stored runs of every gate on it yet",
+            "stored, passed": "its stored runs passed",
+            "stored, failed": "its stored runs failed",
+        }[self.evidence]
+        return (
+            f"Not evidence for {self.commit[:12]} (run on {what}): a merge or testsPassed "
+            f"needs every gate passed on the commit from a clean tree; {stored}"
+        )
 
 
 class GateSetting(_Model):

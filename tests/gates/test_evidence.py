@@ -104,8 +104,23 @@ def test_gates_on_named_files_are_not_evidence_for_the_commit(queue: Queue, repo
     head = commit(repo, {"src/app.py": "x = 2\n"})
     named = gates.run(queue, number, repo, files=["src/app.py"])
     assert named.overall_pass and not named.dirty
+    assert named.evidence == "none"
+    assert named.evidence_note() == (
+        f"Not evidence for {head[:12]} (run on named files or gates): a merge or testsPassed "
+        "needs every gate passed on the commit from a clean tree; no stored runs of every "
+        "gate on it yet"
+    )
     with pytest.raises(QualityGateFailed, match="no evidence"):
         gates.require_passed(queue, number, repo, head, run=False)
+    whole = gates.run(queue, number, repo)  # every gate, clean tree: the evidence itself
+    assert whole.evidence == "this run" and whole.evidence_note() is None
+    again = gates.run(queue, number, repo, files=["src/app.py"])
+    assert again.evidence == "stored, passed"
+    assert (again.evidence_note() or "").endswith("; its stored runs passed")
+    (repo / "src" / "app.py").write_text("x = 3  # BAD\n")
+    dirty = gates.run(queue, number, repo)
+    assert dirty.evidence == "stored, passed" and not dirty.overall_pass
+    assert "(run on uncommitted changes)" in (dirty.evidence_note() or "")
 
 
 def test_failing_tests_raise_tests_failing_with_the_counts(queue: Queue, repo: Path):

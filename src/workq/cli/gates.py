@@ -42,6 +42,9 @@ def _print(report: GateReport) -> None:
         output.line(f"tests: {t.passed} passed, {t.failed} failed")
         for error in t.errors[:10]:
             output.line(f"  {error}")
+    note = report.evidence_note()
+    if note:
+        output.line(note)
 
 
 @gates_app.command("run")

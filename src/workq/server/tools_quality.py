@@ -46,6 +46,9 @@ def _text(report: GateReport) -> str:
         t = report.test_results
         lines.append(f"tests: {t.passed} passed, {t.failed} failed")
         lines += [f"  {clip(e, 160)}" for e in t.errors[:5]]
+    note = report.evidence_note()
+    if note:
+        lines.append(note)
     return "\n".join(lines)
 
 

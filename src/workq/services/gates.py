@@ -442,7 +442,20 @@ def run(
     dirty = bool(git.dirty_paths(root))
     ran = [_run_gate(q, spec, root, candidates, config.source) for spec in chosen]
     _store(q, number, commit, dirty, full, ran, actor)
-    return _report(number, commit, dirty, root, config.source, ran, [])
+    report = _report(number, commit, dirty, root, config.source, ran, [])
+    if full and not dirty and len(chosen) == len(config.gates):
+        return report
+    with q.db.read() as conn:  # not evidence: say what a merge will find for the commit
+        latest = _latest(conn, load(conn, number).id, commit)
+    stored = [latest.get(spec.name) for spec in config.gates]
+    found = (
+        "none"
+        if None in stored
+        else "stored, passed"
+        if all(row.passed for row in stored if row is not None)
+        else "stored, failed"
+    )
+    return report.model_copy(update={"evidence": found})
 
 
 def _report(
