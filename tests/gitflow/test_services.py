@@ -422,7 +422,9 @@ def test_a_worktree_needs_a_repository(queue: Queue, tmp_path: Path) -> None:
     assert [e.kind for e in notes.history(queue, number)] == ["created"]
 
 
-def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
+def _conflicting(queue: Queue, repo: Path) -> tuple[int, str, str]:
+    """An issue whose branch changes src/app.py as main does, differently: its number, its
+    branch (checked out) and main's tip."""
     number = _start(queue, repo)
     branch = git.current_branch(repo)
     assert branch is not None
@@ -432,6 +434,11 @@ def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
     git.stage_all(repo)
     main = git.commit(repo, "a conflicting change on main")
     git.switch(repo, branch)
+    return number, branch, main
+
+
+def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
+    number, branch, main = _conflicting(queue, repo)
     with pytest.raises(MergeConflict) as caught:
         gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
@@ -448,15 +455,7 @@ def test_a_conflict_is_refused_before_any_gate_runs(queue: Queue, tmp_path: Path
     assert toml != GATES_TOML
     repo = gated_repo(tmp_path / "gated", toml=toml)
     queue.tests_gate = "evidence"
-    number = _start(queue, repo)
-    branch = git.current_branch(repo)
-    assert branch is not None
-    _commit(queue, repo, "green", {"src/app.py": "x = 'ours'\n"})
-    git.switch(repo, "main")
-    _write(repo, {"src/app.py": "x = 'theirs'\n"})
-    git.stage_all(repo)
-    main = git.commit(repo, "a conflicting change on main")
-    git.switch(repo, branch)
+    number, _, main = _conflicting(queue, repo)
     with pytest.raises(MergeConflict) as caught:
         gitflow.merge_to_main(queue, repo, holders={ME}, actor=ME)
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
