@@ -123,14 +123,7 @@ def _chain(shape: ready_queue.Shape, feed_outbox: bool) -> Prepared[ChainRow]:
             fence=issues.c.fence + _sql("1"),
         )
         .returning(
-            issues.c.id,
-            issues.c.number,
-            issues.c.title,
-            issues.c.description,
-            issues.c.priority,
-            issues.c.issue_type,
-            issues.c.agent,
-            issues.c.created_at,
+            *ready_queue.ISSUE_COLUMNS,
             chosen.c.claimed_by.label("previous"),
             chosen.c.status.label("previous_status"),
             issues.c.claimed_at,
@@ -200,14 +193,7 @@ def _chain(shape: ready_queue.Shape, feed_outbox: bool) -> Prepared[ChainRow]:
 # expired claim keeps its claimed_at and writes no event, but sets the lease too).
 _SETTLED = (
     select(
-        issues.c.id,
-        issues.c.number,
-        issues.c.title,
-        issues.c.description,
-        issues.c.priority,
-        issues.c.issue_type,
-        issues.c.agent,
-        issues.c.created_at,
+        *ready_queue.ISSUE_COLUMNS,
         issues.c.claimed_at,
         issues.c.fence,
         events.c.before,

@@ -22,7 +22,9 @@ from workq.services.context import Queue
 OPEN, DONE = Status.OPEN.value, Status.DONE.value
 
 
-READY_COLUMNS = (
+# The columns a ready issue is made of (``ready_issue``), in its fields' order: what every
+# statement that answers with issues selects or returns first.
+ISSUE_COLUMNS = (
     issues.c.id,
     issues.c.number,
     issues.c.title,
@@ -31,6 +33,10 @@ READY_COLUMNS = (
     issues.c.issue_type,
     issues.c.agent,
     issues.c.created_at,
+)
+
+READY_COLUMNS = (
+    *ISSUE_COLUMNS,
     issues.c.status,
     issues.c.claimed_by,
     issues.c.claimed_at,
