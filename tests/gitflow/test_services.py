@@ -446,14 +446,18 @@ def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
     assert issues.get(queue, number).status == Status.IN_PROGRESS
 
 
-def test_a_conflict_is_refused_before_any_gate_runs(queue: Queue, tmp_path: Path) -> None:
-    marker = tmp_path / "gates-ran"
+def _tests_gate_runs(tmp_path: Path, code: str) -> Path:
+    """A gated repository whose tests gate runs ``python -c code``."""
     toml = GATES_TOML.replace(
-        f'command = [{PY}, "checks/tests.py"]',
-        f'command = [{PY}, "-c", "open({str(marker)!r}, \'w\')"]',
+        f'command = [{PY}, "checks/tests.py"]', f'command = [{PY}, "-c", {json.dumps(code)}]'
     )
     assert toml != GATES_TOML
-    repo = gated_repo(tmp_path / "gated", toml=toml)
+    return gated_repo(tmp_path / "gated", toml=toml)
+
+
+def test_a_conflict_is_refused_before_any_gate_runs(queue: Queue, tmp_path: Path) -> None:
+    marker = tmp_path / "gates-ran"
+    repo = _tests_gate_runs(tmp_path, f"open({str(marker)!r}, 'w')")
     queue.tests_gate = "evidence"
     number, _, main = _conflicting(queue, repo)
     with pytest.raises(MergeConflict) as caught:
@@ -468,13 +472,7 @@ def test_a_gate_that_failed_on_a_commit_is_not_run_again_unless_asked(
     queue: Queue, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    count = f"open({str(runs)!r}, 'a').write('x'); raise SystemExit(1)"
-    toml = GATES_TOML.replace(
-        f'command = [{PY}, "checks/tests.py"]',
-        f'command = [{PY}, "-c", {json.dumps(count)}]',
-    )
-    assert toml != GATES_TOML
-    repo = gated_repo(tmp_path / "gated", toml=toml)
+    repo = _tests_gate_runs(tmp_path, f"open({str(runs)!r}, 'a').write('x'); raise SystemExit(1)")
     queue.tests_gate = "evidence"
     number = _start(queue, repo)
     _commit(queue, repo, "green", {"src/app.py": "x = 2\n"})
