@@ -203,8 +203,6 @@ def create(
         repositories.validate_name(repository)
 
     def work(conn: Connection) -> Issue:
-        if repository is not None:
-            repositories.row(conn, repository)
         _, number = insert_issue(
             q,
             conn,
