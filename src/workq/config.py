@@ -27,6 +27,7 @@ FLAGS = {
     "run_id": "--run-id",
     "github_repo": "--github-repo",
     "tests_gate": "--tests-gate",
+    "default_gates": "--default-gates",
 }
 
 
@@ -54,6 +55,8 @@ class Settings(BaseSettings):
     # on stored quality gate runs for the commit (or runs the gates then); "trust" takes
     # the agent's word, as before (services/gates.py).
     tests_gate: Literal["evidence", "trust"] = "evidence"
+    # The gates of a repository without a gate table: none, or a preset of domain/gates.py.
+    default_gates: Literal["none", "strict", "pytest"] = "none"
     busy_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
     pool_size: int = Field(
         default=5, ge=1, le=100, description="Connections a process keeps open to a server"
@@ -145,6 +148,8 @@ def accepted(name: str) -> str:
         return "NORMAL or FULL"
     if name == "tests_gate":
         return "evidence or trust"
+    if name == "default_gates":
+        return "none, strict or pytest"
     if name == "db_path":
         return "a SQLite file's path, not an empty value"
     if name == "database_url":

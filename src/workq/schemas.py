@@ -460,6 +460,7 @@ class MergeResult(_Model):
     commit: str | None = Field(default=None, description="The default branch's new tip")
     already_merged: bool = Field(default=False, description="An earlier run had merged it")
     number: int | None = None
+    note: str | None = Field(default=None, description="What the merge did not check")
 
 
 class PruneReport(_Model):
@@ -474,6 +475,9 @@ class GateIssue(_Model):
     message: str
 
 
+GateCause = Literal["failed", "missing_program", "no_tests", "timed_out"]
+
+
 class GateResult(_Model):
     gate_number: int
     name: str
@@ -485,6 +489,7 @@ class GateResult(_Model):
     timed_out: bool = False
     exit_code: int | None = None
     error: str | None = Field(default=None, description="Why the gate could not run")
+    cause: GateCause | None = Field(default=None, description="Why it did not pass")
     output: str = Field(default="", description="The end of its output, bounded")
     output_cut_bytes: int = 0
     tests: bool = Field(default=False, description="The tests gate")
@@ -504,7 +509,7 @@ class GateReport(_Model):
     commit: str
     dirty: bool = Field(description="Run on uncommitted changes: not evidence for the commit")
     checkout: str
-    config: str = Field(description="Where the gates were read from, or 'default'")
+    config: str = Field(description="Where the gates were read from, a preset, or 'none'")
     from_evidence: bool = Field(
         default=False, description="Read from stored runs on this commit, not run now"
     )
@@ -514,8 +519,19 @@ class GateReport(_Model):
         "gate, clean tree) or the runs stored before",
     )
 
-    def evidence_note(self) -> str | None:
-        """For a run that is not evidence for its commit: what a merge will read instead."""
+    def verdict(self) -> str:
+        if not self.gates:
+            return "no gates"
+        return "all gates pass" if self.overall_pass else "gates FAIL"
+
+    def note(self) -> str | None:
+        """With no gates configured, how to add them; for a run that is not evidence for its
+        commit, what a merge will read instead."""
+        if self.config == "none":
+            return (
+                "No gates are configured in this repository: merges check nothing. "
+                "`workq gates init [--preset strict|pytest]` writes a starter table"
+            )
         if self.evidence == "this run":
             return None
         what = "uncommitted changes" if self.dirty else "named files or gates"
@@ -690,3 +706,4 @@ class MergedToMain(_Model):
     already_merged: bool = Field(
         default=False, description="Merged by an earlier call: nothing was done now"
     )
+    note: str | None = Field(default=None, description="What the merge did not check")

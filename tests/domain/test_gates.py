@@ -3,6 +3,8 @@ command line, and reading diagnostics and pytest's summary."""
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,15 +54,28 @@ def test_a_bad_gate_table_is_refused_naming_the_gate(table: object, says: str) -
         gates.parse_table(table, "pyproject.toml [tool.workq.gates]")
 
 
-def test_the_default_gates_are_seed_004s_five() -> None:
-    assert [(s.number, s.name) for s in gates.DEFAULT_GATES] == [
+def test_the_strict_preset_is_the_workflow_servers_five() -> None:
+    assert [(s.number, s.name) for s in gates.PRESETS["strict"]] == [
         (1, "whitespace"),
         (2, "imports"),
         (3, "line-length"),
         (4, "mypy"),
         (5, "tests"),
     ]
-    assert [s.tests for s in gates.DEFAULT_GATES] == [False] * 4 + [True]
+    assert [s.tests for s in gates.PRESETS["strict"]] == [False] * 4 + [True]
+
+
+@pytest.mark.parametrize("name", sorted(gates.PRESETS))
+def test_a_presets_table_text_reads_back_as_the_preset(name: str) -> None:
+    text = gates.table_text(gates.PRESETS[name], "gates")
+    assert gates.parse_table(tomllib.loads(text)["gates"], "t") == gates.PRESETS[name]
+    assert "'{files}'" not in text
+
+
+def test_no_preset_means_no_gates_and_an_unknown_one_is_named() -> None:
+    assert gates.preset("none") == ()
+    with pytest.raises(InvalidInput, match="no gate preset 'lax' \\(presets: strict, pytest\\)"):
+        gates.preset("lax")
 
 
 def test_files_and_the_command_line() -> None:
@@ -70,10 +85,10 @@ def test_files_and_the_command_line() -> None:
     chosen = gates.select(spec, ["README.md", "a.py", "src/b.py"])
     assert chosen == ["a.py", "src/b.py"]
     assert gates.argv(spec, chosen) == ["lint", "--fast", "a.py", "src/b.py", "--end"]
-    assert gates.choose(gates.DEFAULT_GATES, [5, "mypy"]) == list(gates.DEFAULT_GATES[3:])
-    assert gates.choose(gates.DEFAULT_GATES, ["1"]) == [gates.DEFAULT_GATES[0]]
+    assert gates.choose(gates.PRESETS["strict"], [5, "mypy"]) == list(gates.PRESETS["strict"][3:])
+    assert gates.choose(gates.PRESETS["strict"], ["1"]) == [gates.PRESETS["strict"][0]]
     with pytest.raises(InvalidInput, match="no gate 'nope'"):
-        gates.choose(gates.DEFAULT_GATES, ["nope"])
+        gates.choose(gates.PRESETS["strict"], ["nope"])
 
 
 @pytest.mark.parametrize("bad", ["/etc/passwd", "C:/x", "../x", "a/../../x", "a/..", "", " "])

@@ -79,7 +79,7 @@ def test_gates_passed_on_an_older_commit_do_not_count(queue: Queue, repo: Path):
     with pytest.raises(QualityGateFailed, match="lint") as failed:
         gates.require_passed(queue, number, repo, new)
     assert failed.value.facts["failing"] == [
-        {"gate": "lint", "first_issue": "src/app.py:1: col 1: X001 BAD found"}
+        {"gate": "lint", "cause": "failed", "first_issue": "src/app.py:1: col 1: X001 BAD found"}
     ]
     assert failed.value.facts["commit"] == new
     # The older commit's evidence still stands for the older commit.
@@ -105,7 +105,7 @@ def test_gates_on_named_files_are_not_evidence_for_the_commit(queue: Queue, repo
     named = gates.run(queue, number, repo, files=["src/app.py"])
     assert named.overall_pass and not named.dirty
     assert named.evidence == "none"
-    assert named.evidence_note() == (
+    assert named.note() == (
         f"Not evidence for {head[:12]} (run on named files or gates): a merge or testsPassed "
         "needs every gate passed on the commit from a clean tree; no stored runs of every "
         "gate on it yet"
@@ -113,14 +113,14 @@ def test_gates_on_named_files_are_not_evidence_for_the_commit(queue: Queue, repo
     with pytest.raises(QualityGateFailed, match="no evidence"):
         gates.require_passed(queue, number, repo, head, run=False)
     whole = gates.run(queue, number, repo)  # every gate, clean tree: the evidence itself
-    assert whole.evidence == "this run" and whole.evidence_note() is None
+    assert whole.evidence == "this run" and whole.note() is None
     again = gates.run(queue, number, repo, files=["src/app.py"])
     assert again.evidence == "stored, passed"
-    assert (again.evidence_note() or "").endswith("; its stored runs passed")
+    assert (again.note() or "").endswith("; its stored runs passed")
     (repo / "src" / "app.py").write_text("x = 3  # BAD\n")
     dirty = gates.run(queue, number, repo)
     assert dirty.evidence == "stored, passed" and not dirty.overall_pass
-    assert "(run on uncommitted changes)" in (dirty.evidence_note() or "")
+    assert "(run on uncommitted changes)" in (dirty.note() or "")
 
 
 def test_failing_tests_raise_tests_failing_with_the_counts(queue: Queue, repo: Path):
@@ -232,8 +232,10 @@ def test_where_the_gates_come_from(tmp_path: Path):
     assert found.source == "pyproject.toml [tool.workq.gates]"
     assert [(g.name, g.tests) for g in found.gates] == [("only", True)]
     (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    default = gates.settings(repo)
-    assert default.source == "default"
+    assert gates.settings(repo).source == "none"
+    assert gates.settings(repo).gates == []
+    default = gates.settings(repo, "strict")
+    assert default.source == "preset strict"
     assert [g.name for g in default.gates] == [
         "whitespace",
         "imports",

@@ -10,7 +10,9 @@ import pytest
 from tests.server.test_claim_faces import cli_json
 from tests.vcs.test_git import make_repo
 from tests.workq_cli import workq
-from workq.errors import GitFailed
+from workq.errors import GitFailed, PathsReserved
+from workq.services import claims, gitflow, hooks, issues
+from workq.services.context import Queue
 from workq.vcs import git
 
 
@@ -65,3 +67,36 @@ def test_install_keeps_a_foreign_hook(tmp_path: Path) -> None:
         == 0
     )
     assert "workq pre-commit hook" in hook.read_text()
+
+
+def test_workq_commits_answer_paths_reserved_and_skip_the_hook(queue: Queue, tmp_path: Path):
+    repo = make_repo(tmp_path / "repo")
+    hook = hooks.install(repo, db_path=tmp_path / "unused.db")
+    marker = tmp_path / "hook-ran"
+    lines = hook.read_text().splitlines()
+    assert lines[-1].startswith("exec ")
+    hook.write_text("\n".join([*lines[:-1], f"touch {marker}"]) + "\n")  # a hook we can see
+    auth = issues.create(queue, title="Auth", touches=["src/auth/**"]).number
+    claims.claim(queue, auth, "run-a")
+    mine = issues.create(queue, title="Docs").number
+    gitflow.start_work_on_issue(queue, repo, mine, run_id="run-b")
+    before = git.head(repo)
+
+    (repo / "src" / "auth").mkdir(parents=True)
+    (repo / "src" / "auth" / "login.py").write_text("x = 1\n")
+    with pytest.raises(PathsReserved) as refused:
+        gitflow.commit_tdd_phase(queue, repo, "green", "docs", holders={"run-b"})
+    assert refused.value.message.endswith(f"src/auth/login.py by run-a for issue #{auth}")
+    assert refused.value.facts["reserved"] == [
+        {"path": "src/auth/login.py", "holder": "run-a", "number": auth, "glob": "src/auth/**"}
+    ]
+    assert git.head(repo) == before and git.staged_paths(repo) == []  # nothing committed
+    assert not marker.exists()
+
+    (repo / "src" / "auth" / "login.py").unlink()
+    (repo / "notes.md").write_text("notes\n")
+    gitflow.commit_tdd_phase(queue, repo, "green", "docs", holders={"run-b"})
+    assert git.head(repo) != before
+    assert not marker.exists()  # checked in process: the hook exited at once
+    _commit(repo, "more.md")  # a commit of the user's own runs the hook
+    assert marker.exists()

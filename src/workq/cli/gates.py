@@ -27,7 +27,7 @@ def _print(report: GateReport) -> None:
     state_word = "uncommitted changes on " if report.dirty else ""
     output.line(
         f"Issue #{report.number}, {state_word}{report.commit[:12]} in {report.checkout} "
-        f"({report.config}): {'all gates pass' if report.overall_pass else 'gates FAIL'}"
+        f"({report.config}): {report.verdict()}"
     )
     rows = []
     for g in report.gates:
@@ -42,7 +42,7 @@ def _print(report: GateReport) -> None:
         output.line(f"tests: {t.passed} passed, {t.failed} failed")
         for error in t.errors[:10]:
             output.line(f"  {error}")
-    note = report.evidence_note()
+    note = report.note()
     if note:
         output.line(note)
 
@@ -108,9 +108,12 @@ def list_command(
     """The gates in effect, and where they come from."""
     s = state(ctx)
     where = gates.locate(s.queue(), number, Path.cwd()) if number is not None else Path.cwd()
-    found = gates.settings(where)
+    found = gates.settings(where, s.settings().default_gates)
     if json_:
         output.emit_json(found.model_dump(mode="json"))
+        return
+    if not found.gates:
+        output.line(f"No gates in {found.checkout}: merges check nothing. {gates.HOW_TO_ADD}")
         return
     output.line(f"Gates of {found.checkout} ({found.source}):")
     output.table(
@@ -127,6 +130,27 @@ def list_command(
             for g in found.gates
         ],
     )
+
+
+@gates_app.command("init")
+def init_command(
+    repo: Annotated[Path, typer.Option(help="A directory in the repository.")] = Path("."),
+    preset: Annotated[
+        str,
+        typer.Option(
+            metavar="strict|pytest",
+            help="pytest: one tests gate. strict: whitespace, imports, line length (ruff), "
+            "mypy --strict and pytest.",
+        ),
+    ] = "pytest",
+) -> None:
+    """Write a starter gate table into the repository's workq.toml (a repository has no
+    gates until it has one). Commit it: a merge reads the gates of the commit it lands."""
+    path, written = gates.init(repo, preset)
+    names = ", ".join(g.name for g in written.gates)
+    count = f"{len(written.gates)} gate{'s' if len(written.gates) > 1 else ''}"
+    output.line(f"Wrote {count} to {path}: {names}")
+    output.line("Next: commit it; `workq gates list` shows them, `workq gates run N` runs them")
 
 
 @gates_app.command("evidence")

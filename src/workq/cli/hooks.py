@@ -46,10 +46,11 @@ def check(
     """Exit 1, naming holder and issue, if the staged changes touch a path another holder
     reserved exclusively (what the hook runs)."""
     s = state(ctx)
+    committer = run_id or s.settings().run_id
     refused = hooks.check(
         s.queue(),
         repo,
-        run_id=run_id or s.settings().run_id,
+        holders={committer} if committer else set(),
         index_file=os.environ.get("GIT_INDEX_FILE"),
     )
     for r in refused:

@@ -121,6 +121,15 @@ def serve(
             "(evidence, the default) or take the agent's word (trust; env WORKQ_TESTS_GATE).",
         ),
     ] = None,
+    default_gates: Annotated[
+        str | None,
+        typer.Option(
+            "--default-gates",
+            metavar="none|strict|pytest",
+            help="The gates of a repository with no gate table: none (the default) or a "
+            "preset of `workq gates init` (env WORKQ_DEFAULT_GATES).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the queue over MCP (stdio by default)."""
     from workq.server.main import serve as run_server  # only this command needs the server
@@ -133,6 +142,7 @@ def serve(
         run_id=run_id,
         github_repo=github_repo or sync_github,
         tests_gate=tests_gate,
+        default_gates=default_gates,
     )
     if not settings.is_sqlite:
         from workq.services.runtime import check_driver

@@ -321,6 +321,8 @@ def merge_command(
         return
     again = " (already merged: cleaned up)" if done.already_merged else ""
     output.line(f"Merged {done.branch} into {done.into} at {done.commit}{again}")
+    if done.note:
+        output.line(f"Note: {done.note}")
 
 
 def register(app: typer.Typer) -> None:

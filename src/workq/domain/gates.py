@@ -56,14 +56,58 @@ def _default(number: int, name: str, command: str, *, tests: bool = False) -> Ga
 
 
 _RUFF = "ruff check --no-cache --quiet --output-format concise"
-# Seed 004's five gates, with ruff standing in for pylint: what runs with no gate table.
-DEFAULT_GATES: tuple[GateSpec, ...] = (
-    _default(1, "whitespace", f"{_RUFF} --select W291,W293 {{files}}"),
-    _default(2, "imports", f"{_RUFF} --select PLC0415 {{files}}"),
-    _default(3, "line-length", f"{_RUFF} --select E501 --line-length 100 {{files}}"),
-    _default(4, "mypy", "mypy --strict --no-error-summary {files}"),
-    _default(5, "tests", "pytest -q --tb=line", tests=True),
-)
+# Starter gate tables (``workq gates init --preset NAME``, ``--default-gates NAME``). A
+# repository without a gate table has no gates unless the server names a preset.
+PRESETS: dict[str, tuple[GateSpec, ...]] = {
+    # Five checks of a typed Python project: the workflow server's mandatory gates, with
+    # ruff standing in for pylint.
+    "strict": (
+        _default(1, "whitespace", f"{_RUFF} --select W291,W293 {{files}}"),
+        _default(2, "imports", f"{_RUFF} --select PLC0415 {{files}}"),
+        _default(3, "line-length", f"{_RUFF} --select E501 --line-length 100 {{files}}"),
+        _default(4, "mypy", "mypy --strict --no-error-summary {files}"),
+        _default(5, "tests", "pytest -q --tb=line", tests=True),
+    ),
+    "pytest": (_default(1, "tests", "pytest -q --tb=line", tests=True),),
+}
+NO_PRESET = "none"
+
+
+def preset(name: str) -> tuple[GateSpec, ...]:
+    """The gates of preset ``name`` (``none``: no gates).
+
+    Raises:
+        InvalidInput: no such preset.
+    """
+    if name == NO_PRESET:
+        return ()
+    if name not in PRESETS:
+        known = ", ".join(PRESETS)
+        raise InvalidInput(f"no gate preset {name!r} (presets: {known})", field="preset")
+    return PRESETS[name]
+
+
+def _joined(command: Sequence[str]) -> str:
+    return " ".join(p if p == FILES_PLACEHOLDER else shlex.quote(p) for p in command)
+
+
+def table_text(specs: Sequence[GateSpec], prefix: str) -> str:
+    """``specs`` as a TOML gate table under ``[{prefix}.NAME]``, readable by ``parse_table``."""
+
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    blocks = []
+    for s in specs:
+        lines = [f"[{prefix}.{s.name}]", f"command = {quoted(_joined(s.command))}"]
+        if s.files:
+            lines.append(f"files = [{', '.join(quoted(f) for f in s.files)}]")
+        if s.timeout != DEFAULT_TIMEOUT:
+            lines.append(f"timeout = {s.timeout:g}")
+        if s.tests and s.name not in TEST_NAMES:
+            lines.append('kind = "tests"')
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
 
 
 def parse_table(table: object, source: str) -> tuple[GateSpec, ...]:

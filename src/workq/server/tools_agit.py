@@ -123,6 +123,7 @@ class Merged(BaseModel):
     worktree_cleaned: bool
     commit: str | None = None
     already_merged: bool = False
+    note: str | None = None
 
 
 class Registered(BaseModel):
@@ -423,9 +424,9 @@ def register(reg: Registry) -> None:
                 worktree_cleaned=done.worktree_cleaned,
                 commit=done.commit,
                 already_merged=done.already_merged,
+                note=done.note,
             )
-            seed = {k: v for k, v in out.model_dump().items() if k in Merged.model_fields}
-            return _answer(seed, out)
+            return _answer(out.model_dump(exclude_none=True), out)
 
         return _guarded(call)
 

@@ -160,9 +160,10 @@ def register(reg: Registry) -> None:
             lease_seconds=state.settings.merge_lease_seconds,
         )
         said = "Already merged" if done.already_merged else "Merged"
+        note = f" ({done.note})" if done.note else ""
         return ok(
             f"{said} {done.merged_branch} into {done.target_branch} at {done.commit_hash[:12]}; "
-            f"issue #{done.issue_number} done",
+            f"issue #{done.issue_number} done{note}",
             done,
         )
 

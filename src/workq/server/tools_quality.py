@@ -38,15 +38,14 @@ def _line(gate: GateResult) -> str:
 def _text(report: GateReport) -> str:
     state = "uncommitted changes on " if report.dirty else ""
     lines = [
-        f"Issue #{report.number}, {state}{report.commit[:12]}: "
-        f"{'all gates pass' if report.overall_pass else 'gates FAIL'} ({report.config})"
+        f"Issue #{report.number}, {state}{report.commit[:12]}: {report.verdict()} ({report.config})"
     ]
     lines += [_line(g) for g in report.gates]
     if report.test_results is not None:
         t = report.test_results
         lines.append(f"tests: {t.passed} passed, {t.failed} failed")
         lines += [f"  {clip(e, 160)}" for e in t.errors[:5]]
-    note = report.evidence_note()
+    note = report.note()
     if note:
         lines.append(note)
     return "\n".join(lines)

@@ -37,6 +37,8 @@ class Queue:
     # "evidence" or "trust": whether testsPassed and merges need stored gate runs
     # (services/gates.py). Serving and the CLI take Settings.tests_gate ("evidence").
     tests_gate: str = "trust"
+    # The gate preset of a repository without a gate table ("none": no gates).
+    default_gates: str = "none"
 
     def now(self) -> datetime:
         return self.clock()

@@ -1,8 +1,9 @@
 """Quality gates the server runs on an issue's checkout, and the evidence they leave.
 
 The gates come from the checkout: a ``[gates]`` table in ``workq.toml`` at its root, else a
-``[tool.workq.gates]`` table in its ``pyproject.toml``, else seed 004's five as
-``domain.gates.DEFAULT_GATES`` (ruff for pylint). Each run of a gate is stored on the issue
+``[tool.workq.gates]`` table in its ``pyproject.toml``, else none (or the preset the server
+names, ``--default-gates``): gates are what a repository's owner chose, and ``init``
+writes a starter table. Each run of a gate is stored on the issue
 (``gate_runs``) with the commit the checkout was at and whether its tree was dirty, and an
 event (``gates_run``) says which gates passed on which commit.
 
@@ -15,6 +16,8 @@ merge steps ask.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ from workq.errors import (
     UncommittedChanges,
 )
 from workq.schemas import (
+    GateCause,
     GateConfig,
     GateIssue,
     GateReport,
@@ -61,11 +65,13 @@ __all__ = [
     "configuration",
     "evidence",
     "held_issue",
+    "init",
     "locate",
     "merge_gate",
     "require_passed",
     "run",
     "settings",
+    "unconfigured",
 ]
 
 EVENT_KIND = "gates_run"
@@ -74,15 +80,22 @@ PYPROJECT = "pyproject.toml"
 # What an answer and a stored run keep of a gate's output.
 OUTPUT_CHARS = 1500
 ISSUES_KEPT = 20
+# pytest's exit status when it collected no test.
+PYTEST_NO_TESTS = 5
 # The modes of the tests gate (Settings.tests_gate, Queue.tests_gate).
 TRUST = "trust"
 EVIDENCE = "evidence"
 
 
+NONE = "none"
+HOW_TO_ADD = "workq gates init [--preset strict|pytest] writes a starter table"
+
+
 @dataclass(frozen=True)
 class Configuration:
     source: str
-    """``workq.toml [gates]``, ``pyproject.toml [tool.workq.gates]`` or ``default``."""
+    """``workq.toml [gates]``, ``pyproject.toml [tool.workq.gates]``, ``preset NAME`` (the
+    server's default) or ``none``."""
     gates: tuple[GateSpec, ...]
 
 
@@ -93,8 +106,11 @@ def _toml(text: str, name: str) -> dict[str, Any]:
         raise InvalidInput(f"{name} is not valid TOML: {exc}", source=name) from None
 
 
-def configuration(checkout: Path, commit: str | None = None) -> Configuration:
-    """The gates in effect in ``checkout``: as its files are now, or as ``commit`` has them.
+def configuration(
+    checkout: Path, commit: str | None = None, *, default: str = rules.NO_PRESET
+) -> Configuration:
+    """The gates in effect in ``checkout``: as its files are now, or as ``commit`` has them;
+    with no gate table, the preset ``default`` names (none by default).
 
     Raises:
         InvalidInput: a gate table that is malformed (naming the file and the gate).
@@ -119,13 +135,52 @@ def configuration(checkout: Path, commit: str | None = None) -> Configuration:
         if isinstance(workq, dict) and "gates" in workq:
             source = f"{PYPROJECT} [tool.workq.gates]"
             return Configuration(source, rules.parse_table(workq["gates"], source))
-    return Configuration("default", rules.DEFAULT_GATES)
+    if default == rules.NO_PRESET:
+        return Configuration(NONE, ())
+    return Configuration(f"preset {default}", rules.preset(default))
 
 
-def settings(checkout: Path) -> GateConfig:
-    """The configuration in effect in the work tree ``checkout`` stands in, as an answer."""
+def unconfigured(q: Queue, checkout: Path, commit: str) -> str | None:
+    """What a merge says once when ``commit`` has no gates: that nothing was checked, and
+    how to add them. None when it has gates, or when merges trust the agent's word."""
+    if q.tests_gate == TRUST or configuration(checkout, commit, default=q.default_gates).gates:
+        return None
+    return f"no quality gates are configured, so none ran; {HOW_TO_ADD}"
+
+
+def init(checkout: Path, preset: str = "pytest") -> tuple[Path, Configuration]:
+    """Write preset ``preset``'s gates as the ``[gates]`` table of ``workq.toml`` at the root
+    of the work tree ``checkout`` stands in (added to the file if it has no gate table).
+
+    Raises:
+        InvalidInput: no such preset, or the checkout already has a gate table (editing it
+            is the owner's choice), or its workq.toml is not valid TOML.
+    """
+    specs = rules.preset(preset)
+    if not specs:
+        raise InvalidInput("preset 'none' has no gates to write", field="preset")
     root = git.toplevel(checkout)
     found = configuration(root)
+    if found.source != NONE:
+        raise InvalidInput(
+            f"{root} already has gates ({found.source}): edit that table instead",
+            field="preset",
+            source=found.source,
+        )
+    path = root / WORKQ_TOML
+    before = path.read_text(encoding="utf-8") if path.is_file() else ""
+    table = rules.table_text(specs, "gates")
+    text = f"{before.rstrip()}\n\n{table}" if before.strip() else table
+    source = f"{WORKQ_TOML} [gates]"
+    written = Configuration(source, rules.parse_table(_toml(text, WORKQ_TOML)["gates"], source))
+    path.write_text(text, encoding="utf-8")
+    return path, written
+
+
+def settings(checkout: Path, default: str = rules.NO_PRESET) -> GateConfig:
+    """The configuration in effect in the work tree ``checkout`` stands in, as an answer."""
+    root = git.toplevel(checkout)
+    found = configuration(root, default=default)
     return GateConfig(
         checkout=str(root),
         source=found.source,
@@ -252,21 +307,68 @@ def _skipped(spec: GateSpec) -> GateResult:
     )
 
 
+# A pytest plugin the tests gate loads (PYTEST_PLUGINS) so that a run killed on timeout can
+# say which test it was in: it writes each test's id to the file its variable names.
+_PROBE = "workq_gate_probe"
+_PROBE_SOURCE = """\
+import os
+
+
+def pytest_runtest_logstart(nodeid, location):
+    with open(os.environ["WORKQ_GATE_PROBE"], "w", encoding="utf-8") as f:
+        f.write(nodeid)
+"""
+
+
+def _run_tests_gate(
+    argv: Sequence[str], root: Path, timeout: float
+) -> tuple[commands.Outcome, str | None]:
+    """Run a tests gate with the probe loaded; its outcome and the last test it started."""
+    with tempfile.TemporaryDirectory(prefix="workq-gate-") as scratch:
+        (Path(scratch) / f"{_PROBE}.py").write_text(_PROBE_SOURCE, encoding="utf-8")
+        probe = Path(scratch) / "last-test"
+        env = commands.environment()
+        plugins = [p for p in env.get("PYTEST_PLUGINS", "").split(",") if p]
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env.update(
+            PYTEST_PLUGINS=",".join([*plugins, _PROBE]),
+            PYTHONPATH=os.pathsep.join([scratch, *paths]),
+            WORKQ_GATE_PROBE=str(probe),
+        )
+        outcome = commands.run(argv, cwd=root, timeout=timeout, env=env)
+        last = probe.read_text(encoding="utf-8", errors="replace") if probe.is_file() else None
+    return outcome, (last or None)
+
+
 def _run_gate(q: Queue, spec: GateSpec, root: Path, files: Sequence[str], source: str) -> _Ran:
     started = q.now()
     chosen = rules.select(spec, files)
     if not chosen:
         return _Ran(spec, _skipped(spec), None, started, q.now())
-    outcome = commands.run(rules.argv(spec, chosen), cwd=root, timeout=spec.timeout)
+    last_test = None
+    if spec.tests:
+        outcome, last_test = _run_tests_gate(rules.argv(spec, chosen), root, spec.timeout)
+    else:
+        outcome = commands.run(rules.argv(spec, chosen), cwd=root, timeout=spec.timeout)
     counts = rules.pytest_counts(outcome.output) if spec.tests else None
     found, total = rules.diagnostics(outcome.output, root=str(root), limit=ISSUES_KEPT)
-    error = None
+    error: str | None = None
+    cause: GateCause | None = None
     if outcome.missing is not None:
+        cause = "missing_program"
         error = f"{outcome.missing}: install it, or change gate {spec.name!r}'s command ({source})"
     elif outcome.timed_out:
+        cause = "timed_out"
+        during = f" while running {last_test[:300]}" if last_test else ""
         error = (
-            f"timed out after {spec.timeout:g} s; the gate and every process it started were killed"
+            f"timed out after {spec.timeout:g} s{during}; the gate and every process it "
+            "started were killed"
         )
+    elif spec.tests and outcome.exit_code == PYTEST_NO_TESTS:
+        cause = "no_tests"
+        error = f"no tests collected: add tests, or take gate {spec.name!r} out ({source})"
+    elif not outcome.ok:
+        cause = "failed"
     passed = outcome.ok
     if counts is not None and not passed:
         total = max(total, counts.failed + counts.errors)
@@ -281,6 +383,7 @@ def _run_gate(q: Queue, spec: GateSpec, root: Path, files: Sequence[str], source
         timed_out=outcome.timed_out,
         exit_code=outcome.exit_code,
         error=error,
+        cause=cause,
         output=output,
         output_cut_bytes=outcome.cut_bytes,
         tests=spec.tests,
@@ -312,6 +415,7 @@ def _summary(r: _Ran) -> str:
     data: dict[str, Any] = {
         "issues": [i.model_dump() for i in r.result.issues],
         "error": r.result.error,
+        "cause": r.result.cause,
         "output": r.result.output,
         "output_cut_bytes": r.result.output_cut_bytes,
     }
@@ -432,7 +536,7 @@ def run(
     with q.db.read() as conn:
         load(conn, number)
     root = git.toplevel(checkout)
-    config = configuration(root)
+    config = configuration(root, default=q.default_gates)
     chosen = rules.choose(config.gates, gates)
     if not include_tests:
         chosen = [s for s in chosen if not s.tests]
@@ -515,6 +619,7 @@ def _stored_result(row: Any) -> GateResult:
         timed_out=row.timed_out,
         exit_code=row.exit_code,
         error=summary.get("error"),
+        cause=summary.get("cause") or (None if row.passed else "failed"),
         output=summary.get("output", ""),
         output_cut_bytes=summary.get("output_cut_bytes", 0),
         tests=row.tests,
@@ -531,10 +636,15 @@ def _first_issue(result: GateResult) -> str:
 
 
 def _why(result: GateResult) -> str:
+    """A failing gate's cause, in words: the three a user must tell apart named apart."""
+    if result.cause == "missing_program" and result.error:
+        return result.error.split(":")[0]
+    if result.cause == "no_tests":
+        return "no tests collected"
     if result.timed_out:
         return "timed out"
-    if result.error:
-        return result.error.split(":")[0]
+    if result.tests and result.issues_total:
+        return f"{result.issues_total} failing"
     if result.issues_total:
         return f"{result.issues_total} issues"
     return f"exit {result.exit_code}"
@@ -547,13 +657,13 @@ def _refuse(report: GateReport, number: int, *, when: Mapping[str, datetime] | N
     failing = [g for g in report.gates if not g.passed]
     if not failing:
         return
-    names = ", ".join(
-        f"{g.name} ({'timed out' if g.timed_out else f'{g.issues_total} issues'})" for g in failing
-    )
+    names = ", ".join(f"{g.name} ({_why(g)})" for g in failing)
     facts: dict[str, Any] = {
         "number": number,
         "commit": report.commit,
-        "failing": [{"gate": g.name, "first_issue": _first_issue(g)} for g in failing],
+        "failing": [
+            {"gate": g.name, "cause": g.cause, "first_issue": _first_issue(g)} for g in failing
+        ],
     }
     if when:
         last = max(when.values())
@@ -595,7 +705,7 @@ def require_passed(
         NotFound: no issue ``number``.
     """
     root = git.toplevel(checkout)
-    config = configuration(root, commit)
+    config = configuration(root, commit, default=q.default_gates)
     with q.db.read() as conn:
         issue = load(conn, number)
         latest = _latest(conn, issue.id, commit)

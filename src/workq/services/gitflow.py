@@ -46,6 +46,7 @@ from workq.schemas import (
 from workq.services import (
     checkouts,
     claims,
+    hooks,
     issues,
     merges,
     notes,
@@ -55,7 +56,7 @@ from workq.services import (
 )
 from workq.services.checkouts import Checkout
 from workq.services.context import Queue, load, record
-from workq.services.gates import MergeCandidate
+from workq.services.gates import MergeCandidate, unconfigured
 from workq.services.repositories import ACTIVE
 from workq.vcs import git
 
@@ -387,7 +388,8 @@ def commit_tdd_phase(
             raise NothingToCommit(f"the checkout at {work.path} has no changes to commit")
         if phase == "red":
             tdd.red_only_tests(staged)
-        commit = git.commit(work.path, message)
+        hooks.refuse_reserved(q, work.path, holders=holders, issue=work.number)
+        commit = git.commit(work.path, message, env=hooks.CHECKED)
     except WorkqError:
         if saved is not None:  # (an index with conflicts is left staged: it had no tree)
             git.restore_index(work.path, saved)
@@ -488,6 +490,7 @@ def merge_to_main(
         commit_hash=head,
         issue_number=n,
         branch_deleted=git.branch_tip(work.root, work.branch) is None,
+        note=unconfigured(q, work.root, head) if head else None,
     )
 
 

@@ -1,6 +1,8 @@
 """The git pre-commit hook: refuse a commit that changes a path another holder reserved
 exclusively. ``install`` writes the hook into a repository; the hook runs ``workq hooks
-check``, which is :func:`check`.
+check``, which is :func:`check`. workq's own commits (``commit_tdd_phase``) ask
+:func:`refuse_reserved` in process, which answers PATHS_RESERVED naming holder and issue,
+and tell the hook so (``CHECKED``): it then exits at once instead of starting a CLI.
 
 Who commits: the run id in ``WORKQ_RUN_ID``, and the issue of the branch when its name is
 ``{type}/{number}-...`` (workflow branches are): the holder of that issue's claim and the
@@ -12,16 +14,19 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from workq.domain import globs
-from workq.errors import InvalidInput
+from workq.errors import InvalidInput, PathsReserved
 from workq.services import reservations
 from workq.services.context import Queue
 from workq.vcs import git
 
 MARK = "# workq pre-commit hook"
+# The environment of a commit whose reservations workq checked itself: the hook skips.
+CHECKED = {"WORKQ_HOOK_CHECKED": "1"}
 _BRANCH = re.compile(r"[A-Za-z]+/(\d{1,9})(?:-|$)")
 
 
@@ -48,7 +53,9 @@ def install(repo: Path, *, db_path: Path | None, force: bool = False) -> Path:
     command += ["hooks", "check"]
     hook.parent.mkdir(parents=True, exist_ok=True)
     hook.write_text(
-        f"#!/bin/sh\n{MARK}: refuses paths reserved by others\nexec {shlex.join(command)}\n"
+        f"#!/bin/sh\n{MARK}: refuses paths reserved by others\n"
+        '[ "$WORKQ_HOOK_CHECKED" = 1 ] && exit 0  # checked by workq before committing\n'
+        f"exec {shlex.join(command)}\n"
     )
     hook.chmod(0o755)
     return hook
@@ -62,16 +69,22 @@ def branch_issue(repo: Path) -> int | None:
 
 
 def check(
-    q: Queue, repo: Path, *, run_id: str | None, index_file: str | None = None
+    q: Queue,
+    repo: Path,
+    *,
+    holders: Collection[str],
+    issue: int | None = None,
+    index_file: str | None = None,
 ) -> list[Refusal]:
-    """The staged paths of ``repo`` that another holder reserved exclusively."""
+    """The staged paths of ``repo`` that another holder reserved exclusively. The committer
+    is ``holders`` and the holder of ``issue`` (default: the issue of the branch)."""
     paths = git.staged_paths(repo, index_file)
     if not paths:
         return []
-    issue = branch_issue(repo)
+    if issue is None:
+        issue = branch_issue(repo)
     held = reservations.list_live(q)
-    mine = {run_id} if run_id else set()
-    mine |= {h.holder for h in held if h.number == issue}
+    mine = set(holders) | {h.holder for h in held if h.number == issue}
     refused: list[Refusal] = []
     for path in paths:
         for h in held:
@@ -81,3 +94,24 @@ def check(
                 refused.append(Refusal(path, h))
                 break
     return refused
+
+
+def refuse_reserved(q: Queue, repo: Path, *, holders: Collection[str], issue: int | None) -> None:
+    """What the hook would say, as an error: before workq commits what is staged in ``repo``.
+
+    Raises:
+        PathsReserved: a staged path another holder reserved exclusively (facts: each path
+            with its holder, issue and glob).
+    """
+    refused = check(q, repo, holders=holders, issue=issue)
+    if not refused:
+        return
+    said = "; ".join(f"{r.path} by {r.held.holder} for issue #{r.held.number}" for r in refused)
+    raise PathsReserved(
+        f"the commit changes paths reserved exclusively by another holder: {said}",
+        number=issue,
+        reserved=[
+            {"path": r.path, "holder": r.held.holder, "number": r.held.number, "glob": r.held.glob}
+            for r in refused[:20]
+        ],
+    )

@@ -34,7 +34,7 @@ from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorkqErro
 from workq.schemas import MergeResult
 from workq.services import claims, processes
 from workq.services.context import Queue, record
-from workq.services.gates import MergeCandidate, merge_gate
+from workq.services.gates import MergeCandidate, merge_gate, unconfigured
 from workq.services.repositories import row as repository_row
 from workq.services.worktrees import _discard, by_id
 from workq.vcs import git
@@ -303,6 +303,7 @@ def _merge_locked(
         commit=head,
         already_merged=already,
         number=w.number,
+        note=None if already else unconfigured(q, root, head),
     )
 
 

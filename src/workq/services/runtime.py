@@ -43,6 +43,7 @@ def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
         lease_seconds=settings.lease_seconds,
         reservations=settings.reservations,
         tests_gate=settings.tests_gate,
+        default_gates=settings.default_gates,
     )
     outbox.install(queue)  # feeds the GitHub mirror; writes nothing while none is configured
     return queue

@@ -462,13 +462,21 @@ def _identity(path: Path) -> dict[str, str]:
     return found
 
 
-def commit(path: Path, message: str, *, hooks: bool = True, timeout: float = 300.0) -> str:
+def commit(
+    path: Path,
+    message: str,
+    *,
+    hooks: bool = True,
+    timeout: float = 300.0,
+    env: Mapping[str, str] | None = None,
+) -> str:
     """Commit what is staged in the work tree at ``path`` with ``message`` (the
-    repository's hooks run, as for a commit its user makes); the new commit's hash."""
+    repository's hooks run, as for a commit its user makes, with ``env`` added to their
+    environment); the new commit's hash."""
     run(
         ["commit", "--quiet", "--file", "-", "--cleanup", "verbatim"],
         cwd=path,
-        env=_identity(path),
+        env={**_identity(path), **(env or {})},
         input_text=message,
         hooks=hooks,
         timeout=timeout,

@@ -1,0 +1,149 @@
+"""Gates are what a repository's owner chose: none without a gate table (merges say so), a
+preset when the server names one, ``workq gates init`` to write a starter table; and a
+missing program, no tests collected and failing tests are named apart in every answer."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.gates.gaterepo import PY, commit
+from tests.workq_cli import workq
+from tests.workspaces.gitrepo import make_repo
+from workq.domain import gates as rules
+from workq.domain.authority import Authority
+from workq.errors import InvalidInput, TestsFailing
+from workq.schemas import Status
+from workq.services import gates, issues, merges, repositories, workspaces
+from workq.services.context import Queue
+from workq.vcs import git
+
+UNTYPED = "def add(a, b):\n    return a + b\n"
+
+
+def _spawned(q: Queue, repo: Path) -> tuple[int, Path, str]:
+    repositories.add(q, "app", repo)
+    number = issues.create(q, title="Add numbers", repository="app").number
+    taken = workspaces.claim(q, number, "agent-a", worktree=True)
+    assert taken.worktree is not None
+    return number, Path(taken.worktree.path), taken.worktree.worktree_id
+
+
+def test_without_a_gate_table_a_merge_checks_nothing_and_says_so(queue: Queue, tmp_path: Path):
+    queue.tests_gate = gates.EVIDENCE
+    repo = make_repo(tmp_path / "app", {"README.md": "hi\n"})
+    number, path, wid = _spawned(queue, repo)
+    tip = commit(path, {"src/add.py": UNTYPED})
+    report = gates.run(queue, number, path)
+    assert (report.gates, report.config, report.verdict()) == ([], "none", "no gates")
+    assert "workq gates init" in (report.note() or "")
+    done = merges.merge(queue, "app", wid, by=Authority.of({"agent-a"}))
+    assert done.merged and git.head(repo) == tip
+    assert done.note == (
+        "no quality gates are configured, so none ran; "
+        "workq gates init [--preset strict|pytest] writes a starter table"
+    )
+    assert issues.get(queue, number).status == Status.DONE
+
+
+def test_the_server_may_name_a_preset_for_repositories_without_a_table(
+    queue: Queue, tmp_path: Path
+):
+    repo = make_repo(tmp_path / "app", {"README.md": "hi\n"})
+    assert gates.configuration(repo).gates == ()
+    found = gates.configuration(repo, default="pytest")
+    assert found.source == "preset pytest"
+    assert [(g.name, g.tests) for g in found.gates] == [("tests", True)]
+    (repo / "workq.toml").write_text('[gates.only]\ncommand = ["true"]\n')
+    assert gates.configuration(repo, default="strict").source == "workq.toml [gates]"
+
+
+CAUSES_TOML = f"""\
+[gates.lint]
+command = ["no-such-linter-for-workq", "{{files}}"]
+
+[gates.tests]
+command = [{PY}, "-c", "raise SystemExit(5)"]
+
+[gates.checks]
+command = [{PY}, "-c", "print('x.py:3:1: E1 bad'); raise SystemExit(1)"]
+"""
+
+
+def test_a_missing_program_no_tests_and_a_failure_are_named_apart(queue: Queue, tmp_path: Path):
+    queue.tests_gate = gates.EVIDENCE
+    repo = make_repo(tmp_path / "app", {"workq.toml": CAUSES_TOML, "x.py": "x = 1\n"})
+    number, path, wid = _spawned(queue, repo)
+    tip = commit(path, {"x.py": "x = 2\n"})
+    report = gates.run(queue, number, path)
+    by_name = {g.name: g for g in report.gates}
+    assert {n: g.cause for n, g in by_name.items()} == {
+        "lint": "missing_program",
+        "tests": "no_tests",
+        "checks": "failed",
+    }
+    assert by_name["tests"].score == "0/10"  # no tests is not a perfect score
+    assert "no tests collected" in (by_name["tests"].error or "")
+    assert "no-such-linter-for-workq" in (by_name["lint"].error or "")
+    with pytest.raises(TestsFailing) as refused:
+        merges.merge(queue, "app", wid, by=Authority.of({"agent-a"}))
+    message = refused.value.message
+    assert "lint (program 'no-such-linter-for-workq' not found)" in message
+    assert "tests (no tests collected)" in message
+    assert "checks (1 issues)" in message
+    causes = {f["gate"]: f["cause"] for f in refused.value.facts["failing"]}
+    assert causes == {"lint": "missing_program", "tests": "no_tests", "checks": "failed"}
+    assert git.head(repo) != tip  # nothing landed
+
+
+def test_gates_init_writes_a_starter_table_and_refuses_a_second(tmp_path: Path):
+    repo = make_repo(tmp_path / "app", {"workq.toml": "# settings\n"})
+    listed = workq("gates", "list", cwd=repo)
+    assert listed.returncode == 0 and "No gates in" in listed.stdout
+    assert "workq gates init" in listed.stdout
+
+    made = workq("gates", "init", "--preset", "strict", cwd=repo)
+    assert made.returncode == 0, made.stderr
+    assert "Wrote 5 gates to" in made.stdout and "commit it" in made.stdout
+    text = (repo / "workq.toml").read_text()
+    assert text.startswith("# settings\n")
+    assert list(tomllib.loads(text)["gates"]) == [
+        "whitespace",
+        "imports",
+        "line-length",
+        "mypy",
+        "tests",
+    ]
+    assert gates.configuration(repo).gates == rules.PRESETS["strict"]
+
+    again = workq("gates", "init", cwd=repo)
+    assert again.returncode != 0 and "already has gates (workq.toml [gates])" in again.stderr
+    assert (repo / "workq.toml").read_text() == text  # refused: nothing changed
+    bad = workq("gates", "init", "--preset", "lax", cwd=make_repo(tmp_path / "b"))
+    assert bad.returncode != 0 and "no gate preset 'lax'" in bad.stderr
+    assert not (tmp_path / "b" / "workq.toml").exists()
+
+
+def test_init_refuses_preset_none(tmp_path: Path):
+    with pytest.raises(InvalidInput, match="no gates to write"):
+        gates.init(make_repo(tmp_path / "app"), "none")
+
+
+HANGING_TESTS = {
+    "tests/test_quick.py": "def test_quick():\n    assert True\n",
+    "tests/test_slow.py": "import time\n\n\ndef test_hangs():\n    time.sleep(120)\n",
+}
+
+
+def test_a_timed_out_tests_gate_names_the_test_it_was_running(queue: Queue, tmp_path: Path):
+    toml = f'[gates.tests]\ncommand = [{PY}, "-m", "pytest", "-q", "-p", "no:cacheprovider"]\n'
+    repo = make_repo(tmp_path / "app", {"workq.toml": toml + "timeout = 4\n", **HANGING_TESTS})
+    number = issues.create(queue, title="Hang").number
+    report = gates.run(queue, number, repo)
+    (tests,) = report.gates
+    assert tests.cause == "timed_out" and tests.timed_out
+    assert "timed out after 4 s while running tests/test_slow.py::test_hangs" in (tests.error or "")
+    assert report.test_results is not None
+    assert any("tests/test_slow.py::test_hangs" in e for e in report.test_results.errors)
