@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import SkipJsonSchema
 
 # Limits, documented in the README; the transports and the services share them.
@@ -203,8 +203,9 @@ FENCE_DOC = "Pass as fence to complete/release/block/heartbeat: refused once sta
 
 
 class Claim(_Model):
-    """The result of a successful claim."""
+    """A claim: what issue_claim answers, and issue_claim_next with the issue's own fields."""
 
+    claimed: bool = Field(default=True, description="false: nothing was ready to claim")
     number: int
     title: str
     claimed_by: str
@@ -234,31 +235,46 @@ class ReadyIssue(_Model):
     created_at: datetime
 
 
-class ClaimedIssue(_Model):
-    """The issue claim_next took, and its claim: one shape for the CLI's --json and the
-    issue_claim_next tool."""
+class ClaimedIssue(Claim):
+    """The claim claim_next took, flat as issue_claim's, with what the issue asks."""
 
-    number: int
-    title: str
     description: str
     priority: Priority
     issue_type: IssueType
     agent: str
-    claimed_by: str
-    claimed_at: datetime
-    lease_expires_at: datetime
-    fence: int = Field(description=FENCE_DOC)
-    previous_holder: str | None = Field(
-        default=None, description="Set when an expired claim was taken over"
-    )
-    already_held: bool = Field(default=False, description="The caller's own expired claim, renewed")
-    worktree: WorkspaceInfo | None = Field(
-        default=None, description="Made with worktree=true", exclude_if=_unset
-    )
 
 
-class ClaimedNext(_Model):
-    issue: ClaimedIssue | None = Field(description="null when nothing is ready")
+def _or_none(annotation: Any) -> Any:
+    return annotation | None
+
+
+def _as_claimed_issue(schema: dict[str, Any]) -> None:
+    """Publish each field with ClaimedIssue's type (absent when nothing was claimed, never
+    null unless ClaimedIssue's may be), and only ``claimed`` required."""
+    for name, node in schema["properties"].items():
+        annotation = ClaimedIssue.model_fields[name].annotation
+        options = node.get("anyOf")
+        if options and type(None) not in get_args(annotation):
+            kept = [o for o in options if o != {"type": "null"}]
+            node.pop("anyOf")
+            node.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+    schema["required"] = ["claimed"]
+
+
+# issue_claim_next's answer: the claim, or only ``{"claimed": false}`` when nothing was
+# ready. Its fields are ClaimedIssue's, optional so that the SDK's check of the answer
+# accepts the second.
+ClaimedNext = create_model(
+    "ClaimedNext",
+    __config__=ConfigDict(frozen=True, json_schema_extra=_as_claimed_issue),
+    **{
+        name: (_or_none(field.annotation), Field(default=None))
+        for name, field in ClaimedIssue.model_fields.items()
+    },  # type: ignore[call-overload]
+)
+
+
+NOTHING_CLAIMED: dict[str, Any] = {"claimed": False}
 
 
 class Completed(_Model):

@@ -33,7 +33,7 @@ def test_the_autopilot_loop_through_the_cli() -> None:
     ok("create", "Docs", "--criterion", "quick start works")
     ok("depend", "2", "--on", "1")
     assert [i["number"] for i in data("ready")] == [1]
-    claim = data("claim-next", "--run-id", "agent-1")["issue"]
+    claim = data("claim-next", "--run-id", "agent-1")
     assert claim["number"] == 1 and claim["claimed_by"] == "agent-1"
     refused = workq("claim", "1", "--run-id", "agent-2")
     assert refused.returncode == 1

@@ -100,7 +100,7 @@ def test_every_global_option_works_after_the_command(tmp_path: Path) -> None:
     assert data("show", "2", "--db", db)["description"] == "--db"
     assert data("ready", f"--db={db}")[0]["number"] == 1
     claim = data("claim-next", "--db", db, "--as", "bob")
-    assert claim["issue"]["claimed_by"] == "bob"
+    assert claim["claimed_by"] == "bob"
     assert data("history", "1", "--db", db, "--as", "x")[-1]["actor"] == "bob"
     assert data("db", "current", "--db", db)["state"] == "current"
     assert data("plan", "list", "--db", db) == []

@@ -94,7 +94,7 @@ def test_claim_next_of_its_own_expired_claim_is_a_renewal(tmp_path: Path) -> Non
     with closing(sqlite3.connect(tmp_path / "autopilot.db")) as conn, conn:
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00.000000'")
 
-    again = data("claim-next", "--run-id", "r1")["issue"]
+    again = data("claim-next", "--run-id", "r1")
     assert again["number"] == 1
     assert again["already_held"] is True and again["previous_holder"] is None
     assert again["claimed_at"] == first["claimed_at"]

@@ -39,7 +39,7 @@ def test_claim_next_waits_for_an_issue_created_by_another_process(tmp_path: Path
     finally:
         waiter.kill()
     assert waiter.returncode == 0, err
-    claimed = json.loads(out)["issue"]
+    claimed = json.loads(out)
     assert claimed["number"] == 1 and claimed["claimed_by"] == "w" and claimed["fence"] == 1
 
 

@@ -81,6 +81,10 @@ async def test_a_seed_000_session_from_create_to_release(tmp_path: Path) -> None
             assert data["issue"]["number"] == 1
             assert data["issue"]["priority"] == "critical"
             assert data["lock"]["sessionId"] == "run-a"
+            assert (
+                data["lock"]["fence"] == 1
+                and data["lock"]["expiresAt"] > data["lock"]["acquiredAt"]
+            )
             assert data["workflow"] == {"currentPhase": "selection"}
             locked = await call_error(b, "select_next_issue", excludeTypes=["docs"])
             error = error_of(locked)

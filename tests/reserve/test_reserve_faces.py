@@ -29,7 +29,7 @@ async def test_two_agents_reserve_skip_and_refuse(tmp_path: Path, sqlite_templat
             await call_ok(a, "issue_create", title="login", touches=["src/auth/login.py"])
             await call_ok(a, "issue_create", title="free")
             took = (await call_ok(a, "issue_claim_next")).structured_content
-            assert took is not None and took["issue"]["number"] == 1
+            assert took is not None and took["number"] == 1
 
             ready = (await call_ok(b, "issue_ready")).structured_content
             assert ready is not None and ready["issue"]["number"] == 3

@@ -57,20 +57,33 @@ async def test_claim_and_claim_next_have_one_json_contract(
             by_mcp = (await call_ok(client, "issue_claim_next")).structured_content
             assert by_mcp is not None
             assert shape(by_cli) == shape(by_mcp)
-            assert by_cli["issue"]["number"] == 1 and by_mcp["issue"]["number"] == 2
+            assert by_cli["number"] == 1 and by_mcp["number"] == 2
             ClaimedNext.model_validate(by_cli)
             ClaimedNext.model_validate(by_mcp)
 
+            next_claim = by_mcp
             by_cli = cli_json(tmp_path, "claim", "3", "--run-id", "run-c")
             by_mcp = (await call_ok(client, "issue_claim", number=4)).structured_content
             assert by_mcp is not None
             assert shape(by_cli) == shape(by_mcp)
+            # One claim shape: claim_next's answer is issue_claim's, flat, with the issue's
+            # own fields added.
+            assert by_mcp["claimed"] is next_claim["claimed"] is True
+            assert {k: type(v) for k, v in by_mcp.items()}.items() <= {
+                k: type(v) for k, v in next_claim.items()
+            }.items()
+            assert set(next_claim) - set(by_mcp) == {
+                "description",
+                "priority",
+                "issue_type",
+                "agent",
+            }
             Claim.model_validate(by_cli)
             Claim.model_validate(by_mcp)
 
             empty_cli = cli_json(tmp_path, "claim-next", "--run-id", "run-c", status=2)
             empty_mcp = (await call_ok(client, "issue_claim_next")).structured_content
-            assert empty_cli == empty_mcp == {"issue": None}
+            assert empty_cli == empty_mcp == {"claimed": False}
 
 
 async def test_a_run_planning_from_the_cli_cannot_claim_over_mcp(tmp_path: Path) -> None:
@@ -86,4 +99,4 @@ async def test_a_run_planning_from_the_cli_cannot_claim_over_mcp(tmp_path: Path)
             assert "PLAN_MODE_ACTIVE" in refused.content[0].text  # type: ignore[union-attr]
             got = await call_ok(client, "issue_claim_next")
             assert got.structured_content is not None
-            assert got.structured_content["issue"]["number"] == 1
+            assert got.structured_content["number"] == 1

@@ -35,10 +35,10 @@ async def test_old_holder_is_fenced_out_after_a_takeover_under_its_run_id(
         async with serve(tmp_path, "agent-7") as old:
             await call_ok(old, "issue_create", title="one")
             first = (await call_ok(old, "issue_claim_next")).structured_content
-            assert first is not None and first["issue"]["fence"] == 1
+            assert first is not None and first["fence"] == 1
             _lapse(tmp_path / "queue.db")
             again = cli_json(tmp_path, "claim-next", "--run-id", "agent-7")
-            assert again["issue"]["fence"] == 2 and again["issue"]["already_held"]
+            assert again["fence"] == 2 and again["already_held"]
 
             refused = error_of(await call_error(old, "issue_complete", number=1, fence=1))
             assert refused["code"] == "STALE_CLAIM"

@@ -261,7 +261,7 @@ def test_end_of_input_ends_a_waiting_call_and_it_claims_nothing(db: Path) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert not answers[2]["result"].get("isError")
-    assert answers[2]["result"]["structuredContent"] == {"issue": None}
+    assert answers[2]["result"]["structuredContent"] == {"claimed": False}
     assert not answers[3]["result"].get("isError")
 
 

@@ -107,7 +107,7 @@ async def test_claim_next_of_its_own_expired_claim_is_a_renewal(db: Path) -> Non
     with anyio.fail_after(60):
         async with Client(make_server(db, "default")) as client:
             said, got = await call(client, "issue_claim_next", run_id="agent-1")
-    assert got["issue"]["number"] == 1 and got["issue"]["previous_holder"] is None
+    assert got["number"] == 1 and got["previous_holder"] is None
     assert "taken over" not in said
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT claimed_at FROM issues").fetchone()[0] == claimed_at

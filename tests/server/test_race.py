@@ -30,9 +30,9 @@ async def autopilot(client: Client, run_id: str, one_step: bool) -> list[int]:
         if one_step:
             taken = await call_ok(client, "issue_claim_next", run_id=run_id)
             assert taken.structured_content is not None
-            if taken.structured_content["issue"] is None:
+            if not taken.structured_content["claimed"]:
                 return finished
-            number = taken.structured_content["issue"]["number"]
+            number = taken.structured_content["number"]
         else:
             ready = await call_ok(client, "issue_ready", agent="claude")
             if text(ready) == NOTHING:

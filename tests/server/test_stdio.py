@@ -67,7 +67,7 @@ async def test_the_run_id_is_shown_on_stderr_and_claims_with_it(db: Path, tmp_pa
     async with stdio_server(db, "--run-id", "autopilot_main", errlog=log) as client:
         claimed = await call_ok(client, "issue_claim_next")
         assert claimed.structured_content is not None
-        assert claimed.structured_content["issue"] is None
+        assert claimed.structured_content == {"claimed": False}
     assert "as run id autopilot_main" in log.read_text()
 
 

@@ -88,7 +88,7 @@ async def test_an_empty_queue_is_a_normal_result(client: Client) -> None:
     assert ready.structured_content == {"issue": None}
     taken = await call_ok(client, "issue_claim_next")
     assert text(taken) == "No ready issues available"
-    assert taken.structured_content == {"issue": None}
+    assert taken.structured_content == {"claimed": False}
     assert text(await call_ok(client, "issue_list")) == "No issues found"
     assert text(await call_ok(client, "issue_backlog")) == "The backlog is empty"
 
@@ -140,12 +140,12 @@ async def test_claim_next_claims_in_one_step_with_type_filters(client: Client) -
     await call_ok(client, "issue_create", title="feature", issue_type="feature")
     first = await call_ok(client, "issue_claim_next", exclude_types=["docs"], run_id="r1")
     assert first.structured_content is not None
-    issue = first.structured_content["issue"]
-    assert (issue["number"], issue["claimed_by"]) == (3, "r1")
+    issue = first.structured_content
+    assert (issue["claimed"], issue["number"], issue["claimed_by"]) == (True, 3, "r1")
     assert text(first).startswith("Claimed issue #3: feature")
     second = await call_ok(client, "issue_claim_next", include_types=["bug"])
     assert second.structured_content is not None
-    assert second.structured_content["issue"]["number"] == 1
+    assert second.structured_content["number"] == 1
     assert text(await call_ok(client, "issue_claim_next", include_types=["bug"])) == (
         "No ready issues available"
     )

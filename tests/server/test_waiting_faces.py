@@ -45,7 +45,7 @@ async def test_waiting_calls_wake_and_each_issue_goes_to_one(
                     client, "issue_claim_next", run_id=f"waiter-{i}", wait_seconds=LIMIT
                 )
                 assert result.structured_content is not None
-                await send.send(result.structured_content["issue"])
+                await send.send(result.structured_content)
 
             async with send, receive, anyio.create_task_group() as group:
                 for i in range(WAITERS):

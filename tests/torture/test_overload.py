@@ -167,8 +167,8 @@ class McpLoad:
                 await self.call(client, name, "issue_create", title=f"{name} {time.time()}")
             elif roll < 0.75:
                 got = await self.call(client, name, "issue_claim_next", run_id=name)
-                if got and got.get("issue"):
-                    number = got["issue"]["number"]
+                if got and got["claimed"]:
+                    number = got["number"]
                     self.claimed.append(number)
                     await self.call(client, name, "issue_complete", number=number, run_id=name)
             elif roll < 0.95:

@@ -275,8 +275,8 @@ class McpDoor(Door):
         self.call("issue_depend", blocker=blocker, blocked=blocked)
 
     def claim_next(self) -> int | None:
-        issue = self.call("issue_claim_next").get("issue")
-        return None if issue is None else int(issue["number"])
+        got = self.call("issue_claim_next")
+        return int(got["number"]) if got["claimed"] else None
 
     def complete(self, number: int) -> bool:
         return not self.call("issue_complete", number=number).get("already_done", False)
@@ -344,8 +344,8 @@ class CliDoor(Door):
         self.run("depend", str(blocked), "--on", str(blocker))
 
     def claim_next(self) -> int | None:
-        got = self.run("claim-next", "--json")  # {"issue": ...}, as issue_claim_next
-        return None if got is None else int(got["issue"]["number"])
+        got = self.run("claim-next", "--json")  # the claim, as issue_claim_next answers it
+        return None if got is None else int(got["number"])
 
     def complete(self, number: int) -> bool:
         return not self.run("complete", str(number), "--json")["already_done"]

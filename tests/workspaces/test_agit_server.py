@@ -118,6 +118,9 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
             )
         )
         assert claimed["claimed"] is True and claimed["task_id"] == f"t-{number}"
+        # the claim as issue_claim answers it, beside the contract's keys
+        assert (claimed["number"], claimed["fence"]) == (number, 1)
+        assert claimed["lease_expires_at"]
         second = Path(claimed["path"])
         commit(Path(spawned["path"]), {"src/app.py": "x = 'auth'\n"}, "auth fix")
         commit(second, {"src/app.py": "x = 'form'\n"}, "form tweak")
@@ -192,8 +195,8 @@ async def _agent(client: Client, index: int, repo: Path, landed: list[int]) -> N
         got = await call_ok(
             client, "issue_claim_next", run_id=agent_id, repository="app", worktree=True
         )
-        issue = got.structured_content["issue"]
-        if issue is None:
+        issue = got.structured_content
+        if not issue["claimed"]:
             return
         number, where = issue["number"], issue["worktree"]
         path = Path(where["path"])

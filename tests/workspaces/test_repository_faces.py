@@ -101,8 +101,8 @@ async def test_the_tools_take_a_repository(tmp_path: Path, sqlite_template: Path
             client, "issue_claim_next", repository="mit", worktree=True, run_id="agent-1"
         )
         assert claimed.structured_content is not None
-        assert claimed.structured_content["issue"]["number"] == 3
-        assert claimed.structured_content["issue"]["worktree"] is not None
+        assert claimed.structured_content["number"] == 3
+        assert claimed.structured_content["worktree"] is not None
     queue = open_queue(Settings(db_path=db))
     try:
         placed = {
@@ -152,13 +152,13 @@ async def test_a_worktree_per_claim_on_every_claim_path(
         assert "worktree: " in text(claimed)
         nxt = await call_ok(client, "issue_claim_next", run_id="agent-2")
         assert nxt.structured_content is not None
-        assert nxt.structured_content["issue"]["number"] == 2
+        assert nxt.structured_content["number"] == 2
         assert "worktree: " in text(nxt)
         await call_ok(client, "select_next_issue")
     shown = cli(tmp_path, "claim", "4", "--run-id", "agent-4")
     assert shown.returncode == 0, shown.stderr
-    assert cli_json(tmp_path, "claim-next", "--run-id", "agent-5")["issue"]["number"] == 5
-    plain = cli_json(tmp_path, "claim-next", "--run-id", "agent-6")["issue"]
+    assert cli_json(tmp_path, "claim-next", "--run-id", "agent-5")["number"] == 5
+    plain = cli_json(tmp_path, "claim-next", "--run-id", "agent-6")
     assert plain["number"] == 6 and "worktree" not in plain
     queue = open_queue(Settings(db_path=db))
     try:

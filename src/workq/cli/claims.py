@@ -12,9 +12,9 @@ from workq.cli.state import State, state
 from workq.errors import NotHolder, OpenBlockers
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
+    NOTHING_CLAIMED,
     Claim,
     ClaimedIssue,
-    ClaimedNext,
     IssueType,
     ReadyFilter,
 )
@@ -151,7 +151,7 @@ def _waiting(claim: Claim) -> None:
 
 def _claimed(claim: Claim | ClaimedIssue, json_: bool) -> None:
     if json_:
-        output.emit_json(ClaimedNext(issue=claim) if isinstance(claim, ClaimedIssue) else claim)
+        output.emit_json(claim)
         return
     took = f" (taken over from {claim.previous_holder})" if claim.previous_holder else ""
     output.line(
@@ -190,7 +190,8 @@ def claim_next(
 ) -> None:
     """Claim the first ready issue, atomically. Exit status 2 when nothing is ready (with
     --wait: when nothing became ready in time).
-    --json prints what the issue_claim_next tool returns: {"issue": ...}."""
+    --json prints what the issue_claim_next tool returns: the claim, flat as `claim
+    --json` prints it with the issue's fields, or {"claimed": false}."""
     s = state(ctx)
     q, me, wanted = s.queue(), _run_id(s, run_id), _filter(agent, include, exclude, label)
     got = waiting.until_found(
@@ -200,7 +201,7 @@ def claim_next(
     )
     if got is None:
         if json_:
-            output.emit_json(ClaimedNext(issue=None))
+            output.emit_json(NOTHING_CLAIMED)
         else:
             output.line("No ready issues available")
         raise typer.Exit(2)

@@ -109,6 +109,10 @@ class ClaimedTask(BaseModel):
     agent_id: str
     path: str | None = None
     branch: str | None = None
+    # The claim as issue_claim answers it, beside the contract's keys.
+    number: int | None = None
+    fence: int | None = None
+    lease_expires_at: datetime | None = None
 
 
 class CompletedTask(BaseModel):
@@ -377,8 +381,11 @@ def register(reg: Registry) -> None:
                 agent_id=agent_id,
                 path=info.path if info else None,
                 branch=info.branch if info else None,
+                number=number,
+                fence=taken.fence,
+                lease_expires_at=taken.lease_expires_at,
             )
-            return _answer(out.model_dump(exclude_none=True), out)
+            return _answer(out.model_dump(mode="json", exclude_none=True), out)
 
         return _guarded(call)
 

@@ -13,6 +13,7 @@ from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
+    NOTHING_CLAIMED,
     Claim,
     ClaimedIssue,
     ClaimedNext,
@@ -158,7 +159,7 @@ def register_core(reg: Registry) -> None:
         with worded("Could not claim the next issue"):
             issue = await until_found(state, attempt, wait_seconds or 0)
         if issue is None:
-            return ok(NOTHING_READY, ClaimedNext(issue=None))
+            return ok(NOTHING_READY, NOTHING_CLAIMED)
         state.claimed_with(holder)
         text = f"Claimed issue #{issue.number}: {issue.title}"
         text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
@@ -167,7 +168,7 @@ def register_core(reg: Registry) -> None:
         text += _workspace(issue.worktree)
         if issue.description:
             text += f"\n\n{issue.description}"
-        return ok(text, ClaimedNext(issue=issue))
+        return ok(text, issue)
 
     @reg.tool(writes(idempotent=True))
     def issue_complete(

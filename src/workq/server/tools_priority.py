@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from workq.domain.authority import Authority
 from workq.errors import AllIssuesLocked, NoIssuesAvailable, NotHolder
-from workq.schemas import FORCE_CLAIM_CONFIRMATION, Issue, IssueType, Priority, Status
+from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, Issue, IssueType, Priority, Status
 from workq.server.params import Description, Number, Title, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import clip, ok, worded
@@ -86,8 +86,21 @@ class SelectedIssue(_Camel):
 
 
 class Lock(_Camel):
+    """The contract's lock, with the claim's lease and fence (as issue_claim answers them)."""
+
     session_id: str
     acquired_at: datetime
+    expires_at: datetime
+    fence: int
+
+
+def _lock(claim: Claim) -> Lock:
+    return Lock(
+        session_id=claim.claimed_by,
+        acquired_at=claim.claimed_at,
+        expires_at=claim.lease_expires_at,
+        fence=claim.fence,
+    )
 
 
 class Phase(_Camel):
@@ -253,7 +266,7 @@ def register(reg: Registry) -> None:
             text,
             IssueSelected(
                 issue=issue,
-                lock=Lock(session_id=taken.claimed_by, acquired_at=taken.claimed_at),
+                lock=_lock(taken),
                 workflow=Phase(current_phase="selection"),
             ),
         )
@@ -326,7 +339,7 @@ def register(reg: Registry) -> None:
                 session_id=claim.previous_holder, acquired_at=before.claimed_at, pid=None
             )
         taken = Taken(issue_number=issueNumber, previous_holder=previous)
-        lock = Lock(session_id=claim.claimed_by, acquired_at=claim.claimed_at)
+        lock = _lock(claim)
         return ok(
             f"Force-claimed issue #{issueNumber} "
             f"(previous holder: {claim.previous_holder or 'nobody'})",

@@ -287,16 +287,9 @@ def _claim_of(row: ChainRow, run_id: str, now: datetime, until: datetime) -> Cla
 
 def claimed(row: ready_queue.ReadyRow | ChainRow, taken: Claim) -> ClaimedIssue:
     return ClaimedIssue(
-        number=row.number,
-        title=row.title,
+        **dict(taken),
         description=row.description,
         priority=Priority.from_rank(row.priority),
         issue_type=IssueType(row.issue_type),
         agent=row.agent,
-        claimed_by=taken.claimed_by,
-        claimed_at=taken.claimed_at,
-        lease_expires_at=taken.lease_expires_at,
-        fence=taken.fence,
-        previous_holder=taken.previous_holder,
-        already_held=taken.already_held,
     )
