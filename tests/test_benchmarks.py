@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 # The smallest arguments each script accepts; a script missing here fails the test below.
 TOY: dict[str, tuple[str, ...]] = {
-    "bench_agit.py": ("--files", "100", "--sizes", "1"),
+    "bench_agit.py": ("--files", "100", "--sizes", "1", "--per-agent", "1"),
     "bench_board.py": ("--issues", "200", "--rounds", "2"),
     "bench_context.py": ("--issues", "100", "--rounds", "2"),
     "bench_core.py": ("--sizes", "200", "--claims", "20", "--samples", "20"),
