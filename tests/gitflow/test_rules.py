@@ -75,7 +75,14 @@ def test_the_messages_of_the_phases() -> None:
     assert tdd.commit_message("refactor", "x").startswith("refactor: refactor x")
     assert tdd.commit_message("docs", "x") == "docs: document x\n"
     for_issue = tdd.commit_message("docs", "x", issue=(12, "Fix  the\nlogin"))
-    assert for_issue == "docs: document x\n\nIssue: #12 Fix the login\n"
+    assert for_issue == "docs: document x (#12)\n\nIssue: #12 Fix the login\n"
+    # The green phase of a bug is a fix; a header with no room for the number goes without.
+    bug = tdd.commit_message("green", "the login", issue=(12, "Login"), issue_type="bug")
+    assert bug.splitlines()[0] == "fix: implement the login (#12)"
+    assert tdd.commit_message("red", "x", issue=(12, "L"), issue_type="bug").startswith("test:")
+    long = tdd.commit_message("green", "y" * 80, issue=(12, "Long"))
+    assert long.splitlines()[0] == "feat: implement " + "y" * 80
+    assert long.endswith("Issue: #12 Long\n")
 
 
 def test_tdd_003_refuses_what_is_not_a_conventional_commit() -> None:

@@ -123,7 +123,9 @@ async def test_the_coding_loop_end_to_end(tmp_path: Path) -> None:
                 test_count="0/1",
             )
         )
-        assert red["commit_message"].startswith("test: add failing tests for the parser\n")
+        assert red["commit_message"].startswith(
+            f"test: add failing tests for the parser (#{number})\n"
+        )
         (repo / "src" / "parse.py").write_text("def parse(): return 1\n")
         (repo / "src" / "app.py").write_text("x = 'FAIL'\n")
         green = _data(

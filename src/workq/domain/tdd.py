@@ -109,11 +109,13 @@ def commit_message(
     test_count: str | None = None,
     quality_gates: str | None = None,
     issue: tuple[int, str] | None = None,
+    issue_type: str | None = None,
 ) -> str:
     """Seed 004's message of a TDD phase: ``{type}: {summary}``, the details as bullets,
-    then ``Status:`` (red and green) and ``Quality gates:`` lines when known, and an
-    ``Issue: #N title`` line for the issue the work is for (after a fast-forward the
-    default branch's log still says which issue each commit served)."""
+    then ``Status:`` (red and green) and ``Quality gates:`` lines when known. For the issue
+    the work is for, `` (#N)`` ends the header (when it fits) and an ``Issue: #N title``
+    line ends the message, so that after a fast-forward the default branch's log still
+    says which issue each commit served; the green phase of a bug is a ``fix``."""
     if phase not in PHASES:
         raise InvalidInput(f"phase must be one of {', '.join(PHASES)}", field="phase")
     what = _one_line(component, "component", HEADER_MAX)
@@ -137,7 +139,11 @@ def commit_message(
     if issue is not None:
         number, title = issue
         trailer.append(f"Issue: #{number} {' '.join(title.split())[:ISSUE_TITLE_MAX]}")
-    message = f"{COMMIT_TYPES[phase]}: {summary}"
+    kind = "fix" if phase == "green" and issue_type == "bug" else COMMIT_TYPES[phase]
+    header = f"{kind}: {summary}"
+    if issue is not None and len(header) + len(f" (#{issue[0]})") <= HEADER_MAX:
+        header += f" (#{issue[0]})"
+    message = header
     for block in (bullets, trailer):
         if block:
             message += "\n\n" + "\n".join(block)

@@ -370,14 +370,17 @@ def commit_tdd_phase(
     hooks, and record the commit on the issue. Refused: nothing changes."""
     tdd.commit_message(phase, component, details, test_count, quality_gates)  # bad input first
     work = locate(q, where, holders, number)
-    issue = None
+    issue, kind = None, None
     if work.number is not None:  # another agent's work is not committed into (nor swept up)
         holder = claims.refuse_unless_held(
             q, work.number, Authority.of(holders), "commit to", unclaimed_ok=True
         )
         actor = holder or actor
-        issue = (work.number, issues.get(q, work.number).title)
-    message = tdd.commit_message(phase, component, details, test_count, quality_gates, issue)
+        found = issues.get(q, work.number)
+        issue, kind = (work.number, found.title), found.issue_type.value
+    message = tdd.commit_message(
+        phase, component, details, test_count, quality_gates, issue, issue_type=kind
+    )
     if git.current_branch(work.path) != work.branch:
         raise Conflict(f"the checkout at {work.path} is not on {work.branch}", branch=work.branch)
     saved = git.index_tree(work.path)
