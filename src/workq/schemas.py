@@ -569,6 +569,7 @@ class GateSetting(_Model):
     files: list[str]
     timeout: float
     tests: bool
+    env: list[str] = Field(default_factory=list, description="Variables passed beyond the usual")
 
 
 class GateConfig(_Model):

@@ -91,6 +91,18 @@ def test_files_and_the_command_line() -> None:
         gates.choose(gates.PRESETS["strict"], ["nope"])
 
 
+def test_a_file_named_like_an_option_is_given_as_a_path() -> None:
+    (spec,) = gates.parse_table({"lint": {"command": "ruff check {files}"}}, "t")
+    assert gates.argv(spec, ["--output-file=x", "-rf", "a.py", "src/-x.py"]) == [
+        "ruff",
+        "check",
+        "./--output-file=x",
+        "./-rf",
+        "a.py",
+        "src/-x.py",
+    ]
+
+
 @pytest.mark.parametrize("bad", ["/etc/passwd", "C:/x", "../x", "a/../../x", "a/..", "", " "])
 def test_a_file_argument_stays_inside_the_checkout(bad: str) -> None:
     with pytest.raises(InvalidInput):

@@ -8,10 +8,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from tests.gates.gaterepo import PY, commit
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import make_repo
+from workq.db.tables import gate_runs
 from workq.domain import gates as rules
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, TestsFailing
@@ -147,3 +149,59 @@ def test_a_timed_out_tests_gate_names_the_test_it_was_running(queue: Queue, tmp_
     assert "timed out after 4 s while running tests/test_slow.py::test_hangs" in (tests.error or "")
     assert report.test_results is not None
     assert any("tests/test_slow.py::test_hangs" in e for e in report.test_results.errors)
+
+
+# Treats an argument starting with -- as an option that redirects its report, as ruff's
+# --output-file does; lints every other argument as a file.
+OPTION_TAKER = """\
+import sys
+for arg in sys.argv[1:]:
+    if arg.startswith("--output-file="):
+        open(arg.split("=", 1)[1], "w").write("report")
+    elif "BAD" in open(arg, encoding="utf-8").read():
+        print(f"{arg}:1:1: X001 BAD found")
+        sys.exit(1)
+"""
+
+
+def test_a_committed_file_named_like_an_option_is_linted_not_obeyed(queue: Queue, tmp_path: Path):
+    toml = f'[gates.lint]\ncommand = [{PY}, "lint.py", "{{files}}"]\n'
+    evil = "--output-file=report.txt"
+    repo = make_repo(tmp_path / "app", {"workq.toml": toml, "lint.py": OPTION_TAKER})
+    (repo / evil).write_text("BAD\n")
+    git.run(["add", "--", evil], cwd=repo)
+    git.run(["commit", "-q", "-m", "a file named like an option"], cwd=repo)
+    number = issues.create(queue, title="Lint").number
+    (lint,) = gates.run(queue, number, repo).gates
+    assert not (repo / "report.txt").exists()  # the name was not taken as an option
+    assert not lint.passed and lint.issues[0].file == f"./{evil}"
+
+
+SECRET = "ghp_0123456789abcdefSECRET"
+
+
+def test_gates_get_no_secrets_and_what_they_print_is_redacted(
+    queue: Queue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    monkeypatch.setenv("DEPLOY_API_KEY", SECRET + "2")
+    show = "import os, sys; print(os.environ.get('{0}')); sys.exit(1)"
+    toml = (
+        f'[gates.plain]\ncommand = [{PY}, "-c", "{show.format("GITHUB_TOKEN")}"]\n\n'
+        f'[gates.named]\ncommand = [{PY}, "-c", "{show.format("DEPLOY_API_KEY")}"]\n'
+        'env = ["DEPLOY_API_KEY"]\n'
+    )
+    repo = make_repo(tmp_path / "app", {"workq.toml": toml})
+    number = issues.create(queue, title="Leak").number
+    report = gates.run(queue, number, repo)
+    plain, named = report.gates
+    assert plain.output.strip() == "None"  # not allow-listed: the gate never saw it
+    assert named.output.strip() == "[DEPLOY_API_KEY redacted]"  # passed on, cut from output
+    stored = _summaries(queue)
+    assert "DEPLOY_API_KEY redacted" in stored and SECRET not in stored
+    assert [g.env for g in gates.settings(repo).gates] == [[], ["DEPLOY_API_KEY"]]
+
+
+def _summaries(q: Queue) -> str:
+    with q.db.read() as conn:
+        return " ".join(str(s) for s in conn.execute(select(gate_runs.c.summary)).scalars())

@@ -9,6 +9,7 @@ A gate table maps a gate's name to its settings::
     files = ["**/*.py"]                  # globs (domain/globs.py); default: every file
     timeout = 60                         # seconds, default 300
     kind = "tests"                       # the tests gate; so is a gate named tests or pytest
+    env = ["DJANGO_SETTINGS_MODULE"]     # variables passed beyond PATH, HOME, the locale...
 
 Gates are numbered 1, 2, ... in the order the table lists them. ``{files}``, as a whole
 argument, becomes the selected files; a gate without it runs its command as it is, once
@@ -32,7 +33,8 @@ GATES_MAX = 20
 FILES_PLACEHOLDER = "{files}"
 TEST_NAMES = ("tests", "pytest")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_KEYS = {"command", "files", "timeout", "kind"}
+_KEYS = {"command", "files", "timeout", "kind", "env"}
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _KINDS = ("check", "tests")
 
 
@@ -45,6 +47,8 @@ class GateSpec:
     """Globs choosing the files the gate applies to; empty: every file."""
     timeout: float
     tests: bool
+    env: tuple[str, ...] = ()
+    """Variables of the server's environment passed to the command beyond the usual ones."""
 
     @property
     def takes_files(self) -> bool:
@@ -106,6 +110,8 @@ def table_text(specs: Sequence[GateSpec], prefix: str) -> str:
             lines.append(f"timeout = {s.timeout:g}")
         if s.tests and s.name not in TEST_NAMES:
             lines.append('kind = "tests"')
+        if s.env:
+            lines.append(f"env = [{', '.join(quoted(v) for v in s.env)}]")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 
@@ -152,7 +158,12 @@ def _gate(number: int, name: object, body: object, source: str) -> GateSpec:
     if kind is not None and kind not in _KINDS:
         raise bad(f"kind is {' or '.join(_KINDS)}")
     tests = kind == "tests" or (kind is None and name in TEST_NAMES)
-    return GateSpec(number, name, command, checked, float(timeout), tests)
+    env = body.get("env", [])
+    if not isinstance(env, list) or not all(
+        isinstance(v, str) and _ENV_NAME_RE.fullmatch(v) for v in env
+    ):
+        raise bad("env is a list of environment variable names")
+    return GateSpec(number, name, command, checked, float(timeout), tests, tuple(env))
 
 
 def _command(value: object, bad: Any) -> tuple[str, ...]:
@@ -226,11 +237,13 @@ def select(spec: GateSpec, files: Iterable[str]) -> list[str]:
 
 
 def argv(spec: GateSpec, files: Sequence[str]) -> list[str]:
-    """The gate's command with ``{files}`` replaced by ``files``."""
+    """The gate's command with ``{files}`` replaced by ``files``. A file whose name starts
+    with ``-`` is given as ``./-name``: a path to every program, never one of its options
+    (a committed ``--output-file=x`` would otherwise redirect a linter's report)."""
     out: list[str] = []
     for part in spec.command:
         if part == FILES_PLACEHOLDER:
-            out.extend(files)
+            out.extend(f"./{f}" if f.startswith("-") else f for f in files)
         else:
             out.append(part)
     return out

@@ -14,12 +14,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +29,20 @@ TAIL_BYTES = 24 * 1024
 CHUNK_BYTES = 64 * 1024
 # How long to wait for the output pipe to close once the command is gone.
 DRAIN_SECONDS = 5.0
-# Settings of workq itself that a checked project's commands should not inherit.
-_HIDDEN_PREFIXES = ("WORKQ_",)
-_HIDDEN = {"ISSUES_DB"}
+# What a checked project's command inherits from the server's environment: where programs
+# and the user's files are, the locale, the Python or Node environment it runs in. Nothing
+# else (tokens, workq's own settings); a gate table names more with ``env``.
+PASSED = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+        "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_VERSION", "PYENV_ROOT", "PYTHONPATH",
+        "NODE_PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "SSL_CERT_FILE",
+    }
+)  # fmt: skip
+PASSED_PREFIXES = ("LC_",)
+# Variables whose values are secrets: cut out of every output workq keeps or answers.
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIAL", re.I)
+_SECRET_MIN = 6
 
 
 @dataclass(frozen=True)
@@ -52,17 +64,34 @@ class Outcome:
         return self.exit_code == 0
 
 
-def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def environment(
+    extra: Mapping[str, str] | None = None, passed: Collection[str] = ()
+) -> dict[str, str]:
+    """The environment of a checking command: the allow-listed variables of the server's
+    (``PASSED``, ``LC_*``, and the names in ``passed``), no colour, then ``extra``."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in _HIDDEN and not k.startswith(_HIDDEN_PREFIXES)
+        if k in PASSED or k.startswith(PASSED_PREFIXES) or k in passed
     }
     env.update(NO_COLOR="1", TERM="dumb", PYTHONDONTWRITEBYTECODE="1")
     env.pop("FORCE_COLOR", None)
     if extra:
         env.update(extra)
     return env
+
+
+def redact(text: str) -> str:
+    """``text`` with the value of every secret-named variable of this process replaced by
+    ``[NAME redacted]``: a failing command that prints a token must not store it."""
+    secrets = [
+        (value, name)
+        for name, value in os.environ.items()
+        if len(value) >= _SECRET_MIN and _SECRET.search(name)
+    ]
+    for value, name in sorted(secrets, key=lambda s: -len(s[0])):  # a longer one first
+        text = text.replace(value, f"[{name} redacted]")
+    return text
 
 
 def resolve(program: str, cwd: Path, env: Mapping[str, str]) -> str | None:
@@ -180,6 +209,7 @@ def run(
     if not reader.is_alive():  # else a process that left the group holds the pipe
         proc.stdout.close()
     output, cut = collector.text()
+    output = redact(output)
     return Outcome(
         tuple(args),
         None if timed_out else proc.returncode,

@@ -192,6 +192,7 @@ def settings(checkout: Path, default: str = rules.NO_PRESET) -> GateConfig:
                 files=list(s.files),
                 timeout=s.timeout,
                 tests=s.tests,
+                env=list(s.env),
             )
             for s in found.gates
         ],
@@ -321,13 +322,13 @@ def pytest_runtest_logstart(nodeid, location):
 
 
 def _run_tests_gate(
-    argv: Sequence[str], root: Path, timeout: float
+    spec: GateSpec, argv: Sequence[str], root: Path
 ) -> tuple[commands.Outcome, str | None]:
     """Run a tests gate with the probe loaded; its outcome and the last test it started."""
     with tempfile.TemporaryDirectory(prefix="workq-gate-") as scratch:
         (Path(scratch) / f"{_PROBE}.py").write_text(_PROBE_SOURCE, encoding="utf-8")
         probe = Path(scratch) / "last-test"
-        env = commands.environment()
+        env = commands.environment(passed=spec.env)
         plugins = [p for p in env.get("PYTEST_PLUGINS", "").split(",") if p]
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env.update(
@@ -335,7 +336,7 @@ def _run_tests_gate(
             PYTHONPATH=os.pathsep.join([scratch, *paths]),
             WORKQ_GATE_PROBE=str(probe),
         )
-        outcome = commands.run(argv, cwd=root, timeout=timeout, env=env)
+        outcome = commands.run(argv, cwd=root, timeout=spec.timeout, env=env)
         last = probe.read_text(encoding="utf-8", errors="replace") if probe.is_file() else None
     return outcome, (last or None)
 
@@ -346,10 +347,12 @@ def _run_gate(q: Queue, spec: GateSpec, root: Path, files: Sequence[str], source
     if not chosen:
         return _Ran(spec, _skipped(spec), None, started, q.now())
     last_test = None
+    argv = rules.argv(spec, chosen)
     if spec.tests:
-        outcome, last_test = _run_tests_gate(rules.argv(spec, chosen), root, spec.timeout)
+        outcome, last_test = _run_tests_gate(spec, argv, root)
     else:
-        outcome = commands.run(rules.argv(spec, chosen), cwd=root, timeout=spec.timeout)
+        env = commands.environment(passed=spec.env)
+        outcome = commands.run(argv, cwd=root, timeout=spec.timeout, env=env)
     counts = rules.pytest_counts(outcome.output) if spec.tests else None
     found, total = rules.diagnostics(outcome.output, root=str(root), limit=ISSUES_KEPT)
     error: str | None = None
