@@ -41,8 +41,8 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_server(db: Path, *args: str) -> Iterator[str]:
-    """A ``workq serve --http`` process; yields its URL once it accepts."""
+def http_server(db: Path, *args: str, address: str = "127.0.0.1") -> Iterator[str]:
+    """A ``workq serve --http`` process; yields its URL (on ``address``) once it accepts."""
     port = free_port()
     log = db.with_suffix(".http.log").open("w")
     process = subprocess.Popen(
@@ -57,12 +57,12 @@ def http_server(db: Path, *args: str) -> Iterator[str]:
         while True:
             assert process.poll() is None, db.with_suffix(".http.log").read_text()
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                socket.create_connection((address, port), timeout=0.5).close()
                 break
             except OSError:
                 assert time.monotonic() < deadline, "the HTTP server did not start"
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://{address}:{port}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=START_TIMEOUT)
@@ -111,6 +111,47 @@ async def test_a_token_is_required_when_given(db: Path) -> None:
             ):
                 created = await call_ok(client, "issue_create", title="with a token")
                 assert text(created).startswith("Created issue #1")
+
+
+@pytest.mark.parametrize(
+    ("bound", "address"), [("127.0.0.2", "127.0.0.2"), ("LOCALHOST", "127.0.0.1")]
+)
+def test_without_a_token_only_the_bound_names_reach_the_queue(
+    db: Path, bound: str, address: str
+) -> None:
+    """DNS rebinding: a page of evil.example, its name rebound to the loopback address,
+    sends Host: evil.example (and its Origin). Every loopback bind refuses it."""
+    with http_server(db, "--host", bound, address=address) as url:
+        good = httpx2.post(url, json=INITIALIZE, headers=HEADERS, timeout=10)
+        assert good.status_code == 200
+        session = {"mcp-session-id": good.headers["mcp-session-id"]}
+        create = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "issue_create", "arguments": {"title": "planted"}},
+        }
+        port = url.split(":")[2].split("/")[0]
+        for bad, status in (
+            ({"Host": "evil.example"}, 421),
+            ({"Host": f"evil.example:{port}"}, 421),
+            ({"Origin": "http://evil.example"}, 403),
+            ({"Origin": f"http://evil.example:{port}"}, 403),
+            ({"Origin": "null"}, 403),
+        ):
+            refused = httpx2.post(url, json=create, headers=HEADERS | session | bad, timeout=10)
+            assert refused.status_code == status, bad
+        listed = subprocess.run(
+            [sys.executable, "-m", "workq.cli.main", "--db", str(db), "list", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert '"planted"' not in listed.stdout  # nothing reached the queue
+        own = {"Origin": f"http://{address}:{port}"}
+        made = httpx2.post(url, json=create, headers=HEADERS | session | own, timeout=10)
+        assert made.status_code == 200 and "Created issue #1" in made.text
 
 
 def test_a_non_loopback_bind_without_a_token_refuses_to_start(tmp_path: Path) -> None:

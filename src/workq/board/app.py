@@ -86,9 +86,11 @@ FORBIDDEN = {
 class Board:
     """The application's state: the queue, the guard, the templates and the feed."""
 
-    def __init__(self, queue: Queue, *, token: str | None, actor: str = "board") -> None:
+    def __init__(
+        self, queue: Queue, *, token: str | None, host: str = "127.0.0.1", actor: str = "board"
+    ) -> None:
         self.queue = queue
-        self.guard = Guard(token)
+        self.guard = Guard(token, host)
         self.actor = actor
         self.env = Environment(
             loader=FileSystemLoader(HERE / "templates"),
@@ -372,9 +374,12 @@ ACTIONS: dict[str, Callable[[Queue, int, dict[str, Any], str], str]] = {
 }
 
 
-def build_app(queue: Queue, *, token: str | None, actor: str = "board") -> Starlette:
-    """The board as an ASGI app; ``serve --http`` mounts it under /board."""
-    state = Board(queue, token=token, actor=actor)
+def build_app(
+    queue: Queue, *, token: str | None, host: str = "127.0.0.1", actor: str = "board"
+) -> Starlette:
+    """The board as an ASGI app, served on ``host``; ``serve --http`` mounts it under
+    /board."""
+    state = Board(queue, token=token, host=host, actor=actor)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

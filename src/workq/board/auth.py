@@ -2,8 +2,9 @@
 
 Reading: with a token configured, every request carries it, as ``Authorization: Bearer``
 or as the cookie the login form sets (HttpOnly, SameSite=Strict); without one (loopback
-only, see workq.bind) anyone on this machine may read, and the Host header must name a
-loopback address, so a page on another site cannot read the board through DNS rebinding.
+only, see workq.bind) anyone on this machine may read, and the Host header must name the
+bound address (workq.bind.host_allowed), so a page on another site cannot read the board
+through DNS rebinding.
 
 Acting (POST): the reader's right, plus a custom header (``X-Workq-Board``) that only the
 board's own script sends (a browser sends no custom header across origins without a CORS
@@ -14,19 +15,20 @@ docs/board.md.
 from __future__ import annotations
 
 import hmac
-from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from workq.bind import is_loopback
+from workq.bind import host_allowed
 
 COOKIE = "workq_board"
 ACTION_HEADER = "x-workq-board"
 
 
 class Guard:
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, host: str = "127.0.0.1") -> None:
         self.token = token
+        self.host = host
+        """The address the board is bound to: without a token, requests must name it."""
 
     def _matches(self, given: str) -> bool:
         assert self.token is not None
@@ -35,9 +37,7 @@ class Guard:
     def host_ok(self, request: Request) -> bool:
         if self.token:
             return True
-        host = request.headers.get("host", "")
-        name = urlsplit(f"//{host}").hostname or ""
-        return is_loopback(name)
+        return host_allowed(request.headers.get("host"), self.host)
 
     def may_read(self, request: Request) -> bool:
         if not self.host_ok(request):

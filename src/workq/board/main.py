@@ -38,7 +38,7 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
     )
     sys.stderr.flush()
     config = uvicorn.Config(
-        build_app(queue, token=settings.token),
+        build_app(queue, token=settings.token, host=host),
         host=host,
         port=port,
         log_level="warning",

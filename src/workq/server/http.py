@@ -8,9 +8,53 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workq.bind import check_bind, is_loopback
+from workq.bind import check_bind, host_allowed, is_loopback, origin_allowed
 
-__all__ = ["BearerToken", "WithBoard", "check_bind", "is_loopback", "run"]
+__all__ = ["BearerToken", "LocalOnly", "WithBoard", "check_bind", "is_loopback", "run"]
+
+
+async def _refuse(send: Send, status: int, message: str, hint: str) -> None:
+    body = json.dumps({"error": "forbidden", "message": message, "hint": hint}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    found = next((v for k, v in headers if k.lower() == name), None)
+    return found.decode("latin-1") if found is not None else None
+
+
+class LocalOnly:
+    """ASGI middleware of a server without a token (bound to loopback): a request's Host,
+    and its Origin when it has one, must name the bound address (workq.bind), else 421 or
+    403. A site whose name was rebound to 127.0.0.1 cannot reach the queue from a page."""
+
+    def __init__(self, app: ASGIApp, bound: str) -> None:
+        self.app = app
+        self.bound = bound
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        shown = f"[{self.bound}]" if ":" in self.bound else self.bound
+        if not host_allowed(_header(scope, b"host"), self.bound):
+            await _refuse(send, 421, "unknown host", f"reach this server as http://{shown}:PORT")
+            return
+        if not origin_allowed(_header(scope, b"origin"), self.bound):
+            await _refuse(send, 403, "requests from other sites' pages are refused", f"use {shown}")
+            return
+        await self.app(scope, receive, send)
 
 
 class BearerToken:
@@ -31,29 +75,16 @@ class BearerToken:
         if scope["type"] != "http" or self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(
-            {
-                "error": "forbidden",
-                "message": "this workq server requires its bearer token",
-                "hint": "send the header 'Authorization: Bearer <token>' with the server's "
-                "--token / WORKQ_TOKEN",
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 403,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
+        await _refuse(
+            send,
+            403,
+            "this workq server requires its bearer token",
+            "send the header 'Authorization: Bearer <token>' with the server's "
+            "--token / WORKQ_TOKEN",
         )
-        await send({"type": "http.response.body", "body": body})
 
     def _authorized(self, scope: Scope) -> bool:
-        headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
-        given = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+        given = (_header(scope, b"authorization") or "").encode("latin-1")
         scheme, _, credentials = given.strip().partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(
             credentials.strip(), self.expected
@@ -93,12 +124,18 @@ def run(
     server: Any, *, host: str, port: int, token: str | None, board: ASGIApp | None = None
 ) -> None:
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app: ASGIApp = server.streamable_http_app(host=host)
+    # Host and Origin are checked by LocalOnly, for every loopback bind (the SDK's own check
+    # covers three spellings of the bound address only).
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app: ASGIApp = server.streamable_http_app(host=host, transport_security=unchecked)
     if token:
         app = BearerToken(app, token)
     if board is not None:
         app = WithBoard(app, board)
+    if not token:
+        app = LocalOnly(app, host)
     config = uvicorn.Config(
         app,
         host=host,

@@ -104,7 +104,7 @@ def serve(
             from workq.board.app import build_app
             from workq.services.runtime import open_queue
 
-            page = build_app(open_queue(settings), token=settings.token)
+            page = build_app(open_queue(settings), token=settings.token, host=host)
             sys.stderr.write(f"workq: board at http://{host}:{port}/board/\n")
         http.run(server, host=host, port=port, token=settings.token, board=page)
 
