@@ -199,3 +199,20 @@ def test_a_public_bind_needs_a_token(db: Path) -> None:
     done = cli(db, "board", "--host", "0.0.0.0", check=False)
     assert done.returncode == 1
     assert "INVALID_INPUT" in done.stderr and "--token" in done.stderr
+
+
+def test_a_bad_page_or_event_id_is_400_naming_it(db: Path, q: Queue, client: httpx2.Client) -> None:
+    new(q, "one")
+    with board_server(db) as url:
+        for path, params, name in (
+            ("/", {"page_ready": "\u00b2"}, "page_ready"),
+            ("/columns", {"page_done": "\u00b2"}, "page_done"),
+            ("/", {"page_ready": "9" * 5000}, "page_ready"),
+            ("/", {"page_waiting": "-1"}, "page_waiting"),
+            ("/events", {"after": "\u00b2"}, "after"),
+            ("/events", {"after": "99999999999999999999999"}, "after"),
+        ):
+            answer = client.get(f"{url}{path}", params=params)
+            assert answer.status_code == 400, (path, params)
+            assert answer.text.startswith(f"{name} must be a whole number from 0 to")
+        assert client.get(f"{url}/", params={"page_ready": "0"}).status_code == 200

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
+    PlainTextResponse,
     RedirectResponse,
     Response,
     StreamingResponse,
@@ -46,6 +47,28 @@ HERE = Path(__file__).parent
 KEEPALIVE = 15.0
 ACTOR_RE = re.compile(r"^[A-Za-z0-9._@-]{1,48}$")
 HISTORY_PAGE = 200
+PAGE_MAX = 1_000_000
+EVENT_ID_MAX = 2**62
+
+
+class BadParameter(Exception):
+    """A query parameter that is not a whole number in its range: 400, naming it."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(f"{name} must be a whole number from 0 to {limit}")
+
+
+def _whole(raw: str, name: str, limit: int) -> int:
+    """``raw`` as a number from 0 to ``limit`` (ASCII digits only: "²" is a digit to
+    Python but no number), or BadParameter."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(limit)) or int(raw) > limit:
+        raise BadParameter(name, limit)
+    return int(raw)
+
+
+def _bad(exc: BadParameter) -> Response:
+    return PlainTextResponse(str(exc), status_code=400)
+
 
 _BOARD_STEPS: dict[Step, str] = {
     Step.UNBLOCK: "the Unblock button",
@@ -153,7 +176,7 @@ class Board:
         pages = {}
         for name in board.COLUMNS:
             raw = request.query_params.get(f"page_{name}", "0")
-            pages[name] = int(raw) if raw.isdigit() else 0
+            pages[name] = _whole(raw, f"page_{name}", PAGE_MAX)
         view = board.view(self.queue, f, pages)
         return {
             "view": view,
@@ -166,7 +189,10 @@ class Board:
     async def home(self, request: Request) -> Response:
         if not self.guard.may_read(request):
             return self.refused(request)
-        context = await asyncio.to_thread(self._view, request)
+        try:
+            context = await asyncio.to_thread(self._view, request)
+        except BadParameter as exc:
+            return _bad(exc)
         query = request.query_params.get("q", "").strip()
         found = None
         error = None
@@ -180,7 +206,10 @@ class Board:
     async def columns(self, request: Request) -> Response:
         if not self.guard.may_read(request):
             return self.refused(request)
-        context = await asyncio.to_thread(self._view, request)
+        try:
+            context = await asyncio.to_thread(self._view, request)
+        except BadParameter as exc:
+            return _bad(exc)
         return self.page(request, "columns.html", **context)
 
     def _issue(self, number: int) -> dict[str, Any]:
@@ -260,12 +289,16 @@ class Board:
         # A reconnecting client says what it saw last; a page, the newest event it was
         # drawn from. Either gets what it missed, once; then the shared feed.
         last_seen = request.headers.get("last-event-id") or request.query_params.get("after", "")
+        try:
+            after = _whole(last_seen, "after", EVENT_ID_MAX) if last_seen else None
+        except BadParameter as exc:
+            return _bad(exc)
         queue = self.feed.listen()
         replay: list[Any] = []
-        if last_seen.isdigit():  # read once the feed knows where it starts: no gap between
+        if after is not None:  # read once the feed knows where it starts: no gap between
             with contextlib.suppress(TimeoutError):  # a feed that cannot read: replay anyway
                 await asyncio.wait_for(self.feed.started.wait(), KEEPALIVE)
-            replay = await asyncio.to_thread(board.changes, self.queue, int(last_seen))
+            replay = await asyncio.to_thread(board.changes, self.queue, after)
 
         async def stream() -> AsyncIterator[str]:
             try:
