@@ -5,7 +5,9 @@ whose name was rebound to a loopback address cannot drive the queue or read the 
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from workq.errors import InvalidInput
@@ -61,3 +63,40 @@ def origin_allowed(origin: str | None, bound: str) -> bool:
     if origin is None:
         return True
     return origin.startswith(("http://", "https://")) and _hostname(origin) in local_names(bound)
+
+
+def listen(host: str, port: int, flag: str = "--port") -> socket.socket:
+    """A socket bound to ``host``:``port``, for the HTTP server to serve on (bound before
+    anything says it is serving, so that a port in use is one clear error).
+
+    Raises:
+        InvalidInput: the address cannot be bound (in use, not this machine's, no right).
+    """
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InvalidInput(
+            f"cannot listen on {host}: {exc.strerror}",
+            hint="give --host an address of this machine",
+            field="host",
+        ) from None
+    family, kind, proto, _, address = found[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]" if ":" in host else host
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidInput(
+                f"port {port} on {shown} is in use",
+                hint=f"stop what listens there, or choose another port with {flag}",
+                field="port",
+            ) from None
+        raise InvalidInput(
+            f"cannot listen on {shown}:{port}: {exc.strerror}",
+            hint=f"choose another address with --host or port with {flag}",
+            field="port",
+        ) from None
+    return sock

@@ -48,6 +48,17 @@ class Priority(StrEnum):
     def from_rank(cls, rank: int) -> Priority:
         return _PRIORITY_BY_RANK[rank]
 
+    @classmethod
+    def _missing_(cls, value: object) -> Priority | None:
+        """``critical`` (the GitHub issue-priority server's word) is urgent; any case."""
+        if isinstance(value, str):
+            name = value.strip().lower()
+            if name == "critical":
+                return cls.URGENT
+            if name != value:
+                return cls(name)
+        return None
+
 
 _PRIORITY_RANK = {Priority.URGENT: 0, Priority.HIGH: 1, Priority.MEDIUM: 2, Priority.LOW: 3}
 _PRIORITY_BY_RANK = {v: k for k, v in _PRIORITY_RANK.items()}

@@ -253,3 +253,24 @@ def test_plan_exit_refuses_only_a_template_and_warns_of_empty_sections(tmp_path:
     said = ok("plan", "exit", "--run-id", "r")
     assert "Exited plan mode" in said
     assert "Warning: left empty: Findings, Approach, Risks, Tasks" in said
+
+
+def test_a_usage_error_is_one_line_naming_the_help_to_read(tmp_path: Path) -> None:
+    for args, says in (
+        (["create", "x", "-p", "asap"], "'asap' is not a priority"),
+        (["create"], "Missing argument 'TITLE'"),
+        (["list", "--nope"], "No such option: --nope"),
+    ):
+        done = workq(*args, "--db", str(tmp_path / "q.db"))
+        assert done.returncode == 2, args
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("error: USAGE: ") and says in line, line
+        assert line.endswith(f"; see 'workq {args[0]} --help'"), line
+
+
+def test_critical_is_urgent(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    ok("create", "fire", "-p", "critical", "--db", db)
+    ok("create", "smoke", "--priority", "HIGH", "--db", db)
+    assert [i["priority"] for i in data("list", "--db", db)["items"]] == ["urgent", "high"]
+    assert [i["number"] for i in data("list", "--priority", "critical", "--db", db)["items"]] == [1]

@@ -199,3 +199,27 @@ def _told_run_id(instructions: str | None) -> str:
     told = re.search(r"This session acts as run id (run-[0-9a-f]+):", instructions)
     assert told is not None, instructions
     return told.group(1)
+
+
+@pytest.mark.parametrize("command", [["serve", "--http"], ["board"]])
+def test_a_port_in_use_is_one_error_line_and_nothing_claims_to_serve(
+    tmp_path: Path, command: list[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "workq.cli.main", "--db", str(tmp_path / "q.db"), *command,
+             "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: INVALID_INPUT: port {port} on 127.0.0.1 is in use; stop what listens "
+        "there, or choose another port with --port"
+    ]
+    assert done.stdout == ""

@@ -357,3 +357,11 @@ async def test_a_crash_is_reported_as_internal_without_a_traceback(
     assert text(result).startswith("INTERNAL: broken failed unexpectedly; retry once")
     assert "secret internals" not in text(result)
     assert "secret internals" in caplog.text  # the traceback is in the server's log
+
+
+async def test_critical_is_accepted_as_urgent(client: Client) -> None:
+    made = await call_ok(client, "issue_create", title="fire", priority="critical")
+    assert made.structured_content is not None
+    shown = await call_ok(client, "issue_get", number=made.structured_content["number"])
+    assert shown.structured_content is not None
+    assert shown.structured_content["priority"] == "urgent"

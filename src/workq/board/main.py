@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from workq.bind import check_bind
+from workq.bind import check_bind, listen
 from workq.config import Settings
 from workq.services.preflight import check_storage, describe_database
 from workq.services.runtime import open_queue
@@ -29,6 +29,7 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
     host = host or DEFAULT_HOST
     port = port or DEFAULT_PORT
     check_bind(host, settings.token)
+    sock = listen(host, port)
     check_storage(settings)
     queue = open_queue(settings)
     logging.getLogger("workq").setLevel(logging.INFO)
@@ -47,6 +48,6 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
         timeout_graceful_shutdown=SHUTDOWN_SECONDS,
     )
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         queue.db.dispose()

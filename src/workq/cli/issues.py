@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,11 +57,24 @@ def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> N
         output.line(issue.description)
 
 
+def _as_priority(value: str | Priority) -> Priority:
+    try:
+        return Priority(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a priority: urgent, high, medium or low (critical is urgent)"
+        ) from None
+
+
+def _priority(*names: str) -> Any:
+    return typer.Option(*names, parser=_as_priority, metavar="urgent|high|medium|low")
+
+
 def create(
     ctx: typer.Context,
     title: Annotated[str, typer.Argument(help="A one-line title.")],
     description: Annotated[str | None, typer.Option("--description", "-d")] = None,
-    priority: Annotated[Priority, typer.Option("--priority", "-p")] = Priority.MEDIUM,
+    priority: Annotated[Priority, _priority("--priority", "-p")] = Priority.MEDIUM,
     issue_type: Annotated[IssueType, typer.Option("--type", "-t")] = IssueType.TASK,
     agent: Annotated[str | None, typer.Option(help="Who should take it (default claude).")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", "-l", help="Repeatable.")] = None,
@@ -107,7 +120,7 @@ def create(
 def list_(
     ctx: typer.Context,
     status: Annotated[Status | None, typer.Option(help="Only this status.")] = None,
-    priority: Annotated[Priority | None, typer.Option()] = None,
+    priority: Annotated[Priority | None, _priority("--priority")] = None,
     issue_type: Annotated[IssueType | None, typer.Option("--type")] = None,
     agent: Annotated[str | None, typer.Option()] = None,
     label: Annotated[str | None, typer.Option()] = None,
@@ -182,7 +195,7 @@ def update(
     number: Number,
     title: Annotated[str | None, typer.Option()] = None,
     description: Annotated[str | None, typer.Option("--description", "-d")] = None,
-    priority: Annotated[Priority | None, typer.Option("--priority", "-p")] = None,
+    priority: Annotated[Priority | None, _priority("--priority", "-p")] = None,
     issue_type: Annotated[IssueType | None, typer.Option("--type", "-t")] = None,
     agent: Annotated[str | None, typer.Option()] = None,
     add_label: Annotated[list[str] | None, typer.Option("--add-label")] = None,

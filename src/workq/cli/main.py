@@ -339,11 +339,18 @@ def main(argv: list[str] | None = None) -> int:
         output.errors.print(f"error: {_input_error(exc).describe()}", markup=False)
         return 1
     except typer.TyperException as exc:  # usage errors: bad option values and the like
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
+        output.errors.print(f"error: {_usage(exc)}", markup=False)
         return int(getattr(exc, "exit_code", 2))
     return code if isinstance(code, int) else 0
+
+
+def _usage(exc: Exception) -> str:
+    """Click's usage error as one line: ``USAGE: message; see 'workq CMD --help'``."""
+    format_message = getattr(exc, "format_message", None)
+    message = " ".join((format_message() if format_message else str(exc)).split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "workq"
+    return f"USAGE: {message}; see '{where} --help'"
 
 
 def _input_error(exc: OSError | UnicodeError) -> InvalidInput:

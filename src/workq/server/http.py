@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import hmac
 import json
+import socket
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workq.bind import check_bind, host_allowed, is_loopback, origin_allowed
+from workq.bind import check_bind, host_allowed, is_loopback, listen, origin_allowed
 
-__all__ = ["BearerToken", "LocalOnly", "WithBoard", "check_bind", "is_loopback", "run"]
+__all__ = [
+    "BearerToken",
+    "LocalOnly",
+    "WithBoard",
+    "check_bind",
+    "is_loopback",
+    "listen",
+    "run",
+]
 
 
 async def _refuse(send: Send, status: int, message: str, hint: str) -> None:
@@ -121,8 +130,16 @@ class WithBoard:
 
 
 def run(
-    server: Any, *, host: str, port: int, token: str | None, board: ASGIApp | None = None
+    server: Any,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    board: ASGIApp | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
+    """Serve ``server`` over Streamable HTTP on ``sock`` (bound with workq.bind.listen),
+    else on ``host``:``port``."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -145,4 +162,4 @@ def run(
         # The board's change feeds never end by themselves.
         timeout_graceful_shutdown=2 if board is not None else None,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

@@ -84,8 +84,10 @@ def serve(
         from workq.server import http
         from workq.server.app import build_server
 
+        sock = None
         if kind == "http":
             http.check_bind(host, settings.token)
+            sock = http.listen(host, port)
         check_storage(settings)
         server = build_server(settings, migrate=migrate)
         github = _check_github(server.state, settings, migrate) + _check_git(settings)
@@ -106,7 +108,7 @@ def serve(
 
             page = build_app(open_queue(settings), token=settings.token, host=host)
             sys.stderr.write(f"workq: board at http://{host}:{port}/board/\n")
-        http.run(server, host=host, port=port, token=settings.token, board=page)
+        http.run(server, host=host, port=port, token=settings.token, board=page, sock=sock)
 
 
 def _check_github(state: ServerState, settings: Settings, migrate: bool | None) -> str:

@@ -20,7 +20,7 @@ from workq.schemas import (
     TITLE_MAX,
 )
 
-PriorityName = Literal["urgent", "high", "medium", "low"]
+PriorityName = Literal["urgent", "high", "medium", "low", "critical"]  # critical: urgent
 TypeName = Literal["task", "bug", "feature", "chore", "docs"]
 StatusName = Literal["open", "in_progress", "done"]
 
