@@ -23,12 +23,26 @@ FLAGS = {
     "db_path": "--db",
     "database_url": "--database-url",
     "token": "--token",
+    "token_file": "--token-file",
     "toolsets": "--toolsets",
     "run_id": "--run-id",
     "github_repo": "--github-repo",
     "tests_gate": "--tests-gate",
     "default_gates": "--default-gates",
 }
+
+
+def token_word(value: str) -> str:
+    """A token as given, trimmed: one word of printable characters.
+
+    Raises:
+        ValueError: empty, or a space, newline or control character inside (an HTTP
+            header cannot carry it; it is a pasting mistake).
+    """
+    value = value.strip()
+    if not value or not value.isprintable() or any(c.isspace() for c in value):
+        raise ValueError("a token is one word of printable characters")
+    return value
 
 
 class Settings(BaseSettings):
@@ -83,6 +97,10 @@ class Settings(BaseSettings):
     plans_dir: Path = Path("plans")
     toolsets: str = "default"
     token: str | None = None
+    token_file: Path | None = Field(
+        default=None,
+        description="A file whose first line is the token (keeps it out of the process list)",
+    )
     github_repo: str | None = Field(
         default=None, description="OWNER/NAME for the github toolset (else mirror, else git remote)"
     )
@@ -93,6 +111,11 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(
         default=True, description="Bring an embedded SQLite file to head on first use"
     )
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _one_word(cls, value: Any) -> Any:
+        return token_word(value) if isinstance(value, str) else value
 
     @field_validator("db_path", "database_url", mode="before")
     @classmethod
@@ -125,9 +148,33 @@ def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, with the non-None overrides (from flags) on top."""
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        settings = Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise _explain(exc, given) from None
+    if settings.token is None and settings.token_file is not None:
+        settings.token = _read_token(settings.token_file, "token_file" in given)
+    return settings
+
+
+def _read_token(path: Path, flag: bool) -> str:
+    """The first line of the token file, one word. (Never printed: errors name the file.)"""
+    where = "--token-file" if flag else "WORKQ_TOKEN_FILE"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(
+            f"{where}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
+            hint=f"{where} takes a readable file whose first line is the token",
+            setting="token_file",
+        ) from None
+    try:
+        return token_word(lines[0] if lines else "")
+    except ValueError:
+        raise InvalidInput(
+            f"{where}: the first line of {path} is not a token",
+            hint="a token is one word of printable characters",
+            setting="token_file",
+        ) from None
 
 
 def variables(name: str) -> list[str]:
@@ -150,6 +197,8 @@ def accepted(name: str) -> str:
         return "evidence or trust"
     if name == "default_gates":
         return "none, strict or pytest"
+    if name == "token":
+        return "one word of printable characters (no space, newline or control character)"
     if name == "db_path":
         return "a SQLite file's path, not an empty value"
     if name == "database_url":
@@ -192,6 +241,8 @@ def _explain(exc: ValidationError, given: dict[str, object]) -> InvalidInput:
         where = loc
     value = first.get("input")
     shown = f"{value!r}" if isinstance(value, str) else str(value)
+    if name == "token":  # a secret is never printed, not even a malformed one
+        shown = "(hidden)"
     takes = accepted(name) if name in Settings.model_fields else "another value"
     return InvalidInput(
         f"{where}={shown} is not valid",

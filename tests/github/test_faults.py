@@ -234,6 +234,9 @@ def test_start_checks_token_repository_and_access(tmp_path: Path, fake_github: F
             connect(q, REPO, env={"GITHUB_API_URL": fake_github.url, "PATH": ""})
         with pytest.raises(SyncSetupError, match="refused the token"):
             connect(q, REPO, env={**env, "GITHUB_TOKEN": "ghp_wrong"})
+        with pytest.raises(SyncSetupError, match="GITHUB_TOKEN is not a token") as pasted:
+            connect(q, REPO, env={**env, "GITHUB_TOKEN": "ghp_one\nghp_two"})
+        assert "ghp_one" not in str(pasted.value)
         with pytest.raises(SyncSetupError, match="unknown repository acme/nothing"):
             connect(q, "acme/nothing", env=env)
         fake_github.add_repo("acme/readonly", push=False)

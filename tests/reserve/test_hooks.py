@@ -100,3 +100,37 @@ def test_workq_commits_answer_paths_reserved_and_skip_the_hook(queue: Queue, tmp
     assert not marker.exists()  # checked in process: the hook exited at once
     _commit(repo, "more.md")  # a commit of the user's own runs the hook
     assert marker.exists()
+
+
+def test_install_keeps_what_it_did_not_write_alone(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    assert workq("--db", "queue.db", "hooks", "install", "--repo", str(repo)).returncode == 0
+    again = workq("--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    assert again.returncode == 0  # its own hook: replaced
+    mixed = hook.read_text() + "echo 'my own check'\n"
+    hook.write_text(mixed)
+    kept = workq("--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    assert kept.returncode == 1 and "has lines of its own" in kept.stderr
+    assert hook.read_text() == mixed
+
+    hook.unlink()
+    hook.symlink_to(tmp_path / "shared-hooks" / "pre-commit")  # dangling
+    linked = workq("--db", "queue.db", "hooks", "install", "--repo", str(repo))
+    assert linked.returncode == 1 and "is a symbolic link" in linked.stderr
+    forced = workq("--db", "queue.db", "hooks", "install", "--repo", str(repo), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert not hook.is_symlink() and not (tmp_path / "shared-hooks").exists()
+
+
+def test_hooks_outside_a_repository_say_so_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    for args, says in (
+        (["install", "--repo", str(tmp_path / "missing")], "is not a directory"),
+        (["install", "--repo", str(tmp_path / "plain")], "is not in a git repository"),
+        (["check", "--repo", str(tmp_path / "plain")], "is not in a git repository"),
+    ):
+        done = workq("--db", str(tmp_path / "q.db"), "hooks", *args)
+        assert done.returncode == 1, args
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("error: INVALID_INPUT: ") and says in line, line

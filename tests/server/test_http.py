@@ -223,3 +223,26 @@ def test_a_port_in_use_is_one_error_line_and_nothing_claims_to_serve(
         "there, or choose another port with --port"
     ]
     assert done.stdout == ""
+
+
+def test_the_token_may_come_from_a_file_and_is_never_printed(db: Path) -> None:
+    secret = db.parent / "token"
+    secret.write_text("s3cret-from-file\nignored\n")
+    with http_server(db, "--token-file", str(secret)) as url:
+        assert httpx2.post(url, json=INITIALIZE, headers=HEADERS, timeout=10).status_code == 403
+        authorized = HEADERS | {"Authorization": "Bearer s3cret-from-file"}
+        assert httpx2.post(url, json=INITIALIZE, headers=authorized, timeout=10).status_code == 200
+    for args, says in (
+        (["--token", "two words"], "--token=(hidden) is not valid"),
+        (["--token", "line\nbreak"], "--token=(hidden) is not valid"),
+        (["--token-file", str(db.parent / "nope")], "--token-file: cannot read"),
+    ):
+        done = subprocess.run(
+            [sys.executable, *serve_argv("--http", *args, db=db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 1 and says in done.stderr, done.stderr
+        assert "words" not in done.stderr and "break" not in done.stderr

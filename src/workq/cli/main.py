@@ -83,6 +83,14 @@ def serve(
     token: Annotated[
         str | None, typer.Option(help="Bearer token required over HTTP (env WORKQ_TOKEN).")
     ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="Read the token from this file's first line (env WORKQ_TOKEN_FILE): unlike "
+            "--token, it does not show in the process list.",
+        ),
+    ] = None,
     toolsets: Annotated[
         str | None, typer.Option(help="Comma-separated toolsets, or 'all' (env WORKQ_TOOLSETS).")
     ] = None,
@@ -138,6 +146,7 @@ def serve(
     assert isinstance(s, State)
     settings = s.settings(
         token=token,
+        token_file=token_file,
         toolsets=toolsets,
         run_id=run_id,
         github_repo=github_repo or sync_github,
@@ -178,13 +187,21 @@ def board(
         str | None,
         typer.Option(help="Token the board requires, to read and to act (env WORKQ_TOKEN)."),
     ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="Read the token from this file's first line (env WORKQ_TOKEN_FILE): unlike "
+            "--token, it does not show in the process list.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the live board (a web page) on 127.0.0.1; see docs/board.md."""
     from workq.board.main import run  # only this command needs the web stack
 
     s = ctx.find_root().obj
     assert isinstance(s, State)
-    run(s.settings(token=token), host=host, port=port)
+    run(s.settings(token=token, token_file=token_file), host=host, port=port)
 
 
 _GLOBAL_OPTIONS_WITH_VALUES = {"--db", "--database-url", "--as"}

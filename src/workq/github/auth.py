@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from workq.config import token_word
 from workq.errors import GitHubError
 from workq.github.client import (
     DEFAULT_API_URL,
@@ -61,7 +62,13 @@ def resolve_token(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     token = (env.get("GITHUB_TOKEN") or "").strip()
     if token:
-        return token
+        try:
+            return token_word(token)
+        except ValueError:
+            raise SyncSetupError(
+                "GITHUB_TOKEN is not a token: it holds a space, newline or control character",
+                hint="set GITHUB_TOKEN to the token alone (one word)",
+            ) from None
     gh = shutil.which("gh")
     if gh is not None:
         try:

@@ -11,6 +11,7 @@ issue's own reservations are the committer's.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workq.domain import globs
-from workq.errors import InvalidInput, PathsReserved
+from workq.errors import GitFailed, InvalidInput, PathsReserved
 from workq.services import reservations
 from workq.services.context import Queue
 from workq.vcs import git
@@ -36,15 +37,72 @@ class Refusal:
     held: reservations.Held
 
 
+def _work_tree(repo: Path) -> Path:
+    """The root of the git work tree ``repo`` stands in.
+
+    Raises:
+        InvalidInput: ``repo`` is no directory, or in no git repository.
+    """
+    if not repo.is_dir():
+        raise InvalidInput(
+            f"{repo} is not a directory",
+            field="repo",
+            hint="give --repo a directory in the repository",
+        )
+    try:
+        return git.toplevel(repo)
+    except GitFailed:
+        raise InvalidInput(
+            f"{repo} is not in a git repository",
+            field="repo",
+            hint="run it inside the repository, or give --repo",
+        ) from None
+
+
+def _ours(text: str) -> bool:
+    """Whether a hook is one workq wrote, and nothing else: its lines of its own would be
+    lost if it were replaced."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or MARK not in text:
+        return False
+    mine = [
+        line
+        for line in lines
+        if not (
+            line.startswith("#!")
+            or line.startswith(MARK)
+            or line.startswith('[ "$WORKQ_HOOK_CHECKED" = 1 ]')
+            or (line.startswith("exec ") and line.endswith(" hooks check"))
+        )
+    ]
+    return not mine
+
+
 def install(repo: Path, *, db_path: Path | None, force: bool = False) -> Path:
     """Write the pre-commit hook into the repository ``repo`` stands in; it runs this
     Python's workq against ``db_path`` (a SQLite file), or else the database its
-    environment names (WORKQ_DATABASE_URL). An existing hook not written by workq is kept
-    unless ``force``."""
-    hook = git.hooks_dir(repo) / "pre-commit"
-    if hook.exists() and MARK not in hook.read_text(errors="replace") and not force:
+    environment names (WORKQ_DATABASE_URL). A hook that is not exactly one workq wrote (a
+    foreign one, workq's with lines added, a symbolic link) is kept unless ``force``;
+    forced, a link is replaced, not written through.
+
+    Raises:
+        InvalidInput: no repository at ``repo``, or a hook to keep.
+    """
+    hook = git.hooks_dir(_work_tree(repo)) / "pre-commit"
+    if hook.is_symlink():
+        if not force:
+            raise InvalidInput(
+                f"{hook} is a symbolic link (to {os.readlink(hook)})",
+                hint="add 'workq hooks check' to the hook it points to, or replace the link "
+                "with --force",
+            )
+        hook.unlink()
+    elif hook.exists() and not force and not _ours(hook.read_text(errors="replace")):
+        said = (
+            "has lines of its own" if MARK in hook.read_text(errors="replace") else "is not workq's"
+        )
         raise InvalidInput(
-            f"{hook} exists and is not workq's",
+            f"{hook} exists and {said}",
             hint="add 'workq hooks check' to it yourself, or replace it with --force",
         )
     command = [sys.executable, "-m", "workq.cli.main"]
@@ -77,8 +135,12 @@ def check(
     index_file: str | None = None,
 ) -> list[Refusal]:
     """The staged paths of ``repo`` that another holder reserved exclusively. The committer
-    is ``holders`` and the holder of ``issue`` (default: the issue of the branch)."""
-    paths = git.staged_paths(repo, index_file)
+    is ``holders`` and the holder of ``issue`` (default: the issue of the branch).
+
+    Raises:
+        InvalidInput: no repository at ``repo``.
+    """
+    paths = git.staged_paths(_work_tree(repo), index_file)
     if not paths:
         return []
     if issue is None:
