@@ -6,7 +6,8 @@ command printing megabytes costs a bounded amount of memory. The command runs in
 session (its own process group): on timeout the whole group is killed, children
 included, and whatever the command left running when it exited is killed as well; if the
 server itself is killed, the command gets the parent-death signal. Nothing reaches the
-server's own stdout.
+server's own stdout. A process the command puts in a session of its own (``setsid`` after a
+double fork) leaves the group and outlives it: a documented limit (docs/coding-loop.md).
 """
 
 from __future__ import annotations
