@@ -290,3 +290,29 @@ def test_end_of_input_does_not_wait_for_a_modern_clients_listen_stream(db: Path)
     answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
     assert tool_text(answers[2]).startswith("Created issue #1: while listening")
     assert "left unanswered" not in done.stderr
+
+
+def test_a_line_that_is_no_message_gets_a_json_rpc_error_with_id_null(db: Path) -> None:
+    lines = [
+        "not json",
+        '{"id": 1, "method": "ping"}',
+        '[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]',
+        json.dumps(request(3, "initialize", {})),
+        json.dumps(INITIALIZED),
+        json.dumps(call(4, "issue_list")),
+        '{"jsonrpc": "2.0", "id": 5',
+    ]
+    done = subprocess.run(
+        [sys.executable, *serve_argv(db=db)],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT * 2,
+        cwd=db.parent,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    errors = [(a["id"], a["error"]["code"]) for a in answers if "error" in a]
+    assert errors == [(None, -32700), (None, -32600), (None, -32600), (None, -32700)]
+    assert "batches are not supported" in answers[2]["error"]["message"]
+    assert [a["id"] for a in answers if "result" in a] == [3, 4]  # the session goes on
+    assert done.stderr.count("answered a line that is no message") == 4

@@ -1,6 +1,10 @@
 """The stdio connection, with what a piped client needs beyond the SDK's loop.
 
 - Every ``initialize`` read gets its missing required fields filled (``handshake.py``).
+- A line that is not a JSON-RPC message is answered with a JSON-RPC error whose id is
+  null: -32700 when it is not JSON, -32600 when it is JSON but no message (no
+  ``"jsonrpc"``, or a batch: the protocol versions workq speaks from 2025-06-18 on have
+  none, and the SDK reads none). The SDK's loop dropped such lines without a word.
 - End of input ends the connection only once every request already read has been
   answered; calls waiting for work (``wait_seconds``) are told to stop waiting first, so
   they neither hold up the exit nor claim an issue for a client that has gone. The
@@ -11,14 +15,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp.types import (
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
+from pydantic import ValidationError
 
 from workq.server.handshake import complete_initialize
 
@@ -63,18 +74,39 @@ class Unanswered:
             log.warning("workq: input ended; %d call(s) left unanswered", len(self._ids))
 
 
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+def invalid_answer(error: Exception) -> JSONRPCError:
+    """The JSON-RPC error for a line that is no message (id null: none can be read)."""
+    found = error.errors() if isinstance(error, ValidationError) else []
+    if found and found[0]["type"] == "json_invalid":
+        code, message = PARSE_ERROR, "Parse error: the line is not JSON"
+    elif found and isinstance(found[0].get("input"), list):
+        code = INVALID_REQUEST
+        message = "Invalid Request: batches are not supported; send one message per line"
+    else:
+        code = INVALID_REQUEST
+        message = 'Invalid Request: not a JSON-RPC 2.0 message ("jsonrpc": "2.0", "method", ...)'
+    return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+
+
 class _Reader:
-    """The read side: notes each request, completes ``initialize``, delays end of input."""
+    """The read side: notes each request, completes ``initialize``, answers a line that is
+    no message, delays end of input."""
 
     def __init__(
         self,
         inner: ReadStream[SessionMessage | Exception],
         pending: Unanswered,
         on_end: Callable[[], None] = lambda: None,
+        reply: Callable[[SessionMessage], Awaitable[None]] | None = None,
     ):
         self._inner = inner
         self._pending = pending
         self._on_end = on_end
+        self._reply = reply
 
     @property
     def last_context(self) -> Any:
@@ -82,13 +114,19 @@ class _Reader:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._inner.receive()
-        except anyio.EndOfStream:
-            self._on_end()
-            await self._pending.wait_until_none()
-            raise
-        return self._note(item)
+        while True:
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                self._on_end()
+                await self._pending.wait_until_none()
+                raise
+            if isinstance(item, Exception) and self._reply is not None:
+                answer = invalid_answer(item)
+                log.warning("workq: answered a line that is no message: %s", answer.error.message)
+                await self._reply(SessionMessage(answer))
+                continue
+            return self._note(item)
 
     def _note(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
         if not isinstance(item, SessionMessage):
@@ -168,7 +206,8 @@ def wrap(
     on_end: Callable[[], None] = lambda: None,
 ) -> tuple[_Reader, _Writer]:
     pending = Unanswered()
-    return _Reader(read, pending, on_end), _Writer(write, pending)
+    writer = _Writer(write, pending)
+    return _Reader(read, pending, on_end, writer.send), writer
 
 
 async def serve(server: MCPServer[Any]) -> None:
