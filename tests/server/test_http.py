@@ -246,3 +246,19 @@ def test_the_token_may_come_from_a_file_and_is_never_printed(db: Path) -> None:
         )
         assert done.returncode == 1 and says in done.stderr, done.stderr
         assert "words" not in done.stderr and "break" not in done.stderr
+
+
+def test_a_hand_typed_initialize_is_completed_over_http_as_on_stdio(db: Path) -> None:
+    bare = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    with http_server(db) as url:
+        answer = httpx2.post(url, json=bare, headers=HEADERS, timeout=10)
+        assert answer.status_code == 200, answer.text
+        assert '"protocolVersion":"2024-11-05"' in answer.text.replace(" ", "")
+        session = {"mcp-session-id": answer.headers["mcp-session-id"]}
+        listed = httpx2.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers=HEADERS | session | {"mcp-protocol-version": "2024-11-05"},
+            timeout=10,
+        )
+        assert listed.status_code == 200 and "issue_create" in listed.text

@@ -7,9 +7,10 @@ import json
 import socket
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workq.bind import check_bind, host_allowed, is_loopback, listen, origin_allowed
+from workq.server.handshake import complete_initialize
 
 __all__ = [
     "BearerToken",
@@ -100,6 +101,64 @@ class BearerToken:
         )
 
 
+class CompleteInitialize:
+    """ASGI middleware: an ``initialize`` POSTed with required fields missing (seed 002's
+    hand-typed ``"params": {}``) gets them filled as on stdio (handshake.py), so both
+    transports take the same handshake. Other requests pass untouched; only a body that
+    mentions ``initialize`` is read before the app sees it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if b'"initialize"' in body:
+            body = _completed(body)
+            headers = [
+                (k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"
+            ]
+            scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+        replayed: Message = {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, _replay([replayed], receive), send)
+
+
+def _completed(body: bytes) -> bytes:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return body  # the transport answers it: a parse error
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return body
+    params = complete_initialize(message.get("params"))
+    if params is None:
+        return body
+    return json.dumps({**message, "params": params}).encode()
+
+
+def _replay(messages: list[Message], then: Receive) -> Receive:
+    """``messages`` first, then what ``then`` receives (the client's disconnect)."""
+    queue = list(messages)
+
+    async def receive() -> Message:
+        if queue:
+            return queue.pop(0)
+        return await then()
+
+    return receive
+
+
 class WithBoard:
     """Requests under ``/board`` go to the board (its own login and token rules, see
     workq.board.auth); everything else, lifespan included, to the MCP app."""
@@ -146,7 +205,9 @@ def run(
     # Host and Origin are checked by LocalOnly, for every loopback bind (the SDK's own check
     # covers three spellings of the bound address only).
     unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app: ASGIApp = server.streamable_http_app(host=host, transport_security=unchecked)
+    app: ASGIApp = CompleteInitialize(
+        server.streamable_http_app(host=host, transport_security=unchecked)
+    )
     if token:
         app = BearerToken(app, token)
     if board is not None:
