@@ -104,8 +104,9 @@ class BearerToken:
 class CompleteInitialize:
     """ASGI middleware: an ``initialize`` POSTed with required fields missing (seed 002's
     hand-typed ``"params": {}``) gets them filled as on stdio (handshake.py), so both
-    transports take the same handshake. Other requests pass untouched; only a body that
-    mentions ``initialize`` is read before the app sees it."""
+    transports take the same handshake. A POST body is read whole first (the transport
+    reads it whole too); only one that mentions ``initialize`` is parsed, and other requests
+    pass unchanged."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
