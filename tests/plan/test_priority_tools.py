@@ -108,7 +108,7 @@ async def test_a_seed_000_session_from_create_to_release(tmp_path: Path) -> None
             assert status.structured_content["workflows"][0]["currentPhase"] == "research"
 
             not_mine = await call_error(b, "release_lock", issueNumber=1, reason="completed")
-            assert error_of(not_mine)["code"] == "NOT_HOLDER"
+            assert error_of(not_mine)["code"] == "NOT_LOCKED"
             wrong = await call_error(b, "force_claim", issueNumber=1, confirmation="yes")
             assert error_of(wrong)["code"] == "INVALID_CONFIRMATION"
             taken = await call_ok(
@@ -133,7 +133,7 @@ async def test_a_seed_000_session_from_create_to_release(tmp_path: Path) -> None
             assert released.structured_content["released"]["reason"] == "completed"
             assert released.structured_content["released"]["duration"] >= 0
             again = await call_error(b, "release_lock", issueNumber=1, reason="completed")
-            assert error_of(again)["code"] == "NOT_HOLDER"
+            assert error_of(again)["code"] == "NOT_LOCKED"
 
             docs = await call_ok(b, "select_next_issue")
             assert docs.structured_content is not None
@@ -144,3 +144,27 @@ async def test_a_seed_000_session_from_create_to_release(tmp_path: Path) -> None
             assert final.structured_content is not None
             assert [i["number"] for i in final.structured_content["backlog"]] == [2]
             assert final.structured_content["backlog"][0]["isLocked"] is False
+
+
+async def test_failures_are_the_contracts_objects_with_its_codes(tmp_path: Path) -> None:
+    with anyio.fail_after(LIMIT):
+        async with serve_here(tmp_path, "run-a", toolsets="priority") as a:
+            empty = await call_error(a, "select_next_issue")
+            assert empty.structured_content is not None
+            assert empty.structured_content["success"] is False
+            assert empty.structured_content["reason"] == "no_issues"
+            for tool, arguments, code, reason in (
+                (
+                    "force_claim",
+                    {"confirmation": FORCE_CLAIM_CONFIRMATION},
+                    "ISSUE_NOT_FOUND",
+                    None,
+                ),
+                ("release_lock", {"reason": "abandoned"}, "NOT_LOCKED", "not_locked"),
+                ("advance_workflow", {"targetPhase": "research"}, "NOT_LOCKED", "not_locked"),
+                ("get_workflow_status", {}, "NOT_LOCKED", "not_locked"),
+            ):
+                refused = await call_error(a, tool, issueNumber=999, **arguments)
+                found = error_of(refused)
+                assert (found["code"], found.get("reason")) == (code, reason), (tool, found)
+                assert found["details"]["workq_code"] == "NOT_FOUND"

@@ -33,8 +33,9 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
             assert text(none) == "This session holds no claimed issues"
             assert none.structured_content == {"success": True, "workflows": []}
             refused = await call_error(a, "advance_workflow", targetPhase="research")
-            assert error_of(refused)["code"] == "NOT_HOLDER"
-            assert "No issue is locked by this session" in text(refused)
+            assert error_of(refused)["code"] == "NOT_LOCKED"  # the contract's code
+            assert error_of(refused)["details"]["workq_code"] == "NOT_HOLDER"
+            assert "No issue is locked by this session" in error_of(refused)["error"]
 
             await call_ok(a, "issue_claim", number=1)
             step = await call_ok(a, "advance_workflow", targetPhase="research")
@@ -44,16 +45,18 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
             assert step.structured_content["workflow"]["currentPhase"] == "research"
 
             other = await call_error(b, "advance_workflow", issueNumber=1, targetPhase="branch")
-            assert error_of(other)["code"] == "NOT_HOLDER"
-            assert text(other).startswith(
-                "Could not advance the workflow of issue #1: NOT_HOLDER: Issue #1 is not "
-                "locked by this session: run-a holds it"
+            assert (error_of(other)["code"], error_of(other)["reason"]) == (
+                "NOT_LOCKED",
+                "not_locked",
             )
-            assert error_of(other)["details"]["reason"] == "not_locked"
+            assert error_of(other)["error"].startswith(
+                "Issue #1 is not locked by this session: run-a holds it"
+            )
             assert (await call_error(b, "get_workflow_status", issueNumber=1)).is_error
 
             skip = await call_error(a, "advance_workflow", issueNumber=1, targetPhase="testing")
-            assert error_of(skip)["details"]["reason"] == "invalid_transition"
+            assert error_of(skip)["code"] == "INVALID_PHASE_TRANSITION"
+            assert error_of(skip)["reason"] == "invalid_transition"
             assert "pass skipJustification to skip branch, implementation" in text(skip)
             jump = await call_ok(
                 a,
@@ -69,7 +72,10 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
             )
 
             gate = await call_error(a, "advance_workflow", targetPhase="commit", testsPassed=False)
-            assert error_of(gate)["details"]["reason"] == "tests_required"
+            assert (error_of(gate)["code"], error_of(gate)["reason"]) == (
+                "TESTS_REQUIRED",
+                "tests_required",
+            )
             assert "Cannot advance from testing to commit: tests must pass first" in text(gate)
             passed = await call_ok(a, "advance_workflow", targetPhase="commit", testsPassed=True)
             assert "Tests: passed" in text(passed)
@@ -99,12 +105,14 @@ async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path)
             ):
                 result = await a.call_tool("advance_workflow", bad)
                 assert result.is_error, bad
-                assert error_of(result)["code"] in ("INVALID_INPUT", "INVALID_TRANSITION"), bad
+                assert error_of(result)["code"] in ("INVALID_INPUT", "INVALID_PHASE_TRANSITION"), (
+                    bad
+                )
 
             dropped = await call_ok(a, "advance_workflow", targetPhase="abandoned")
             assert text(dropped).endswith("The claim is still yours: give it up with issue_release")
             final = await call_error(a, "advance_workflow", targetPhase="review")
-            assert error_of(final)["details"]["reason"] == "invalid_transition"
+            assert error_of(final)["reason"] == "invalid_transition"
 
 
 async def test_the_workflow_tools_are_not_in_the_default_toolset(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ subprocesses, each on its own SQLite file."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from mcp.types import CallToolResult
 from tests.conftest import migrated_sqlite
 from workq.config import Settings
 from workq.server.app import WorkqServer, build_server
-from workq.server.results import ERROR_META
+from workq.server.results import ERROR_META, OBJECT_FAILURES
 
 CALL_TIMEOUT = 30.0
 
@@ -105,7 +106,10 @@ async def call_ok(client: Client, tool: str, **arguments: Any) -> CallToolResult
 async def call_error(client: Client, tool: str, **arguments: Any) -> CallToolResult:
     result = await client.call_tool(tool, arguments)
     assert result.is_error, text(result)
-    assert result.structured_content is None  # it would have to match the output schema
+    if tool in OBJECT_FAILURES:  # the contract's failure object: the text and the data
+        assert result.structured_content == json.loads(text(result)) == error_of(result)
+    else:  # the output schema describes success; an error carries no structured content
+        assert result.structured_content is None
     return result
 
 

@@ -21,6 +21,7 @@ from tests.server.conftest import error_of, stdio_server, text
 from tests.workspaces.gitrepo import commit, make_repo, repository_state
 from workq.config import Settings
 from workq.domain.authority import Authority
+from workq.server.results import OBJECT_FAILURES
 from workq.services import blocking, claims, dependencies, issues, repositories, workspaces
 from workq.services.runtime import open_queue
 
@@ -287,10 +288,17 @@ def test_every_tool_survives_generated_arguments(
             seen.add((tool.name, valid))
             line = text(result)
             assert "Traceback" not in line and not line.startswith("Error executing tool")
+            failure_object = tool.name in OBJECT_FAILURES
             if not valid:
                 assert result.is_error, f"{tool.name}({arguments}) was accepted: {line}"
-                assert line.startswith("INVALID_INPUT: "), line
-            if result.is_error:
+                if failure_object:
+                    assert json.loads(line)["code"] == "INVALID_INPUT", line
+                else:
+                    assert line.startswith("INVALID_INPUT: "), line
+            if result.is_error and failure_object:  # the contract's object, text and data
+                assert result.structured_content == json.loads(line), line
+                assert result.structured_content["success"] is False
+            elif result.is_error:
                 assert CLEAN_FAILURE.match(line) or seed_003_error(line), line
                 assert result.structured_content is None
                 assert error_of(result)["code"] in line

@@ -27,7 +27,14 @@ from workq.errors import InvalidInput, WorkqError
 from workq.server import handshake, prompts, resources, sessions, stdio, toolsets
 from workq.server.opening import Opening
 from workq.server.registry import Catalog, Registry
-from workq.server.results import Refusal, failure, invalid_arguments, unknown_arguments
+from workq.server.results import (
+    OBJECT_FAILURES,
+    Refusal,
+    failure,
+    invalid_arguments,
+    object_failure,
+    unknown_arguments,
+)
 from workq.server.state import ServerState
 
 log = logging.getLogger("workq.server")
@@ -89,6 +96,18 @@ class WorkqServer(MCPServer[ServerState]):
         tool = self.workq_tools.get(name)
         if tool is None:
             return failure(self._unknown_tool(name))
+        result = await self._call(tool, name, arguments, context)
+        if name in OBJECT_FAILURES and isinstance(result, CallToolResult) and result.is_error:
+            return object_failure(name, result)
+        return result
+
+    async def _call(
+        self,
+        tool: Any,
+        name: str,
+        arguments: dict[str, Any],
+        context: Context[ServerState, Any] | None,
+    ) -> CallToolResult | InputRequiredResult:
         accepted = list(tool.parameters.get("properties", {}))
         unknown = sorted(set(arguments) - set(accepted))
         if unknown:

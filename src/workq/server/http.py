@@ -104,15 +104,25 @@ class BearerToken:
 class CompleteInitialize:
     """ASGI middleware: an ``initialize`` POSTed with required fields missing (seed 002's
     hand-typed ``"params": {}``) gets them filled as on stdio (handshake.py), so both
-    transports take the same handshake. A POST body is read whole first (the transport
-    reads it whole too); only one that mentions ``initialize`` is parsed, and other requests
-    pass unchanged."""
+    transports take the same handshake. A small POST body is read whole first (the
+    transport reads it whole too); only one that mentions ``initialize`` is parsed, and
+    other requests pass unchanged."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
+    # An initialize is a few hundred bytes; a body declared larger (or of unknown length)
+    # goes to the transport untouched, which limits and refuses it as it does.
+    LIMIT = 64 * 1024
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
+        length = _header(scope, b"content-length") or ""
+        if (
+            scope["type"] != "http"
+            or scope.get("method") != "POST"
+            or not length.isdigit()
+            or int(length) > self.LIMIT
+        ):
             await self.app(scope, receive, send)
             return
         chunks = []

@@ -9,6 +9,7 @@ it has one), then the stable code, the message with its facts, and the next step
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -128,3 +129,63 @@ def when(moment: datetime | None) -> str:
 def clip(text: str, limit: int = 100) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# The GitHub issue-priority server's tools answer a failure as an object,
+# ``{success: false, error, code, reason?, details?}``, with its own codes. Its seven tools
+# here do the same: the object is the text (JSON) and the structured content of the error
+# result (clients check structured content against the output schema only on success),
+# and its ``_meta``. workq's own code stays in ``details.workq_code``.
+OBJECT_FAILURES = frozenset(
+    {
+        "create_issue",
+        "select_next_issue",
+        "advance_workflow",
+        "release_lock",
+        "force_claim",
+        "get_workflow_status",
+        "list_backlog",
+    }
+)
+# Unknown issue numbers: the contract's code for each tool that takes one.
+_UNKNOWN_ISSUE = {
+    "force_claim": ("ISSUE_NOT_FOUND", None),
+    "release_lock": ("NOT_LOCKED", "not_locked"),
+    "advance_workflow": ("NOT_LOCKED", "not_locked"),
+    "get_workflow_status": ("NOT_LOCKED", "not_locked"),
+}
+
+
+def contract_code(tool: str, code: str, reason: str | None) -> tuple[str, str | None]:
+    """The contract's code (and reason) for workq's ``code`` from ``tool``."""
+    if code == "NOT_HOLDER":
+        return "NOT_LOCKED", "not_locked"
+    if code == "NOT_FOUND" and tool in _UNKNOWN_ISSUE:
+        return _UNKNOWN_ISSUE[tool]
+    if code == "INVALID_TRANSITION":
+        if reason == "tests_required":
+            return "TESTS_REQUIRED", reason
+        return "INVALID_PHASE_TRANSITION", reason or "invalid_transition"
+    return code, reason
+
+
+def object_failure(tool: str, result: CallToolResult) -> CallToolResult:
+    """``result`` (an error from ``failure``) as the contract's failure object."""
+    meta = dict(result.meta or {})
+    found = meta.get(ERROR_META)
+    if not isinstance(found, dict):
+        return result
+    data = dict(found)
+    code, reason = contract_code(tool, str(data.get("code")), data.get("reason"))
+    if code != data.get("code"):
+        data["details"] = {**data.get("details", {}), "workq_code": data.get("code")}
+        data["code"] = code
+    if reason is not None:
+        data["reason"] = reason
+    meta[ERROR_META] = data
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, default=str))],
+        structured_content=data,
+        is_error=True,
+        _meta=meta,
+    )
