@@ -117,6 +117,15 @@ class InvalidInput(WorkqError):
     hint = "fix the argument and call again"
 
 
+def bad_cursor() -> InvalidInput:
+    """A paging cursor that workq did not give out (both list and search page)."""
+    return InvalidInput(
+        "cursor is not one workq gave out",
+        field="cursor",
+        hint="pass the next cursor of an earlier page, or none for the first page",
+    )
+
+
 class NotFound(WorkqError):
     """No such issue."""
 

@@ -274,3 +274,17 @@ def test_critical_is_urgent(tmp_path: Path) -> None:
     ok("create", "smoke", "--priority", "HIGH", "--db", db)
     assert [i["priority"] for i in data("list", "--db", db)["items"]] == ["urgent", "high"]
     assert [i["number"] for i in data("list", "--priority", "critical", "--db", db)["items"]] == [1]
+
+
+def test_cli_hints_name_workq_commands_not_tool_calls(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    empty = workq("create", "  ", "--db", db)
+    assert empty.returncode == 1
+    assert empty.stderr.rstrip().endswith("; see 'workq create --help'"), empty.stderr
+    assert "call again" not in empty.stderr
+    cursor = workq("list", "--cursor", "zzz", "--db", db)
+    assert cursor.returncode == 1 and "server" not in cursor.stderr
+    entered = workq("plan", "enter", "p1", "a goal", "--run-id", "planner", "--db", db)
+    assert entered.returncode == 0, entered.stderr
+    assert "Next: run 'workq plan advance'" in entered.stdout
+    assert "advance_plan_phase" not in entered.stdout

@@ -338,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     except WorkqError as exc:
         if verbose:
             raise
-        output.errors.print(f"error: {exc.describe(steps.command)}", markup=False)
+        said = steps.for_person(exc.describe(steps.command), _command_word(args))
+        output.errors.print(f"error: {said}", markup=False)
         return 1
     except typer.Exit as exc:
         return exc.exit_code

@@ -8,7 +8,7 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import State, state
-from workq.domain.plan import MAX_TEAMMATES, guidance
+from workq.domain.plan import COMMAND_STEPS, MAX_TEAMMATES, guidance
 from workq.plan_schemas import Plan, PlanIssue
 from workq.services import plans
 
@@ -125,7 +125,7 @@ def _phase(plan: Plan, head: str) -> None:
     output.line(head)
     output.line(f"Plan file: {plan.shown_path}")
     output.line("")
-    output.line(guidance(plan.phase))
+    output.line(guidance(plan.phase, COMMAND_STEPS))
 
 
 @plan_app.command()

@@ -39,3 +39,22 @@ def command(step: Step, facts: Mapping[str, Any]) -> str:
     """A step as the command a person types (quoted), or as an argument to give."""
     text = COMMANDS[step].format_map(_Facts(facts))
     return f"'{text}'" if text.startswith("workq ") else text
+
+
+# Hints written once for every face, in an agent's words; on the command line they say
+# what a person runs instead. (Hints that point to a Step are spelled by ``command``.)
+_AGENT_WORDS = (
+    ("fix the argument and call again", "fix it and run the command again; see '{help}'"),
+    ("then call again", "then run the command again"),
+    ("call again", "run the command again"),
+    ("give it up with issue_release", "give it up with 'workq release N'"),
+    ("take one over with force_claim", "take one over with 'workq force-claim N'"),
+)
+
+
+def for_person(text: str, command: str | None) -> str:
+    """An error line as ``workq COMMAND`` shows it: agent wording replaced by commands."""
+    where = f"workq {command} --help" if command else "workq --help"
+    for agent, person in _AGENT_WORDS:
+        text = text.replace(agent, person.format(help=where))
+    return text

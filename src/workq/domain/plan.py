@@ -121,14 +121,14 @@ _GUIDANCE: dict[PlanPhase, str] = {
         "under '## Findings' in the plan file.\n"
         "Do not: edit code, run migrations or tests, or claim issues; planning is read-only "
         "work outside the plan file.\n"
-        "Next: call advance_plan_phase when the findings are written."
+        "Next: {advance} when the findings are written."
     ),
     PlanPhase.DESIGN: (
         "Design: choose an approach. Under '## Approach', say which modules change, what new "
         "interfaces or data appear, and why this way rather than the alternatives you "
         "considered. Be concrete enough that another agent could build it.\n"
         "Do not: start implementing or edit anything but the plan file.\n"
-        "Next: call advance_plan_phase when the approach is written."
+        "Next: {advance} when the approach is written."
     ),
     PlanPhase.REVIEW: (
         "Review: challenge the design. Under '## Risks', list what could break, edge cases, "
@@ -136,7 +136,7 @@ _GUIDANCE: dict[PlanPhase, str] = {
         "handles it ('None.' only if you truly found none). Fix '## Approach' if the review "
         "changes it.\n"
         "Do not: wave risks away or start implementing.\n"
-        "Next: call advance_plan_phase when the risks are written."
+        "Next: {advance} when the risks are written."
     ),
     PlanPhase.FINAL: (
         "Final: turn the plan into work. Under '## Tasks', write one '- [ ] title' line per "
@@ -144,14 +144,12 @@ _GUIDANCE: dict[PlanPhase, str] = {
         "and are independent unless the line ends with '(after N)' or '(after N, M)', naming "
         "earlier tasks it must wait for.\n"
         "Do not: start on the tasks yet.\n"
-        "Next: call advance_plan_phase when the task list is written."
+        "Next: {advance} when the task list is written."
     ),
     PlanPhase.EXIT: (
-        "Exit: the plan is written. Re-read the plan file once, then call exit_plan_mode "
-        "(launchSwarm=true turns the open tasks into queue issues, spread over teammateCount "
-        "agents).\n"
+        "Exit: the plan is written. Re-read the plan file once, then {exit}.\n"
         "Do not: claim or complete issues before exiting; they stay refused in plan mode.\n"
-        "Next: call exit_plan_mode."
+        "Next: {exit_short}."
     ),
 }
 
@@ -191,9 +189,25 @@ def next_phase(phase: PlanPhase) -> PlanPhase:
     return _PHASES[index + 1]
 
 
-def guidance(phase: PlanPhase) -> str:
-    """What an agent should do in ``phase``, and what it should not."""
-    return _GUIDANCE[phase]
+# How the next steps are written, by the face that shows the guidance.
+TOOL_STEPS = {
+    "advance": "call advance_plan_phase",
+    "exit": "call exit_plan_mode (launchSwarm=true turns the open tasks into queue issues, "
+    "spread over teammateCount agents)",
+    "exit_short": "call exit_plan_mode",
+}
+COMMAND_STEPS = {
+    "advance": "run 'workq plan advance'",
+    "exit": "run 'workq plan exit' (--launch-swarm turns the open tasks into queue issues, "
+    "spread over --teammates agents)",
+    "exit_short": "run 'workq plan exit'",
+}
+
+
+def guidance(phase: PlanPhase, steps: dict[str, str] = TOOL_STEPS) -> str:
+    """What an agent should do in ``phase``, and what it should not; the next step as
+    ``steps`` words it (a tool call, or a command)."""
+    return _GUIDANCE[phase].format_map(steps)
 
 
 # --- slugs and paths ------------------------------------------------------------------------

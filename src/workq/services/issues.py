@@ -16,7 +16,7 @@ from workq.db.tables import dependencies as deps
 from workq.db.tables import labels as labels_t
 from workq.db.tables import touches as touches_t
 from workq.domain import fields, globs
-from workq.errors import InvalidInput, InvalidTransition
+from workq.errors import InvalidInput, InvalidTransition, bad_cursor
 from workq.schemas import (
     PAGE_DEFAULT,
     PAGE_MAX,
@@ -304,7 +304,7 @@ def decode_cursor(cursor: str) -> int:
             raise ValueError(kind)
         return int(value)
     except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("cursor is not one this server gave out", field="cursor") from None
+        raise bad_cursor() from None
 
 
 @retry_lost_read

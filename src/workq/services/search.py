@@ -14,7 +14,7 @@ from sqlalchemy import Connection, text
 from workq.db import dialect
 from workq.db.engine import retry_lost_read
 from workq.domain import fields
-from workq.errors import InvalidInput
+from workq.errors import InvalidInput, bad_cursor
 from workq.schemas import (
     PAGE_DEFAULT,
     PAGE_MAX,
@@ -73,7 +73,7 @@ def encode_cursor(offset: int) -> str:
 
 def decode_cursor(cursor: str) -> int:
     if not re.fullmatch(r"o\d{1,9}", cursor):
-        raise InvalidInput("cursor is not one this server gave out", field="cursor")
+        raise bad_cursor()
     return int(cursor[1:])
 
 
