@@ -155,3 +155,30 @@ def test_db_commands(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["create", "list", "ready", "claim-next", "doctor", "db"])
 def test_help_is_there(command: str) -> None:
     assert "Usage" in ok(command, "--help")
+
+
+def test_at_80_columns_titles_stay_readable_and_lines_fit(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    title = "A fairly long title for an issue that needs room to be read"
+    ok("create", title, "--db", db)
+    ok("claim", "1", "--run-id", "agent-with-a-long-name", "--db", db)
+    for command in (["list"], ["backlog"], ["history", "1"]):
+        done = workq_process(*command, "--db", db, env={"COLUMNS": "80"})
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, done.stdout
+        if command != ["history", "1"]:
+            assert "A fairly long" in done.stdout  # the title keeps 16 characters a line
+
+
+def test_agents_lists_run_ids_that_hold_claims_without_registering(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    ok("create", "one", "--db", db)
+    ok("create", "two", "--db", db)
+    ok("claim", "2", "--run-id", "autopilot-7", "--db", db)
+    roster = data("agents", "--db", db)
+    assert [(a["agent_id"], a["type"], a["claims"]) for a in roster] == [
+        ("autopilot-7", "run id", [2])
+    ]
+    shown = workq("agents", "--db", db)
+    assert "autopilot-7" in shown.stdout and "No agents" not in shown.stdout

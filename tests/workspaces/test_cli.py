@@ -67,7 +67,11 @@ def test_repo_worktree_agents_conflicts_and_merge_commands(tmp_path: Path) -> No
     finally:
         queue.db.dispose()
     roster = json.loads(cli(db, "agents", "--json").stdout)
-    assert [a["agent_id"] for a in roster] == [me.agent_id]
+    # the registered agent, then the run id that holds claims without registering
+    assert [(a["agent_id"], a["type"]) for a in roster] == [
+        (me.agent_id, "codex"),
+        ("tester", "run id"),
+    ]
     assert "codex-1" in cli(db, "agents").stdout
 
 

@@ -343,6 +343,7 @@ def backlog(
             )
             for b in found.backlog
         ],
+        spare=["type", "age (days)", "priority"],
     )
     output.line(f"{len(found.backlog)} of {found.total} shown")
 

@@ -3,6 +3,7 @@ a `<bool>` type, and a closed stdout (`| head`) that is not an error."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import typer
@@ -55,11 +56,28 @@ class Group(_Styled, TyperGroup):
     """A group of commands, its options styled as a command's are."""
 
 
+def summary(doc: str | None) -> str | None:
+    """A command's line in the list of commands: the first paragraph of its help as one
+    line, cut to its first sentence when long (the list kept the help's own line breaks,
+    and showed half sentences)."""
+    if not doc:
+        return None
+    first = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    if len(first) > SUMMARY_MAX and ". " in first:
+        first = first.split(". ")[0] + "."
+    return first
+
+
+SUMMARY_MAX = 90
+
+
 def apply(app: typer.Typer) -> None:
     """Give every command of ``app`` and its sub-apps this style."""
     for info in app.registered_commands:
         if info.cls in (None, TyperCommand):
             info.cls = Command
+        if info.short_help is None:
+            info.short_help = summary(info.help or getattr(info.callback, "__doc__", None))
     for group in app.registered_groups:
         if isinstance(group.typer_instance, typer.Typer):
             group.typer_instance.info.cls = Group

@@ -159,6 +159,7 @@ def list_(
             )
             for i in page.items
         ],
+        spare=["agent", "type", "priority"],
     )
     if page.has_more:
         output.line(f"more: --cursor {page.next_cursor}")

@@ -41,15 +41,49 @@ def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
 
 
+# Columns of free text (a title, a change); the others hold short values.
+FREE_TEXT = frozenset({"title", "change", "first", "finding", "last error", "PR title"})
+FREE_TEXT_MIN = 16
+
+
 def table(
-    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    spare: Sequence[str] = (),
 ) -> None:
-    grid = Table(title=title, show_edge=False, header_style="bold")
-    for column in columns:
-        grid.add_column(column)
-    for row in rows:
-        grid.add_row(*("-" if v is None else str(v) for v in row))
+    """Print ``rows`` under ``columns``. On a terminal too narrow for all of them, the
+    ``spare`` columns are left out, first ones first, until the free text (a title) keeps
+    room to be read (--json has every field)."""
+    shown = list(columns)
+    for name in [*spare, None]:
+        grid = _grid(columns, shown, rows, title)
+        if name is None or _fits(grid):
+            break
+        shown.remove(name)
     console.print(grid)
+
+
+def _fits(grid: Table) -> bool:
+    with console.capture() as drawn:
+        console.print(grid)
+    return all(len(line) <= console.width for line in drawn.get().splitlines())
+
+
+def _grid(
+    columns: Sequence[str], shown: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None
+) -> Table:
+    grid = Table(title=title, show_edge=False, header_style="bold")
+    for column in shown:
+        if column in FREE_TEXT:  # keeps room to be read on a narrow terminal
+            grid.add_column(column, min_width=FREE_TEXT_MIN, overflow="fold")
+        else:
+            grid.add_column(column)
+    kept = [columns.index(name) for name in shown]
+    for row in rows:
+        grid.add_row(*("-" if row[i] is None else str(row[i]) for i in kept))
+    return grid
 
 
 def counts(found: dict[str, int]) -> str:

@@ -250,8 +250,8 @@ def worktree_prune(
 
 
 def agents_command(ctx: typer.Context, json_: JsonFlag = False) -> None:
-    """Registered agents: last seen, what each holds, and where."""
-    found = agents.list_agents(state(ctx).queue())
+    """Agents and run ids at work: last seen, what each holds, and where."""
+    found = agents.roster(state(ctx).queue())
     if json_:
         output.emit_json(found)
         return

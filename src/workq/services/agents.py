@@ -13,7 +13,7 @@ from workq.db.tables import agents, issues
 from workq.domain import fields
 from workq.errors import InvalidInput, NotFound
 from workq.schemas import AgentInfo, Status
-from workq.services import claims
+from workq.services import board, claims
 from workq.services.context import Queue
 from workq.services.worktrees import paths_of
 
@@ -103,4 +103,26 @@ def list_agents(q: Queue) -> list[AgentInfo]:
             worktrees=where.get(r.id, []),
         )
         for r in rows
+    ]
+
+
+def roster(q: Queue) -> list[AgentInfo]:
+    """Who works on the queue: the registered agents, then the run ids that hold live
+    claims without registering (shown with type ``run id``, last seen at their newest
+    lease renewal, as the board shows them)."""
+    registered = list_agents(q)
+    known = {a.agent_id for a in registered}
+    plain = [b for b in board.agents(q) if b.run_id not in known and b.claims]
+    with q.db.read() as conn:
+        where = paths_of(conn, [b.run_id for b in plain])
+    return registered + [
+        AgentInfo(
+            agent_id=b.run_id,
+            name=b.run_id,
+            type="run id",
+            last_seen=b.last_heartbeat or q.now(),
+            claims=[c.number for c in b.claims],
+            worktrees=where.get(b.run_id, []),
+        )
+        for b in plain
     ]
