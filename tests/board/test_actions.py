@@ -37,6 +37,8 @@ def test_unblock_needs_the_boards_own_header_and_origin(
         assert issues.get(q, number).is_blocked
         done = post(client, url, number, "unblock", origin=url)
     assert plain_form.status_code == 403 and plain_form.json()["code"] == "FORBIDDEN"
+    # A board without a token does not blame a token it does not have.
+    assert plain_form.json()["message"] == "actions are taken from the board's own page"
     assert other_site.status_code == 403
     assert rebound.status_code == 403
     assert done.status_code == 200, done.text
@@ -54,6 +56,7 @@ def test_with_a_token_actions_need_it(db: Path, q: Queue, client: httpx2.Client)
         assert issues.get(q, number).is_blocked
         right = post(client, url, number, "unblock", authorization="Bearer t0ken")
     assert without.status_code == 403 and wrong.status_code == 403
+    assert without.json()["message"] == "this board requires its token for that"
     assert right.status_code == 200
     assert not issues.get(q, number).is_blocked
 

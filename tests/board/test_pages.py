@@ -162,6 +162,7 @@ def test_agents_and_graph(db: Path, q: Queue, client: httpx2.Client) -> None:
     xs = {int(n): int(x) for n, x in boxes}
     assert xs[a] < xs[b] < xs[c]
     assert graph.count('class="edge"') == 2
+    assert graph.count('<svg x="') == len(boxes)  # each label is clipped to its box
 
 
 def test_without_a_token_only_loopback_host_names_are_served(
@@ -216,3 +217,20 @@ def test_a_bad_page_or_event_id_is_400_naming_it(db: Path, q: Queue, client: htt
             assert answer.status_code == 400, (path, params)
             assert answer.text.startswith(f"{name} must be a whole number from 0 to")
         assert client.get(f"{url}/", params={"page_ready": "0"}).status_code == 200
+
+
+def test_the_issue_page_offers_only_the_actions_that_apply(
+    db: Path, q: Queue, client: httpx2.Client
+) -> None:
+    free = new(q, "nothing to undo")
+    stuck = new(q, "stuck")
+    blocking.block(q, stuck, "asks a question", by=Authority.overriding("admin"))
+    held = new(q, "held")
+    claims.claim(q, held, "run-a")
+    with board_server(db) as url:
+        pages = {n: client.get(f"{url}/issues/{n}").text for n in (free, stuck, held)}
+    assert 'data-action="unblock"' not in pages[free]
+    assert 'data-action="release"' not in pages[free]
+    assert 'data-action="unblock"' in pages[stuck]
+    assert 'data-action="release"' in pages[held] and "lease: <time" in pages[held]
+    assert "lease until" not in pages[held]

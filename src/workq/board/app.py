@@ -104,6 +104,13 @@ FORBIDDEN = {
     "message": "this board requires its token for that",
     "hint": "log in with the board's --token / WORKQ_TOKEN, from the board's own page",
 }
+# Read, but not from the board's own page: no X-Workq-Board header, or another Origin.
+NOT_FROM_THE_BOARD = {
+    "code": "FORBIDDEN",
+    "message": "actions are taken from the board's own page",
+    "hint": "use the buttons of the issue's page (they send the X-Workq-Board header "
+    "from the board's own origin)",
+}
 
 
 class Board:
@@ -325,7 +332,8 @@ class Board:
 
     async def act(self, request: Request) -> Response:
         if not self.guard.may_act(request):
-            return JSONResponse(FORBIDDEN, status_code=403)
+            why = NOT_FROM_THE_BOARD if self.guard.may_read(request) else FORBIDDEN
+            return JSONResponse(why, status_code=403)
         action = request.path_params["action"]
         try:
             number = int(request.path_params["number"])
