@@ -10,6 +10,7 @@ end test); the second runs the same server in this process, working in the work 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -104,7 +105,7 @@ async def test_submit_pr_then_a_merge_completes_the_issue_once(
             assert "+    return True" in text(diff)
 
             shown = await call_ok(client, "issue_get", number=1)
-            assert f"pull request: #{pr} {data['pr_url']}" in text(shown)
+            assert json.loads(text(shown))["pull_request"]["url"] == data["pr_url"]
             assert shown.structured_content is not None
             assert shown.structured_content["pull_request"] == {
                 "number": pr,

@@ -37,6 +37,17 @@ async def test_seed_issue_tools_answer_in_the_seeds_words(client: Client) -> Non
     assert created.structured_content["number"] == 1
 
     listed = await call_ok(client, "issue_list", status="open")
+    assert json.loads(text(listed)) == [  # seed 002's array, its keys first
+        {
+            "number": 1,
+            "title": "Add comprehensive README for issues-mcp",
+            "status": "open",
+            "priority": "medium",
+            "agent": "claude",
+            "is_blocked": False,
+            "issue_type": "task",
+        }
+    ]
     assert listed.structured_content == {
         "items": [
             {
@@ -54,7 +65,22 @@ async def test_seed_issue_tools_answer_in_the_seeds_words(client: Client) -> Non
     }
 
     got = await call_ok(client, "issue_get", number=1)
-    assert text(got).startswith("Issue #1: Add comprehensive README for issues-mcp")
+    shown = json.loads(text(got))  # seed 002's keys, in its order, then workq's facts
+    assert list(shown)[:12] == [
+        "number",
+        "title",
+        "description",
+        "status",
+        "priority",
+        "issue_type",
+        "agent",
+        "is_blocked",
+        "blocked_reason",
+        "claimed_by",
+        "created_at",
+        "updated_at",
+    ]
+    assert shown["title"] == "Add comprehensive README for issues-mcp"
     assert got.structured_content is not None
     assert got.structured_content["description"] == "Document MCP server implementation..."
     assert got.structured_content["claimed_by"] is None
@@ -63,7 +89,16 @@ async def test_seed_issue_tools_answer_in_the_seeds_words(client: Client) -> Non
         "Updated issue #1"
     )
     ready = await call_ok(client, "issue_ready", agent="claude")
-    assert text(ready).splitlines()[0] == "Issue #1: Add comprehensive README for issues-mcp"
+    offered = json.loads(text(ready))
+    assert list(offered)[:6] == [
+        "number",
+        "title",
+        "description",
+        "priority",
+        "issue_type",
+        "agent",
+    ]
+    assert (offered["number"], offered["priority"]) == (1, "high")
     assert ready.structured_content is not None
     assert ready.structured_content["issue"]["priority"] == "high"
 

@@ -1,25 +1,54 @@
-"""The text an agent reads: one line per fact, seed 002's wording first."""
+"""The text an agent reads: seed 002's JSON for the reads it shows as JSON."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
-from workq.schemas import Issue, IssueListItem, IssueSummary, ReadyIssue
-from workq.server.results import clip, when
+from pydantic import BaseModel
+
+from workq.schemas import ReadyIssue
+
+# Seed 002 shows issue_get, issue_list and issue_ready answering JSON: its keys, in its
+# order, come first; workq's other facts follow when they say something (not null, empty
+# or false). The structured content has every field.
+GET_KEYS = (
+    "number",
+    "title",
+    "description",
+    "status",
+    "priority",
+    "issue_type",
+    "agent",
+    "is_blocked",
+    "blocked_reason",
+    "claimed_by",
+    "created_at",
+    "updated_at",
+)
+LIST_KEYS = ("number", "title", "status", "priority", "agent", "is_blocked")
+READY_KEYS = ("number", "title", "description", "priority", "issue_type", "agent")
+HIDDEN = frozenset({"id"})  # the row's internal key: numbers name issues
 
 
-def summary_line(item: IssueSummary) -> str:
-    line = f"#{item.number} [{item.status.value}] {item.priority.value} {item.issue_type.value}"
-    line += f": {clip(item.title)}"
-    if item.claimed_by:
-        line += f" (claimed by {item.claimed_by})"
-    if not isinstance(item, IssueListItem):
-        return line + (" (blocked)" if item.is_blocked else "")
-    if item.blocked_reason is not None:
-        line += f" (blocked: {clip(item.blocked_reason)})"
-    if item.waiting_on:
-        line += " (waiting on " + ", ".join(f"#{n}" for n in item.waiting_on) + ")"
-    return line
+def seed_object(data: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """``data`` (a JSON dump) with ``keys`` first, in order, then its other non-empty facts."""
+    shown = {key: data.get(key) for key in keys}
+    shown.update(
+        (k, v)
+        for k, v in data.items()
+        if k not in shown and k not in HIDDEN and v not in (None, [], {}, False)
+    )
+    return shown
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def list_text(items: Sequence[BaseModel]) -> str:
+    return as_json([seed_object(i.model_dump(mode="json"), LIST_KEYS) for i in items])
 
 
 def page_footer(tool: str, shown: int, next_cursor: str | None) -> str:
@@ -29,40 +58,12 @@ def page_footer(tool: str, shown: int, next_cursor: str | None) -> str:
 
 
 def ready_text(issue: ReadyIssue) -> str:
-    head = f"Issue #{issue.number}: {issue.title}"
-    facts = (
-        f"priority: {issue.priority.value} · type: {issue.issue_type.value} · agent: {issue.agent}"
-    )
-    return f"{head}\n{facts}" + (f"\n\n{issue.description}" if issue.description else "")
+    return as_json(seed_object(issue.model_dump(mode="json"), READY_KEYS))
 
 
-def issue_text(issue: Issue, extra: Sequence[str] = ()) -> str:
-    lines = [
-        f"Issue #{issue.number}: {issue.title}",
-        f"status: {issue.status.value} · priority: {issue.priority.value}"
-        f" · type: {issue.issue_type.value} · agent: {issue.agent}",
-    ]
-    if issue.claimed_by:
-        lines.append(f"claimed by {issue.claimed_by}, lease until {when(issue.lease_expires_at)}")
-    if issue.is_blocked:
-        lines.append(f"blocked: {issue.blocked_reason}")
-    if issue.blocked_by:
-        lines.append(f"waits for: {numbers(issue.blocked_by)} ({issue.open_blockers} not done)")
-    if issue.blocks:
-        lines.append(f"blocks: {numbers(issue.blocks)}")
-    if issue.labels:
-        lines.append(f"labels: {', '.join(issue.labels)}")
-    if issue.worktree:
-        lines.append(f"worktree: {issue.worktree.path} (branch {issue.worktree.branch})")
-    elif issue.repository:
-        lines.append(f"repository: {issue.repository}")
-    if issue.touches:
-        lines.append(f"touches: {', '.join(issue.touches)}")
-    lines.extend(extra)
-    lines.append(f"created {when(issue.created_at)} · updated {when(issue.updated_at)}")
-    if issue.description:
-        lines += ["", issue.description]
-    return "\n".join(lines)
+def issue_text(data: dict[str, Any]) -> str:
+    """``issue_get``'s text from its answer (a JSON dump, the pull request included)."""
+    return as_json(seed_object(data, GET_KEYS))
 
 
 def numbers(values: Sequence[int]) -> str:

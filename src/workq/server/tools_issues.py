@@ -25,7 +25,7 @@ from workq.server.params import (
     TypeName,
 )
 from workq.server.registry import READ_ONLY, Registry, writes
-from workq.server.render import issue_text, page_footer, summary_line
+from workq.server.render import issue_text, list_text, page_footer
 from workq.server.results import ok, worded
 
 Notes = Annotated[str, Field(max_length=DESCRIPTION_MAX)]
@@ -109,7 +109,7 @@ def register(reg: Registry) -> None:
         if not items:
             text = "No issues found"
         else:
-            text = "\n".join(summary_line(item) for item in items)
+            text = list_text(items)  # the seed's array; a further page is named below it
             text += page_footer("issue_list", len(items), page.next_cursor)
         listed = IssueList(items=items, has_more=page.has_more, next_cursor=page.next_cursor)
         # Compact items: no "description": null when descriptions were not asked for.
@@ -124,7 +124,7 @@ def register(reg: Registry) -> None:
         issue = issues.get(q, number)
         pull = pulls.of_issue(q, number)
         if pull is None:
-            return ok(issue_text(issue), issue)
+            return ok(issue_text(issue.model_dump(mode="json")), issue)
         # The pull request submit_pr opened: an extra key, so the output schema (and the
         # default tools/list) stays as it is.
         data = issue.model_dump(mode="json")
@@ -133,8 +133,7 @@ def register(reg: Registry) -> None:
             "url": pull.url,
             "merged": pull.merged_at is not None,
         }
-        merged = " (merged)" if pull.merged_at else ""
-        return ok(issue_text(issue, [f"pull request: #{pull.pr_number} {pull.url}{merged}"]), data)
+        return ok(issue_text(data), data)
 
     @reg.tool(writes(idempotent=True))
     def issue_update(
