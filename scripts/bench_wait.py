@@ -9,9 +9,10 @@ Usage: .venv/bin/python scripts/bench_wait.py [--url URL] [--waiters 1,8,32] [--
    returned (wall clock, one machine). p50/p99 over the rounds. The baseline, from the
    same run: one plain ``claim_next`` of a ready issue (what a polling agent pays at best
    per poll), as ratio = wake-up p50 / plain claim p50.
-2. Idle CPU of a waiting server: a real ``workq serve`` (stdio) with 8 calls of
-   ``issue_claim_next(wait_seconds=300)`` outstanding on an empty queue, CPU time of the
-   server process over --idle-seconds, against the same server with no call outstanding.
+2. The idle cost of a waiting server: a real ``workq serve`` (stdio) with N calls of
+   ``issue_claim_next(wait_seconds=300)`` outstanding on an empty queue (--idle-calls,
+   default 8 and 1000): CPU time of the server process over --idle-seconds, its threads
+   and resident memory, against the same server with no call outstanding.
 
 Every figure comes from this run; a shared 2-core machine varies by 20-30%.
 """
@@ -19,7 +20,6 @@ Every figure comes from this run; a shared 2-core machine varies by 20-30%.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing as mp
 import os
 import statistics
@@ -113,45 +113,56 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def idle_cpu(db: Path, seconds: float) -> tuple[float, float]:
-    """(% of one core with 8 waiting calls, % with none), of a real workq serve."""
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+def threads_and_rss(pid: int) -> tuple[int, float]:
+    """The process's thread count and resident memory in MB."""
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(status["Threads"]), int(status["VmRSS"].split()[0]) / 1024
+
+
+def idle_cost(db: Path, seconds: float, counts: list[int]) -> list[tuple[int, float, int, float]]:
+    """(waiting calls, % of one core, threads, RSS MB) of a real workq serve fed JSON-RPC
+    lines on a pipe (every call in flight at once, as agents' calls are): first with no
+    call outstanding, then with each count of waiting calls."""
+    import json
+    import subprocess
+
+    def line(message: dict[str, Any]) -> bytes:
+        return (json.dumps(message) + "\n").encode()
 
     workq = str(Path(sys.executable).with_name("workq"))
-    params = StdioServerParameters(command=workq, args=["--db", str(db), "serve"])
-    with open(os.devnull, "w") as log:
-        async with Client(stdio_client(params, errlog=log), read_timeout_seconds=400) as c:
-            await c.call_tool("issue_list", {})
-            pid = _server_pid(db)
-            start = cpu_seconds(pid)
-            await asyncio.sleep(seconds)
-            baseline = (cpu_seconds(pid) - start) / seconds * 100
-            calls = [
-                asyncio.create_task(
-                    c.call_tool("issue_claim_next", {"run_id": f"w{i}", "wait_seconds": 300})
+    server = subprocess.Popen(
+        [workq, "--db", str(db), "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert server.stdin is not None
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    server.stdin.write(line(initialize))
+    server.stdin.write(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    server.stdin.flush()
+    rows, sent = [], 0
+    try:
+        for count in [0, *counts]:
+            for i in range(sent, count):
+                arguments = {"run_id": f"w{i}", "wait_seconds": 300}
+                call = {"name": "issue_claim_next", "arguments": arguments}
+                server.stdin.write(
+                    line({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": call})
                 )
-                for i in range(8)
-            ]
-            await asyncio.sleep(1.0)
-            start = cpu_seconds(pid)
-            await asyncio.sleep(seconds)
-            waiting_cpu = (cpu_seconds(pid) - start) / seconds * 100
-            for call in calls:
-                call.cancel()
-            return waiting_cpu, baseline
-
-
-def _server_pid(db: Path) -> int:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"serve" in cmd and str(db).encode() in cmd:
-                return int(entry.name)
-    raise RuntimeError("the server process was not found")
+            server.stdin.flush()
+            sent = max(sent, count)
+            time.sleep(3.0 + count / 100)  # every call has reached its wait
+            start = cpu_seconds(server.pid)
+            time.sleep(seconds)
+            cpu = (cpu_seconds(server.pid) - start) / seconds * 100
+            rows.append((count, cpu, *threads_and_rss(server.pid)))
+    finally:
+        server.kill()
+        server.wait()
+    return rows
 
 
 def fresh_pg(base: str) -> str:
@@ -169,8 +180,10 @@ def main() -> None:
     parser.add_argument("--waiters", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--idle-calls", default="8,1000")
     args = parser.parse_args()
     counts = [int(n) for n in args.waiters.split(",")]
+    idle_counts = [int(n) for n in args.idle_calls.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         engines: list[tuple[str, Callable[[int], str]]] = [
             ("sqlite", lambda n: str(Path(tmp) / f"wait-{n}.db"))
@@ -192,11 +205,12 @@ def main() -> None:
                 )
         db = Path(tmp) / "idle.db"
         open_queue(Settings(db_path=db), migrate=True).db.dispose()  # empty, migrated
-        waiting_cpu, baseline = asyncio.run(idle_cpu(db, args.idle_seconds))
-        print(
-            f"\nidle CPU of workq serve (SQLite), % of one core over {args.idle_seconds:.0f} s: "
-            f"{waiting_cpu:.2f}% with 8 waiting calls, {baseline:.2f}% with none"
-        )
+        rows = idle_cost(db, args.idle_seconds, idle_counts)
+        print(f"\nidle cost of workq serve (SQLite) over {args.idle_seconds:.0f} s, waiting calls:")
+        print("| waiting calls | % of one core | threads | RSS MB |")
+        print("|---|---|---|---|")
+        for count, cpu, threads, rss in rows:
+            print(f"| {count} | {cpu:.2f} | {threads} | {rss:.0f} |")
 
 
 if __name__ == "__main__":

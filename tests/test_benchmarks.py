@@ -25,7 +25,16 @@ TOY: dict[str, tuple[str, ...]] = {
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
     "bench_transfer.py": ("--issues", "200"),
-    "bench_wait.py": ("--waiters", "1", "--rounds", "1", "--idle-seconds", "0.5"),
+    "bench_wait.py": (
+        "--waiters",
+        "1",
+        "--rounds",
+        "1",
+        "--idle-seconds",
+        "0.5",
+        "--idle-calls",
+        "2",
+    ),
 }
 # Scripts that need a PostgreSQL server of their own (WORKQ_TEST_PG_URL).
 POSTGRES_ONLY = {

@@ -344,6 +344,13 @@ class MergeConflict(Conflict):
     )
 
 
+class ServerBusy(WorkqError):
+    """The server keeps as many waiting calls as it will."""
+
+    code = "SERVER_BUSY"
+    hint = "call again without wait_seconds, or later"
+
+
 class MergeBusy(Conflict):
     """Another merge into this repository is in progress."""
 

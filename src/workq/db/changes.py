@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ class ChangeFeed:
         self._watchers = 0
         self._stop: threading.Event | None = None
         self._started = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
 
     # -- the counter -------------------------------------------------------------------
 
@@ -90,10 +91,30 @@ class ChangeFeed:
                     self._stop.set()
                     self._stop = None
 
+    def listen(self, ring: Callable[[], None]) -> Callable[[], None]:
+        """Call ``ring`` (from the feed's thread; it must not block) each time the counter
+        moves, until the function returned is called: how an event loop wakes its waiting
+        coroutines without a thread each."""
+        with self._cond:
+            self._listeners.append(ring)
+
+        def stop() -> None:
+            with self._cond:
+                if ring in self._listeners:
+                    self._listeners.remove(ring)
+
+        return stop
+
     def _moved(self) -> None:
         with self._cond:
             self._version += 1
             self._cond.notify_all()
+            listeners = list(self._listeners)
+        for ring in listeners:
+            try:
+                ring()
+            except Exception:  # a loop that closed meanwhile: its waiters are gone too
+                log.debug("workq: a change listener failed", exc_info=True)
 
     def _follow(self, stop: threading.Event, started: threading.Event) -> None:
         follow = self._poll if self._db.is_sqlite else self._listen

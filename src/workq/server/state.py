@@ -13,7 +13,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -79,6 +79,7 @@ class ServerState:
         self._renewer: threading.Thread | None = None
         self._opener: threading.Thread | None = None
         self._waits_ended = threading.Event()
+        self._on_end_waits: list[Callable[[], None]] = []
         self.github = GitHubLink(settings)
 
     # -- identity ---------------------------------------------------------------------
@@ -155,6 +156,12 @@ class ServerState:
     def end_waits(self) -> None:
         """The client has gone (end of input): calls waiting for work stop waiting."""
         self._waits_ended.set()
+        for wake in list(self._on_end_waits):
+            wake()
+
+    def on_end_waits(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (it must not block) when waits end: a sleeping waiter sees it."""
+        self._on_end_waits.append(wake)
 
     def waits_ended(self) -> bool:
         return self._waits_ended.is_set()

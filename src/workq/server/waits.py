@@ -1,31 +1,86 @@
-"""Waiting tool calls (``wait_seconds``) without holding a worker thread or the opening
-turn: each attempt runs on a worker thread, and the sleeps in between run in short slices
-on threads of their own limiter, so any number of waiting calls leaves the SDK's worker
-threads (40) to the other calls, and a cancelled call lets its thread go within a slice."""
+"""Waiting tool calls (``wait_seconds``) as coroutines: each attempt runs on a worker
+thread, and the sleeps in between are awaits on a bell that the change feed rings from its
+own thread (db/changes.py ``listen``), one bell per event loop. A thousand waiting calls
+are a thousand suspended coroutines, not a thousand threads; a cancelled call stops at
+once. ``WAITERS_MAX`` bounds them: past it a call is refused (``SERVER_BUSY``) instead of
+piling up."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
+from workq.db.changes import ChangeFeed
+from workq.errors import ServerBusy
 from workq.server.opening import let_others_go
 from workq.server.state import ServerState
 
 T = TypeVar("T")
 
-SLICE_SECONDS = 1.0
-_sleepers: anyio.CapacityLimiter | None = None
+# Waiting calls one server keeps at once; more are refused, saying so.
+WAITERS_MAX = 10_000
 
 
-def _limiter() -> anyio.CapacityLimiter:
-    global _sleepers
-    if _sleepers is None:
-        _sleepers = anyio.CapacityLimiter(100_000)
-    return _sleepers
+class _Bell:
+    """Wakes every coroutine of one event loop sleeping on the change feed: rung from the
+    feed's thread (scheduled onto the loop, never blocking it) or from the loop itself."""
+
+    def __init__(self) -> None:
+        native: Any = anyio.lowlevel.current_token().native_token
+        # asyncio's loop, or trio's token: each takes a callback from any thread.
+        schedule = getattr(native, "call_soon_threadsafe", None) or native.run_sync_soon
+        self._schedule: Callable[[Callable[[], None]], object] = schedule
+        self._event = anyio.Event()
+        self.sleepers = 0
+        self._unlisten: Callable[[], None] | None = None
+
+    def enter(self, changes: ChangeFeed) -> None:
+        """One more waiting call; the first hangs the bell on the change feed."""
+        self.sleepers += 1
+        if self._unlisten is None:
+            self._unlisten = changes.listen(self.ring_soon)
+
+    def leave(self) -> None:
+        """One fewer; the last takes the bell off the feed."""
+        self.sleepers -= 1
+        if not self.sleepers and self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+
+    def ring_soon(self) -> None:
+        with contextlib.suppress(RuntimeError):  # its loop closed: nobody sleeps there
+            self._schedule(self.ring)
+
+    def ring(self) -> None:
+        self._event.set()
+        self._event = anyio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        """Until the bell rings or ``seconds`` pass."""
+        event = self._event
+        with anyio.move_on_after(seconds):
+            await event.wait()
+
+
+_bell_of_loop: anyio.lowlevel.RunVar[_Bell] = anyio.lowlevel.RunVar("workq_bell")
+
+
+def _bell(state: ServerState) -> _Bell:
+    """This event loop's bell: made on first use; rung by the end of input, and by the
+    change feed while a call waits."""
+    try:
+        return _bell_of_loop.get()
+    except LookupError:
+        bell = _Bell()
+        _bell_of_loop.set(bell)
+        state.on_end_waits(bell.ring_soon)
+        return bell
 
 
 async def until_found(
@@ -38,8 +93,15 @@ async def until_found(
     from workq.services.waiting import Waiter
 
     queue = await anyio.to_thread.run_sync(state.queue)
+    bell = _bell(state)
+    if bell.sleepers >= WAITERS_MAX:
+        raise ServerBusy(
+            f"this server already keeps {WAITERS_MAX} calls waiting for work",
+            hint="call again without wait_seconds, or later",
+        )
     waiter = Waiter(queue, wait_seconds)
     await anyio.to_thread.run_sync(waiter.__enter__)
+    bell.enter(queue.db.changes)
     try:
         while not state.waits_ended():
             seen = waiter.mark()
@@ -52,15 +114,10 @@ async def until_found(
             let_others_go()
             end = time.monotonic() + pause
             while (left := end - time.monotonic()) > 0 and not state.waits_ended():
-                changed = await anyio.to_thread.run_sync(
-                    waiter.sleep,
-                    seen,
-                    min(left, SLICE_SECONDS),
-                    limiter=_limiter(),
-                    abandon_on_cancel=True,
-                )
-                if changed:
+                if waiter.mark() != seen:
                     break
+                await bell.sleep(left)
         return None
     finally:
+        bell.leave()
         waiter.__exit__(None, None, None)
