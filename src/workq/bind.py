@@ -73,7 +73,11 @@ def listen(host: str, port: int, flag: str = "--port") -> socket.socket:
         InvalidInput: the address cannot be bound (in use, not this machine's, no right).
     """
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        # IPv4 unless the address is IPv6, as uvicorn binds: "localhost" is 127.0.0.1.
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        found = socket.getaddrinfo(
+            host.strip("[]"), port, family, socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except socket.gaierror as exc:
         raise InvalidInput(
             f"cannot listen on {host}: {exc.strerror}",

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from workq.db.changes import ChangeFeed
 from workq.errors import ServerBusy
 from workq.server.opening import let_others_go
 from workq.server.state import ServerState
@@ -25,6 +25,12 @@ T = TypeVar("T")
 
 # Waiting calls one server keeps at once; more are refused, saying so.
 WAITERS_MAX = 10_000
+
+
+class _Feed(Protocol):
+    """The change feed (db/changes.py), as far as a bell needs it."""
+
+    def listen(self, ring: Callable[[], None]) -> Callable[[], None]: ...
 
 
 class _Bell:
@@ -39,8 +45,9 @@ class _Bell:
         self._event = anyio.Event()
         self.sleepers = 0
         self._unlisten: Callable[[], None] | None = None
+        self.servers: weakref.WeakSet[ServerState] = weakref.WeakSet()
 
-    def enter(self, changes: ChangeFeed) -> None:
+    def enter(self, changes: _Feed) -> None:
         """One more waiting call; the first hangs the bell on the change feed."""
         self.sleepers += 1
         if self._unlisten is None:
@@ -75,12 +82,14 @@ def _bell(state: ServerState) -> _Bell:
     """This event loop's bell: made on first use; rung by the end of input, and by the
     change feed while a call waits."""
     try:
-        return _bell_of_loop.get()
+        bell = _bell_of_loop.get()
     except LookupError:
         bell = _Bell()
         _bell_of_loop.set(bell)
+    if state not in bell.servers:  # each server's end of input rings it (tests run several)
+        bell.servers.add(state)
         state.on_end_waits(bell.ring_soon)
-        return bell
+    return bell
 
 
 async def until_found(
