@@ -70,6 +70,16 @@ def _root(
             )
 
 
+TokenFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file",
+        help="Read the token from this file's first line (env WORKQ_TOKEN_FILE): unlike "
+        "--token, it does not show in the process list.",
+    ),
+]
+
+
 @app.command()
 def serve(
     ctx: typer.Context,
@@ -83,14 +93,7 @@ def serve(
     token: Annotated[
         str | None, typer.Option(help="Bearer token required over HTTP (env WORKQ_TOKEN).")
     ] = None,
-    token_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--token-file",
-            help="Read the token from this file's first line (env WORKQ_TOKEN_FILE): unlike "
-            "--token, it does not show in the process list.",
-        ),
-    ] = None,
+    token_file: TokenFile = None,
     toolsets: Annotated[
         str | None, typer.Option(help="Comma-separated toolsets, or 'all' (env WORKQ_TOOLSETS).")
     ] = None,
@@ -187,14 +190,7 @@ def board(
         str | None,
         typer.Option(help="Token the board requires, to read and to act (env WORKQ_TOKEN)."),
     ] = None,
-    token_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--token-file",
-            help="Read the token from this file's first line (env WORKQ_TOKEN_FILE): unlike "
-            "--token, it does not show in the process list.",
-        ),
-    ] = None,
+    token_file: TokenFile = None,
 ) -> None:
     """Serve the live board (a web page) on 127.0.0.1; see docs/board.md."""
     from workq.board.main import run  # only this command needs the web stack
