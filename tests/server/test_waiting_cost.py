@@ -88,10 +88,19 @@ async def test_past_the_bound_a_waiting_call_is_refused(
             for i in range(2):
                 arguments = {"run_id": f"w{i}", "wait_seconds": 30}
                 group.start_soon(client.call_tool, "issue_claim_next", arguments)
-            await anyio.sleep(1.0)  # both are waiting now
+            while _waiting() < 2:  # both calls are in their wait
+                await anyio.sleep(0.05)
             refused = await client.call_tool(
                 "issue_claim_next", {"run_id": "third", "wait_seconds": 30}
             )
             assert refused.is_error and error_of(refused)["code"] == "SERVER_BUSY"
             await call_ok(client, "issue_create", title="for a waiter")
             await call_ok(client, "issue_create", title="for the other")
+
+
+def _waiting() -> int:
+    """Calls waiting on this event loop (its bell counts them; none before the first)."""
+    try:
+        return waits._bell_of_loop.get().sleepers
+    except LookupError:
+        return 0
