@@ -44,21 +44,28 @@ class _Bell:
         self._schedule: Callable[[Callable[[], None]], object] = schedule
         self._event = anyio.Event()
         self.sleepers = 0
-        self._unlisten: Callable[[], None] | None = None
+        # Per change feed (a process has one database; tests run several): how to stop
+        # listening to it, and how many calls wait on it.
+        self._feeds: dict[int, list[Any]] = {}
         self.servers: weakref.WeakSet[ServerState] = weakref.WeakSet()
 
     def enter(self, changes: _Feed) -> None:
-        """One more waiting call; the first hangs the bell on the change feed."""
+        """One more call waiting on ``changes``; the first hangs the bell on that feed."""
         self.sleepers += 1
-        if self._unlisten is None:
-            self._unlisten = changes.listen(self.ring_soon)
+        hung = self._feeds.get(id(changes))
+        if hung is None:
+            self._feeds[id(changes)] = [changes.listen(self.ring_soon), 1]
+        else:
+            hung[1] += 1
 
-    def leave(self) -> None:
-        """One fewer; the last takes the bell off the feed."""
+    def leave(self, changes: _Feed) -> None:
+        """One fewer; the last on a feed takes the bell off it."""
         self.sleepers -= 1
-        if not self.sleepers and self._unlisten is not None:
-            self._unlisten()
-            self._unlisten = None
+        hung = self._feeds[id(changes)]
+        hung[1] -= 1
+        if not hung[1]:
+            del self._feeds[id(changes)]
+            hung[0]()
 
     def ring_soon(self) -> None:
         with contextlib.suppress(RuntimeError):  # its loop closed: nobody sleeps there
@@ -128,5 +135,5 @@ async def until_found(
                 await bell.sleep(left)
         return None
     finally:
-        bell.leave()
+        bell.leave(queue.db.changes)
         waiter.__exit__(None, None, None)
