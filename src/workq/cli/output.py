@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 
 
@@ -66,9 +67,10 @@ def table(
 
 
 def _fits(grid: Table) -> bool:
-    with console.capture() as drawn:
-        console.print(grid)
-    return all(len(line) <= console.width for line in drawn.get().splitlines())
+    """Whether ``grid`` drawn takes no more cells than the terminal is wide (measured on
+    its segments: a captured string would count a colour terminal's escape codes)."""
+    lines = Segment.split_lines(console.render(grid, console.options))
+    return all(Segment.get_line_length(line) <= console.width for line in lines)
 
 
 def _grid(

@@ -52,17 +52,19 @@ class LocalOnly:
     def __init__(self, app: ASGIApp, bound: str) -> None:
         self.app = app
         self.bound = bound
+        self.shown = f"[{bound}]" if ":" in bound else bound
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        shown = f"[{self.bound}]" if ":" in self.bound else self.bound
         if not host_allowed(_header(scope, b"host"), self.bound):
-            await _refuse(send, 421, "unknown host", f"reach this server as http://{shown}:PORT")
+            hint = f"reach this server as http://{self.shown}:PORT"
+            await _refuse(send, 421, "unknown host", hint)
             return
         if not origin_allowed(_header(scope, b"origin"), self.bound):
-            await _refuse(send, 403, "requests from other sites' pages are refused", f"use {shown}")
+            message = "requests from other sites' pages are refused"
+            await _refuse(send, 403, message, f"use {self.shown}")
             return
         await self.app(scope, receive, send)
 

@@ -43,15 +43,18 @@ class _Bell:
         schedule = getattr(native, "call_soon_threadsafe", None) or native.run_sync_soon
         self._schedule: Callable[[Callable[[], None]], object] = schedule
         self._event = anyio.Event()
-        self.sleepers = 0
         # Per change feed (a process has one database; tests run several): how to stop
         # listening to it, and how many calls wait on it.
         self._feeds: dict[int, list[Any]] = {}
         self.servers: weakref.WeakSet[ServerState] = weakref.WeakSet()
 
+    @property
+    def sleepers(self) -> int:
+        """Calls waiting on this loop, on every feed."""
+        return sum(count for _, count in self._feeds.values())
+
     def enter(self, changes: _Feed) -> None:
         """One more call waiting on ``changes``; the first hangs the bell on that feed."""
-        self.sleepers += 1
         hung = self._feeds.get(id(changes))
         if hung is None:
             self._feeds[id(changes)] = [changes.listen(self.ring_soon), 1]
@@ -60,7 +63,6 @@ class _Bell:
 
     def leave(self, changes: _Feed) -> None:
         """One fewer; the last on a feed takes the bell off it."""
-        self.sleepers -= 1
         hung = self._feeds[id(changes)]
         hung[1] -= 1
         if not hung[1]:

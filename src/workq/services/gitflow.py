@@ -484,16 +484,17 @@ def merge_to_main(
             strategy=chosen,
             keep_branch=not delete_branch,
         )
-        head = done.commit or ""
+        head, note = done.commit or "", done.note  # the merge queue said what it checked
     else:
         head = _merge_checkout(q, work, issue, chosen, delete_branch, actor, by, lease_seconds)
+        note = unconfigured(q, work.root, head) if head else None
     return MergedToMain(
         merged_branch=work.branch,
         target_branch=work.into,
         commit_hash=head,
         issue_number=n,
         branch_deleted=git.branch_tip(work.root, work.branch) is None,
-        note=unconfigured(q, work.root, head) if head else None,
+        note=note,
     )
 
 

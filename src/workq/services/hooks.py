@@ -28,6 +28,8 @@ from workq.vcs import git
 MARK = "# workq pre-commit hook"
 # The environment of a commit whose reservations workq checked itself: the hook skips.
 CHECKED = {"WORKQ_HOOK_CHECKED": "1"}
+# The hook's line that obeys it.
+_SKIP = '[ "$WORKQ_HOOK_CHECKED" = 1 ] && exit 0  # checked by workq before committing'
 _BRANCH = re.compile(r"[A-Za-z]+/(\d{1,9})(?:-|$)")
 
 
@@ -71,7 +73,7 @@ def _ours(text: str) -> bool:
         if not (
             line.startswith("#!")
             or line.startswith(MARK)
-            or line.startswith('[ "$WORKQ_HOOK_CHECKED" = 1 ]')
+            or line == _SKIP
             or (line.startswith("exec ") and line.endswith(" hooks check"))
         )
     ]
@@ -97,10 +99,8 @@ def install(repo: Path, *, db_path: Path | None, force: bool = False) -> Path:
                 "with --force",
             )
         hook.unlink()
-    elif hook.exists() and not force and not _ours(hook.read_text(errors="replace")):
-        said = (
-            "has lines of its own" if MARK in hook.read_text(errors="replace") else "is not workq's"
-        )
+    elif hook.exists() and not force and not _ours(found := hook.read_text(errors="replace")):
+        said = "has lines of its own" if MARK in found else "is not workq's"
         raise InvalidInput(
             f"{hook} exists and {said}",
             hint="add 'workq hooks check' to it yourself, or replace it with --force",
@@ -112,7 +112,7 @@ def install(repo: Path, *, db_path: Path | None, force: bool = False) -> Path:
     hook.parent.mkdir(parents=True, exist_ok=True)
     hook.write_text(
         f"#!/bin/sh\n{MARK}: refuses paths reserved by others\n"
-        '[ "$WORKQ_HOOK_CHECKED" = 1 ] && exit 0  # checked by workq before committing\n'
+        f"{_SKIP}\n"
         f"exec {shlex.join(command)}\n"
     )
     hook.chmod(0o755)
