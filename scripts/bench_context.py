@@ -1,4 +1,4 @@
-"""Benchmark seed 004's ``get_work_context`` at 10k issues.
+"""Benchmark contract E's ``get_work_context`` at 10k issues.
 
 Usage: .venv/bin/python scripts/bench_context.py [--issues 10000] [--rounds 200]
 

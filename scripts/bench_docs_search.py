@@ -1,4 +1,4 @@
-"""Benchmark seed 004's ``search_documentation`` over 1,000 generated Markdown docs.
+"""Benchmark contract E's ``search_documentation`` over 1,000 generated Markdown docs.
 
 Usage: .venv/bin/python scripts/bench_docs_search.py [--docs 1000] [--rounds 40] [--cold 5]
 

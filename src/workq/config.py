@@ -25,6 +25,7 @@ FLAGS = {
     "token": "--token",
     "token_file": "--token-file",
     "toolsets": "--toolsets",
+    "profiles": "--profile",
     "run_id": "--run-id",
     "github_repo": "--github-repo",
     "tests_gate": "--tests-gate",
@@ -96,6 +97,10 @@ class Settings(BaseSettings):
     run_id: str | None = None
     plans_dir: Path = Path("plans")
     toolsets: str = "default"
+    # Other systems' contracts by their own tool names (server/toolsets.py PROFILES).
+    profiles: str = Field(
+        default="", validation_alias=AliasChoices("WORKQ_PROFILE", "WORKQ_PROFILES", "profiles")
+    )
     token: str | None = None
     token_file: Path | None = Field(
         default=None,

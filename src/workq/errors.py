@@ -372,7 +372,7 @@ class WorktreeDirty(Conflict):
     hint = "commit or discard them first (or remove it with force)"
 
 
-# Seed 004's error codes (the coding loop): its names, inside workq's error shape.
+# Contract E's error codes (the coding loop): its names, inside workq's error shape.
 class UncommittedChanges(Conflict):
     """The checkout has uncommitted changes."""
 

@@ -427,7 +427,7 @@ class GraphNode(_Model):
     is_blocked: bool
 
 
-# --- agent workspaces (seed 003's agit) ----------------------------------------------------
+# --- agent workspaces (contract D's agit) --------------------------------------------------
 
 REPOSITORY_NAME_MAX = 64
 MERGE_MODES = ("merge", "squash")
@@ -495,7 +495,7 @@ class PruneReport(_Model):
     kept: list[WorktreeInfo] = Field(description="Dirty or still in use")
 
 
-# Quality gates (services/gates.py): seed 004's run_quality_gates result, and the evidence.
+# Quality gates (services/gates.py): contract E's run_quality_gates result, and the evidence.
 class GateIssue(_Model):
     file: str
     line: int
@@ -611,11 +611,11 @@ class GateRun(_Model):
     actor: str | None = None
 
 
-# --- the coding loop's context and docs search (seed 004) -------------------------------
+# --- the coding loop's context and docs search (contract E) -----------------------------
 
 
 class ActiveIssue(_Model):
-    """The issue being worked on, with seed 004's fields and the claim workq knows."""
+    """The issue being worked on, with contract E's fields and the claim workq knows."""
 
     number: int
     title: str
@@ -664,7 +664,7 @@ class ClosedIssue(_Model):
 # The fields left out of an answer while unset are typed without null in the schemas
 # (SkipJsonSchema): fewer bytes in tools/list, and the same contract.
 class WorkContext(_Model):
-    """Seed 004's ``get_work_context``: where the caller stands, from the local queue."""
+    """Contract E's ``get_work_context``: where the caller stands, from the local queue."""
 
     active_issue: ActiveIssue | None
     in_progress_issues: list[InProgressIssue]
@@ -685,12 +685,12 @@ class DocHit(_Model):
 
 
 class DocResults(_Model):
-    """Seed 004's ``search_documentation`` answer (its array, as ``results``)."""
+    """Contract E's ``search_documentation`` answer (its array, as ``results``)."""
 
     results: list[DocHit]
 
 
-# --- seed 004's git steps (services/gitflow.py) ------------------------------------------------
+# --- contract E's git steps (services/gitflow.py) ----------------------------------------------
 
 
 class BranchCreated(_Model):

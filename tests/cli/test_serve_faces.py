@@ -14,7 +14,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.server.conftest import CALL_TIMEOUT, call_error, call_ok, error_of, text
+from tests.server.conftest import (
+    CALL_TIMEOUT,
+    EVERYTHING_LOCAL,
+    call_error,
+    call_ok,
+    error_of,
+    text,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +37,7 @@ async def workq_serve(folder: Path) -> AsyncIterator[Client]:
         command=sys.executable,
         args=[
             *("-m", "workq.cli.main", "serve", "--db", str(folder / "q.db"), "--as", "admin"),
-            *("--toolsets", "all", "--run-id", "run-1"),
+            *("--toolsets", EVERYTHING_LOCAL, "--run-id", "run-1"),
         ],
         cwd=folder,
     )

@@ -66,13 +66,21 @@ def _data(result: Any) -> dict[str, Any]:
     return dict(result.structured_content)
 
 
-async def test_the_git_toolset_is_opt_in(tmp_path: Path) -> None:
-    async with Client(build_server(Settings(db_path=tmp_path / "q.db"))) as client:
-        names = {t.name for t in (await client.list_tools()).tools}
-    assert not names & set(GIT_TOOLS)
+async def test_the_git_steps_are_a_profile(tmp_path: Path) -> None:
+    """Neither the default nor ``all`` serves them; the workflow-server profile (or its
+    old toolset name ``git``) does, with its discovery and gates tools."""
+    for spec in ("default", "all"):
+        async with Client(build_server(Settings(db_path=tmp_path / "q.db", toolsets=spec))) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+        assert not names & set(GIT_TOOLS)
     async with Client(make_server(tmp_path / "q.db", "git")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert sorted(tools) == GIT_TOOLS
+    assert set(GIT_TOOLS) <= set(tools)
+    assert set(tools) - set(GIT_TOOLS) == {
+        "get_work_context",
+        "search_documentation",
+        "run_quality_gates",
+    }
     hints = {n: t.annotations for n, t in tools.items()}
     assert hints["link_issue_to_branch"] is not None
     assert hints["link_issue_to_branch"].idempotent_hint is True

@@ -1,6 +1,7 @@
-"""Seed 001's fail-fast start: ``workq serve --toolsets github`` refuses to start without a
-token, with a token GitHub refuses, or with no repository; ``--toolsets all`` serves the
-queue anyway and the GitHub tools answer with the setup error. The repository comes from
+"""The GitHub tools' fail-fast start (contract C): ``workq serve --profile github-tools``
+(or its old name, ``--toolsets github``) refuses to start without a token, with a token
+GitHub refuses, or with no repository; ``--toolsets all`` leaves the profile out and
+serves without a token. The repository comes from
 the setting, the configured mirror, or the git remote.
 
 What ``workq serve`` does before serving (the refusals, the start line on stderr) is this
@@ -71,14 +72,17 @@ def test_start_refused_for_an_unknown_repository(tmp_path: Path, fake_github: Fa
 
 
 async def test_all_toolsets_serve_without_a_token(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """The GitHub tools are a profile, which ``all`` leaves out: no token is needed, and a
+    GitHub tool's name tells the agent which profile holds it."""
     with anyio.fail_after(LIMIT):
         async with serve_github(tmp_path, fake_github, token="", toolsets="all") as client:
             await call_ok(client, "issue_create", title="The queue still works")
             refused = await call_error(client, "github_get_issue", issue_number=1)
-            assert error_of(refused)["code"] == "GITHUB_SETUP"
-            assert "no GitHub token; set GITHUB_TOKEN" in text(refused)
-    log = (tmp_path / "serve-run-a.log").read_text()
-    assert "GitHub tools unavailable, each call answers: GITHUB_SETUP: no GitHub token" in log
+            assert error_of(refused)["code"] == "UNKNOWN_TOOL"
+            assert "'github-tools' profile" in text(refused)
+            assert error_of(refused)["hint"].startswith(
+                "start the server with --profile github-tools"
+            )
 
 
 async def test_the_repository_comes_from_the_git_remote(

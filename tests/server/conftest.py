@@ -21,6 +21,11 @@ from workq.server.app import WorkqServer, build_server
 from workq.server.results import ERROR_META, OBJECT_FAILURES
 
 CALL_TIMEOUT = 30.0
+# Every toolset and every profile: what the tests of one server with every tool serve.
+# A ``workq serve`` process leaves the GitHub tools out (without a token they refuse to
+# start; tests/github starts them against the fake GitHub).
+EVERYTHING = "all,issue-priority,github-tools,agit,workflow-server"
+EVERYTHING_LOCAL = "all,issue-priority,agit,workflow-server"
 
 
 @pytest.fixture
@@ -65,7 +70,7 @@ async def stdio_server(
             yield client
 
 
-def make_server(db: Path, toolsets: str = "all", **settings: Any) -> WorkqServer:
+def make_server(db: Path, toolsets: str = EVERYTHING, **settings: Any) -> WorkqServer:
     return build_server(
         Settings(db_path=db, toolsets=toolsets, plans_dir=db.parent / "plans", **settings)
     )
@@ -83,10 +88,10 @@ def db(tmp_path: Path, sqlite_template: Path) -> Path:
 async def client(
     settings: Settings, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[Client]:
-    """An in-process client of a server with every toolset, lease 60 s, in both protocol
+    """An in-process client of a server with every toolset and profile, lease 60 s, in both protocol
     eras (the default dispatches directly; legacy runs the JSON-RPC stream loop), on SQLite
     and, when WORKQ_TEST_PG_URL is set, on PostgreSQL (``settings`` of tests/conftest.py)."""
-    own = settings.model_copy(update={"toolsets": "all", "plans_dir": tmp_path / "plans"})
+    own = settings.model_copy(update={"toolsets": EVERYTHING, "plans_dir": tmp_path / "plans"})
     server = build_server(own, migrate=True)
     async with Client(server, mode=request.param) as connected:
         yield connected

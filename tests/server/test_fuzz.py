@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.types import Tool
 
-from tests.server.conftest import error_of, stdio_server, text
+from tests.server.conftest import EVERYTHING_LOCAL, error_of, stdio_server, text
 from tests.workspaces.gitrepo import commit, make_repo, repository_state
 from workq.config import Settings
 from workq.domain.authority import Authority
@@ -261,7 +261,7 @@ def test_every_tool_survives_generated_arguments(
     # search_documentation's index of the server's folder: in a folder of the test's, not
     # beside the database (whose folder the snapshots hold) nor in $HOME.
     env = {"WORKQ_CACHE_DIR": str(tmp_path_factory.mktemp("docs-cache"))}
-    server = stdio_server(db, "--toolsets", "all", "--run-id", "fuzzer", env=env)
+    server = stdio_server(db, "--toolsets", EVERYTHING_LOCAL, "--run-id", "fuzzer", env=env)
     with (
         start_blocking_portal("asyncio") as portal,
         portal.wrap_async_context_manager(server) as client,

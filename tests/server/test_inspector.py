@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import make_server, serve_argv
+from tests.server.conftest import EVERYTHING_LOCAL, make_server, serve_argv
 from tests.server.test_http import http_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ class Inspector:
         done = inspect(
             self.home,
             sys.executable,
-            *serve_argv("--toolsets", "all", "--run-id", "inspector", db=self.db),
+            *serve_argv("--toolsets", EVERYTHING_LOCAL, "--run-id", "inspector", db=self.db),
             "--protocol-era",
             self.era,
             "--format",
@@ -91,7 +91,8 @@ def test_the_inspector_lists_every_tool_with_strict_schemas(inspector: Inspector
     assert "Warning" not in stderr and "Issue:" not in stderr, stderr
     names = {tool["name"] for tool in payload["result"]["tools"]}
     expected = {
-        tool.name for tool in make_server(inspector.db, toolsets="all").workq_tools.values()
+        tool.name
+        for tool in make_server(inspector.db, toolsets=EVERYTHING_LOCAL).workq_tools.values()
     }
     assert names == expected
 

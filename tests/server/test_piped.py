@@ -16,7 +16,7 @@ from tests.server.conftest import CALL_TIMEOUT, serve_argv
 from workq.config import Settings
 from workq.server.registry import Catalog, Registry
 from workq.server.state import ServerState
-from workq.server.toolsets import TOOLSETS, register
+from workq.server.toolsets import GROUPS, register
 
 FRESH_SERVERS = 3
 
@@ -242,8 +242,8 @@ def test_the_catalog_knows_every_tool_of_every_toolset(tmp_path: Path) -> None:
     same tools, in the same toolsets, as the real registry."""
     state = ServerState(Settings(db_path=tmp_path / "q.db"))
     full, catalog = Registry(state), Catalog(state)
-    register(full, list(TOOLSETS))
-    register(catalog, list(TOOLSETS))
+    register(full, list(GROUPS))
+    register(catalog, list(GROUPS))
     assert catalog.toolset_of == full.toolset_of
     assert catalog.tools == {}
 

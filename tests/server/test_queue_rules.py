@@ -17,7 +17,14 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.server.conftest import error_of, make_server, stdio_server, text
+from tests.server.conftest import (
+    EVERYTHING,
+    EVERYTHING_LOCAL,
+    error_of,
+    make_server,
+    stdio_server,
+    text,
+)
 from tests.workq_cli import workq
 from workq.schemas import COMMENT_MAX, DESCRIPTION_MAX, TITLE_MAX
 
@@ -43,7 +50,7 @@ def dump(db: Path) -> list[str]:
 
 async def test_a_claim_that_comes_to_wait_cannot_be_completed(db: Path) -> None:
     with anyio.fail_after(120):
-        async with Client(make_server(db, "all", run_id="agent-1")) as client:
+        async with Client(make_server(db, EVERYTHING, run_id="agent-1")) as client:
             await call(client, "issue_create", title="blocker")
             await call(client, "issue_create", title="dependent")
             await call(client, "issue_claim", number=2)
@@ -79,7 +86,7 @@ async def test_a_claim_that_comes_to_wait_cannot_be_completed(db: Path) -> None:
 
 async def test_a_reopened_blocker_holds_back_its_claimed_dependent(db: Path) -> None:
     with anyio.fail_after(120):
-        async with Client(make_server(db, "all", run_id="agent-1")) as client:
+        async with Client(make_server(db, EVERYTHING, run_id="agent-1")) as client:
             await call(client, "issue_create", title="blocker")
             await call(client, "issue_create", title="dependent")
             await call(client, "issue_depend", blocker=1, blocked=2)
@@ -125,7 +132,7 @@ ONE_LINE_REFUSED = {
 
 async def test_c1_controls_and_separators_are_refused_where_text_is_one_line(db: Path) -> None:
     with anyio.fail_after(120):
-        async with stdio_server(db, "--toolsets", "all") as client:
+        async with stdio_server(db, "--toolsets", EVERYTHING_LOCAL) as client:
             await call(client, "issue_create", title="first")
             before = dump(db)
             for value in ONE_LINE_REFUSED.values():
@@ -159,7 +166,7 @@ async def test_c1_controls_and_separators_are_refused_where_text_is_one_line(db:
 
 async def test_text_limits_count_characters_of_the_trimmed_title(db: Path) -> None:
     with anyio.fail_after(120):
-        async with stdio_server(db, "--toolsets", "all") as client:
+        async with stdio_server(db, "--toolsets", EVERYTHING_LOCAL) as client:
             _, made = await call(client, "issue_create", title=" " + "x" * TITLE_MAX + " ")
             _, issue = await call(client, "issue_get", number=made["number"])
             assert issue["title"] == "x" * TITLE_MAX

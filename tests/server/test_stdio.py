@@ -18,6 +18,7 @@ from mcp.client.stdio import stdio_client
 from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
 from tests.server.conftest import (
     CALL_TIMEOUT,
+    EVERYTHING_LOCAL,
     call_error,
     call_ok,
     error_of,
@@ -80,7 +81,7 @@ async def test_every_line_on_stdout_is_json_rpc(db: Path, tmp_path: Path, mode: 
             str(TEE),
             str(copy),
             sys.executable,
-            *serve_argv("--toolsets", "all", db=db),
+            *serve_argv("--toolsets", EVERYTHING_LOCAL, db=db),
         ],
         cwd=tmp_path,
     )
@@ -133,7 +134,8 @@ def test_refuses_unknown_toolsets_before_serving(db: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stdout == ""
-    assert "unknown toolset 'bogus'" in done.stderr
+    assert "unknown toolset or profile 'bogus'" in done.stderr
+    assert "profiles: issue-priority, github-tools, agit, workflow-server" in done.stderr
 
 
 def test_starting_the_server_imports_no_database_or_cli_code(db: Path) -> None:
@@ -141,7 +143,7 @@ def test_starting_the_server_imports_no_database_or_cli_code(db: Path) -> None:
         "import sys\n"
         "from workq.config import Settings\n"
         "from workq.server.app import build_server\n"
-        f"build_server(Settings(db_path={str(db)!r}, toolsets='all'))\n"
+        f"build_server(Settings(db_path={str(db)!r}, toolsets={EVERYTHING_LOCAL!r}))\n"
         "print(sorted(m for m in ('sqlalchemy', 'alembic', 'typer') if m in sys.modules))\n"
     )
     done = subprocess.run(

@@ -1,4 +1,4 @@
-"""`workq context` and `workq docs search`: seed 004's work context and docs search."""
+"""`workq context` and `workq docs search`: contract E's work context and docs search."""
 
 from __future__ import annotations
 

@@ -95,7 +95,18 @@ def serve(
     ] = None,
     token_file: TokenFile = None,
     toolsets: Annotated[
-        str | None, typer.Option(help="Comma-separated toolsets, or 'all' (env WORKQ_TOOLSETS).")
+        str | None,
+        typer.Option(
+            help="Comma-separated toolsets, 'default' or 'all' (env WORKQ_TOOLSETS).",
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile",
+            help="Comma-separated profiles: other systems' tools by their own names "
+            "(env WORKQ_PROFILE).",
+        ),
     ] = None,
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="The claimer's id (env WORKQ_RUN_ID).")
@@ -151,6 +162,7 @@ def serve(
         token=token,
         token_file=token_file,
         toolsets=toolsets,
+        profiles=profile,
         run_id=run_id,
         github_repo=github_repo or sync_github,
         tests_gate=tests_gate,

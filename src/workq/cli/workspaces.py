@@ -1,5 +1,5 @@
 """Agent workspaces on the command line: repositories, worktrees, agents, the conflict scan
-and the merge queue (seed 003's agit)."""
+and the merge queue (contract D's agit)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Branch names of issue worktrees: ``{type}/{number}-{slug}`` (seed 004's rule), and the
+"""Branch names of issue worktrees: ``{type}/{number}-{slug}`` (contract E's rule), and the
 issue number read back from a branch name (``agit/{number}-...`` accepted too)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 004's git rules, pure: branch names (TDD-002), TDD phase commit messages in
+"""Contract E's git rules, pure: branch names (TDD-002), TDD phase commit messages in
 Conventional Commits form (TDD-003), what a red commit may hold (TDD-001), and the
 prefixes of issue comments by kind."""
 
@@ -111,7 +111,7 @@ def commit_message(
     issue: tuple[int, str] | None = None,
     issue_type: str | None = None,
 ) -> str:
-    """Seed 004's message of a TDD phase: ``{type}: {summary}``, the details as bullets,
+    """Contract E's message of a TDD phase: ``{type}: {summary}``, the details as bullets,
     then ``Status:`` (red and green) and ``Quality gates:`` lines when known. For the issue
     the work is for, `` (#N)`` ends the header (when it fits) and an ``Issue: #N title``
     line ends the message, so that after a fast-forward the default branch's log still
@@ -173,7 +173,7 @@ def check_conventional(message: str) -> None:
 
 
 def comment_body(body: str, comment_type: str | None) -> str:
-    """Seed 004's comment with its kind's prefix on a line of its own."""
+    """Contract E's comment with its kind's prefix on a line of its own."""
     if comment_type is None:
         return body
     if comment_type not in COMMENT_PREFIXES:

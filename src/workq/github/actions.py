@@ -1,4 +1,4 @@
-"""What seed 001's GitHub tools do, over the REST client: open a pull request, list and read
+"""What contract C's GitHub tools do, over the REST client: open a pull request, list and read
 issues, a pull request's merge readiness, its diff (cut at a size), add labels (creating the
 missing ones), close an issue (idempotently).
 
@@ -37,7 +37,7 @@ PASSING = frozenset({"success", "neutral", "skipped"})
 
 @contextmanager
 def retry_after_seconds() -> Iterator[None]:
-    """Give a rate limit its wait in whole seconds (seed 001's retry-after)."""
+    """Give a rate limit its wait in whole seconds (contract C's retry-after)."""
     try:
         yield
     except RateLimited as exc:

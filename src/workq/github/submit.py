@@ -1,4 +1,4 @@
-"""Seed 004's submit_pr: push the issue's branch and open its pull request, with a body
+"""Contract E's submit_pr: push the issue's branch and open its pull request, with a body
 that names the workq issue and closes its GitHub twin (``Fixes #N``) when it is mirrored.
 The pull request is recorded on the issue, and a progress comment says so (which the
 mirror carries to the twin)."""

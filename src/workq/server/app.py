@@ -124,15 +124,21 @@ class WorkqServer(MCPServer[ServerState]):
         # Say which toolset has it, so the agent (or its human) knows what to enable.
         if self._homes is None:
             catalog = Catalog(self.state)
-            toolsets.register(catalog, list(toolsets.TOOLSETS))
+            toolsets.register(catalog, list(toolsets.GROUPS))
             self._homes = catalog.toolset_of
         home = self._homes.get(name)
         if home is None:
             return UnknownTool(f"Unknown tool: {name[:100]}")
+        kind = toolsets.kind(home)
+        flag, variable = (
+            ("--profile ", "WORKQ_PROFILE")
+            if kind == "profile"
+            else ("--toolsets default,", "WORKQ_TOOLSETS")
+        )
         return UnknownTool(
-            f"Unknown tool: {name}; it is in the {home!r} toolset, which this server does not "
+            f"Unknown tool: {name}; it is in the {home!r} {kind}, which this server does not "
             "enable",
-            hint=f"start the server with --toolsets default,{home} (or WORKQ_TOOLSETS)",
+            hint=f"start the server with {flag}{home} (or {variable})",
         )
 
 
@@ -164,7 +170,11 @@ def build_server(
     """
     state = ServerState(settings, migrate=migrate)
     registry = Registry(state)
-    names = toolset_names if toolset_names is not None else toolsets.select(settings.toolsets)
+    names = (
+        toolset_names
+        if toolset_names is not None
+        else toolsets.select(settings.toolsets, settings.profiles)
+    )
     toolsets.register(registry, names)
     server = WorkqServer(state, registry.tools)
     resources.register(server, state)

@@ -1,10 +1,10 @@
 """The ``initialize`` handshake as a hand-driven client meets it.
 
-Seed 002 tells people to paste ``{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}``
+Contract A tells people to paste ``{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}``
 into the server. The SDK requires ``protocolVersion``, ``capabilities`` and ``clientInfo``,
 refuses such a request with an empty ``data``, and then refuses every later request the
 same way because the handshake never happened. ``complete_initialize`` fills what is
-missing (seed 002's protocol version, no capabilities, an unnamed client); the stdio
+missing (contract A's protocol version, no capabilities, an unnamed client); the stdio
 connection applies it to every ``initialize`` it reads (see ``stdio.py``). ``explain`` is
 a middleware that gives the SDK's wordless refusals their reason.
 """
@@ -20,9 +20,9 @@ from mcp.types import INVALID_PARAMS
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-SEED_PROTOCOL_VERSION = "2024-11-05"
+FIRST_PROTOCOL_VERSION = "2024-11-05"
 DEFAULTS: dict[str, Any] = {
-    "protocolVersion": SEED_PROTOCOL_VERSION,
+    "protocolVersion": FIRST_PROTOCOL_VERSION,
     "capabilities": {},
     "clientInfo": {"name": "unnamed-client", "version": "0"},
 }

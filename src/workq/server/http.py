@@ -104,7 +104,7 @@ class BearerToken:
 
 
 class CompleteInitialize:
-    """ASGI middleware: an ``initialize`` POSTed with required fields missing (seed 002's
+    """ASGI middleware: an ``initialize`` POSTed with required fields missing (contract A's
     hand-typed ``"params": {}``) gets them filled as on stdio (handshake.py), so both
     transports take the same handshake. A small POST body is read whole first (the
     transport reads it whole too); only one that mentions ``initialize`` is parsed, and

@@ -112,44 +112,34 @@ def serve(
 
 
 def _check_github(state: ServerState, settings: Settings, migrate: bool | None) -> str:
-    """Seed 001's fail-fast check when the github toolset is on: what the start line adds.
+    """The GitHub tools' fail-fast check (contract C) when their profile is on: what the
+    start line adds.
 
     Raises:
-        GitHubToolsSetup, GitHubUnreachable: the toolset was named and cannot work.
+        GitHubToolsSetup, GitHubUnreachable: the profile cannot work.
     """
     from workq.server import toolsets
 
-    if "github" not in toolsets.select(settings.toolsets):
+    if "github-tools" not in toolsets.select(settings.toolsets, settings.profiles):
         return ""
-    try:
-        link = state.github.check(lambda: _mirror_repo(settings, migrate))
-    except WorkqError as exc:
-        if "github" in toolsets.named(settings.toolsets):
-            raise
-        state.github.keep_error(exc)
-        return f"; GitHub tools unavailable, each call answers: {exc.describe()}"
+    link = state.github.check(lambda: _mirror_repo(settings, migrate))
     return f"; GitHub tools on {link.repo} as {link.login}"
 
 
 def _check_git(settings: Settings) -> str:
-    """Seed 001's lesson for the git toolset: git present and new enough, checked once
-    before serving; what the start line adds.
+    """The GitHub tools' lesson (contract C), kept for the git steps: git present and new
+    enough, checked once before serving; what the start line adds.
 
     Raises:
-        GitMissing: the toolset was named and git is missing or too old.
+        GitMissing: git is missing or too old.
     """
     from workq.server import toolsets
 
-    if "git" not in toolsets.select(settings.toolsets):
+    if "workflow-server" not in toolsets.select(settings.toolsets, settings.profiles):
         return ""
     from workq.services.checkouts import check_git
 
-    try:
-        return f"; git {check_git()}"
-    except WorkqError as exc:
-        if "git" in toolsets.named(settings.toolsets):
-            raise
-        return f"; git tools unavailable, each call answers: {exc.describe()}"
+    return f"; git {check_git()}"
 
 
 def _mirror_repo(settings: Settings, migrate: bool | None) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from workq.schemas import (
     AGENT_MAX,
@@ -20,19 +20,23 @@ from workq.schemas import (
     TITLE_MAX,
 )
 
-PriorityName = Literal["urgent", "high", "medium", "low", "critical"]  # critical: urgent
+
+def _critical_is_urgent(value: object) -> object:
+    """``critical`` (the GitHub issue-priority server's word, any case) is accepted as
+    urgent, without a fifth value in every priority enum agents read."""
+    return "urgent" if isinstance(value, str) and value.lower() == "critical" else value
+
+
+PriorityName = Annotated[
+    Literal["urgent", "high", "medium", "low"], BeforeValidator(_critical_is_urgent)
+]
 TypeName = Literal["task", "bug", "feature", "chore", "docs"]
 StatusName = Literal["open", "in_progress", "done"]
 
-Number = Annotated[int, Field(strict=True, ge=1, le=NUMBER_MAX, description="Issue number")]
-RunId = Annotated[
-    str | None,
-    Field(
-        min_length=1,
-        max_length=RUN_ID_MAX,
-        description="Default: this server's run id",
-    ),
-]
+# Undescribed where the name says it all: an issue tool's number, a run id that defaults
+# to this server's (the tools' texts and docs/mcp.md say so).
+Number = Annotated[int, Field(strict=True, ge=1, le=NUMBER_MAX)]
+RunId = Annotated[str | None, Field(min_length=1, max_length=RUN_ID_MAX)]
 WaitSeconds = Annotated[
     int | None, Field(strict=True, ge=0, le=300, description="Wait while none is ready")
 ]

@@ -1,4 +1,4 @@
-"""Prompts: the autopilot loop (seed 002's, written for an agent), triage, and the checklist
+"""Prompts: the autopilot loop (contract A's, written for an agent), triage, and the checklist
 to run before completing an issue."""
 
 from __future__ import annotations

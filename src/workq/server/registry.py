@@ -183,9 +183,12 @@ def strip_titles(schema: Any) -> Any:
 
 
 def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
-    """Flat, portable input schemas: no titles, optional means "may be omitted" (not
-    "may be null"), and unknown arguments are refused (the server checks it too)."""
-    result: dict[str, Any] = strip_titles(schema)
+    """Flat input schemas: no titles, and optional means "may be omitted" (not "may be
+    null"). Lengths, counts and ranges are checked by the server (its argument model keeps
+    them) and documented, not published: they were a quarter of every input schema's bytes
+    and tell a model little that the descriptions do not. Unknown arguments are refused by
+    the server too."""
+    result: dict[str, Any] = _without_keys(strip_titles(schema), _LIMITS)
     properties: dict[str, Any] = result.get("properties", {})
     for name, prop in properties.items():
         options = prop.get("anyOf")
@@ -194,15 +197,48 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
             if len(kept) == 1:
                 rest = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
                 properties[name] = {**kept[0], **rest}
-    result["additionalProperties"] = False
     return result
 
 
+_LIMITS = frozenset(
+    {
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "additionalProperties",
+    }
+)
+
+
+def _without_keys(node: Any, keys: frozenset[str]) -> Any:
+    """``node`` without the schema keywords ``keys``, at any depth (a property of that
+    name, a dict under ``properties``, stays)."""
+    if isinstance(node, list):
+        return [_without_keys(item, keys) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: (
+            {name: _without_keys(sub, keys) for name, sub in value.items()}
+            if key == "properties" and isinstance(value, dict)
+            else _without_keys(value, keys)
+        )
+        for key, value in node.items()
+        if key not in keys or key == "properties"
+    }
+
+
 def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
-    """Output schemas that keep the contract (types, nullability, required fields) in
-    fewer bytes: no titles, defaults, descriptions or formats (annotations that validate
-    nothing and that the tool's text explains), no enums (the same tools' input schemas
-    list the values), and nested models written in place of their ``$ref``. A nullable
+    """Output schemas that keep the types and nullability in fewer bytes: no titles,
+    defaults, descriptions, formats or limits (annotations that validate nothing the
+    server does not produce anyway), no enums (the same tools' input schemas list the
+    values), no ``required`` lists (docs/mcp.md says which fields every answer has), and
+    nested models written in place of their ``$ref``. A nullable
     field stays ``anyOf`` with one type per branch: a ``type`` array is shorter but
     clients that map schemas onto a single-type dialect reject it (the Inspector's
     ``--strict`` flags it)."""
@@ -222,7 +258,7 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
         for key, value in node.items():
             if key == "properties" and isinstance(value, dict):
                 result[key] = {name: inline(sub, depth) for name, sub in value.items()}
-            elif key in ("default", "$defs", "enum") or (
+            elif key in ("default", "$defs", "enum", "required") or (
                 key in _OUTPUT_ANNOTATIONS and isinstance(value, str)
             ):
                 continue
@@ -230,7 +266,7 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
                 result[key] = inline(value, depth)
         return result
 
-    compact: dict[str, Any] = inline(schema)
+    compact: dict[str, Any] = _without_keys(inline(schema), _LIMITS)
     return compact
 
 

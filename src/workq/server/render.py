@@ -1,4 +1,4 @@
-"""The text an agent reads: seed 002's JSON for the reads it shows as JSON."""
+"""The text an agent reads: contract A's JSON for the reads it shows as JSON."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from workq.schemas import ReadyIssue
 
-# Seed 002 shows issue_get, issue_list and issue_ready answering JSON: its keys, in its
+# Contract A shows issue_get, issue_list and issue_ready answering JSON: its keys, in its
 # order, come first; workq's other facts follow when they say something (not null, empty
 # or false). The structured content has every field.
 GET_KEYS = (
@@ -32,7 +32,7 @@ READY_KEYS = ("number", "title", "description", "priority", "issue_type", "agent
 HIDDEN = frozenset({"id"})  # the row's internal key: numbers name issues
 
 
-def seed_object(data: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+def contract_object(data: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     """``data`` (a JSON dump) with ``keys`` first, in order, then its other non-empty facts."""
     shown = {key: data.get(key) for key in keys}
     shown.update(
@@ -48,7 +48,7 @@ def as_json(value: Any) -> str:
 
 
 def list_text(items: Sequence[BaseModel]) -> str:
-    return as_json([seed_object(i.model_dump(mode="json"), LIST_KEYS) for i in items])
+    return as_json([contract_object(i.model_dump(mode="json"), LIST_KEYS) for i in items])
 
 
 def page_footer(tool: str, shown: int, next_cursor: str | None) -> str:
@@ -58,12 +58,12 @@ def page_footer(tool: str, shown: int, next_cursor: str | None) -> str:
 
 
 def ready_text(issue: ReadyIssue) -> str:
-    return as_json(seed_object(issue.model_dump(mode="json"), READY_KEYS))
+    return as_json(contract_object(issue.model_dump(mode="json"), READY_KEYS))
 
 
 def issue_text(data: dict[str, Any]) -> str:
     """``issue_get``'s text from its answer (a JSON dump, the pull request included)."""
-    return as_json(seed_object(data, GET_KEYS))
+    return as_json(contract_object(data, GET_KEYS))
 
 
 def numbers(values: Sequence[int]) -> str:

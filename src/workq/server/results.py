@@ -1,9 +1,9 @@
 """Tool results: a short text line for the model and structured content for programs.
 
-A success carries the text (seed 002's wording where the seed has one) and the data of the
-tool's output model. A failure is ``isError: true`` whose text is the seed's wording (where
+A success carries the text (the contract's wording where it has one) and the data of the
+tool's output model. A failure is ``isError: true`` whose text is the contract's wording (where
 it has one), then the stable code, the message with its facts, and the next step; its
-``_meta["workq/error"]`` holds seed 000's error shape (``success``, ``error``, ``code``,
+``_meta["workq/error"]`` holds contract B's error shape (``success``, ``error``, ``code``,
 ``details``, ``hint``).
 """
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from workq.errors import Conflict, InvalidInput, WorkqError
 
-# Where an error result carries seed 000's error object (success, error, code, details,
+# Where an error result carries contract B's error object (success, error, code, details,
 # hint) for programs.
 ERROR_META = "workq/error"
 # Facts that the text never needs to repeat.
@@ -29,7 +29,7 @@ _QUIET_FACTS = frozenset({"number", "field", "expected", "fields", "unknown", "w
 
 
 class Refusal(ToolError):
-    """A workq error with the seed's wording in front of it."""
+    """A workq error with the contract's wording in front of it."""
 
     def __init__(self, prefix: str, error: WorkqError) -> None:
         super().__init__(f"{prefix}: {error.describe()}")
@@ -41,7 +41,7 @@ class Refusal(ToolError):
 def worded(prefix: str, *, conflicts_only: str | None = None) -> Iterator[None]:
     """Put ``prefix`` in front of any workq error raised inside.
 
-    With ``conflicts_only``, that wording is used for conflicts (the seed's "already
+    With ``conflicts_only``, that wording is used for conflicts (contract A's "already
     claimed or blocked" case) and ``prefix`` for every other error.
     """
     try:
@@ -67,12 +67,12 @@ def failure(error: WorkqError, prefix: str | None = None) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         is_error=True,
-        _meta={ERROR_META: seed_error(error)},
+        _meta={ERROR_META: error_object(error)},
     )
 
 
-def seed_error(error: WorkqError) -> dict[str, Any]:
-    """Seed 000's error object: ``success``, ``error``, ``code``, ``reason`` (when the
+def error_object(error: WorkqError) -> dict[str, Any]:
+    """Contract B's error object: ``success``, ``error``, ``code``, ``reason`` (when the
     error names one), ``details``, and workq's ``hint``."""
     data: dict[str, Any] = {"success": False, **error.to_dict()}
     reason = error.facts.get("reason")

@@ -1,7 +1,8 @@
-"""Seed 003's agit over the queue: repositories, a worktree per task, agents, the conflict
-scan and the merge queue. A task is a workq issue of the repository, its id ``t-<number>``.
+"""agit (contract D, profile ``agit``) over the queue: repositories, a worktree per task,
+agents, the conflict scan and the merge queue. A task is a workq issue of the repository,
+its id ``t-<number>``.
 
-Each tool answers with the seed's JSON as text (its error objects too, with workq's code
+Each tool answers with agit's JSON as text (its error objects too, with workq's code
 and next step added) and the same data as structured content."""
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def task_number(value: str) -> int | None:
 
 
 def task_status(issue: Issue) -> str:
-    """The seed's task status of an issue."""
+    """agit's task status of an issue."""
     if issue.status == Status.DONE:
         return "completed"
     if issue.is_blocked:
@@ -151,7 +152,7 @@ def _answer(text_data: Any, data: BaseModel | dict[str, Any]) -> CallToolResult:
 
 
 def _error(error: WorkqError, message: str | None = None, **extra: Any) -> CallToolResult:
-    """The seed's error object as text (``{"error": ...}``), workq's code and hint too."""
+    """agit's error object as text (``{"error": ...}``), workq's code and hint too."""
     result = failure(error)
     body: dict[str, Any] = {"error": message or error.message, **extra, "code": error.code}
     if error.hint:

@@ -1,4 +1,4 @@
-"""The claim loop: ready, claim, complete, block (seed 002) and claim_next, release,
+"""The claim loop: ready, claim, complete, block (contract A) and claim_next, release,
 heartbeat; plus the recovery tools unblock and force_claim."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from workq.schemas import (
     ClaimedIssue,
     ClaimedNext,
     Completed,
-    IssueSummary,
     ReadyFilter,
     WorkspaceInfo,
 )
@@ -193,7 +192,7 @@ def register_core(reg: Registry) -> None:
     @reg.tool(writes(idempotent=True))
     def issue_block(
         number: Number, reason: Reason, run_id: RunId = None, fence: Fence = None
-    ) -> Annotated[CallToolResult, IssueSummary]:
+    ) -> CallToolResult:
         """Block an issue with a reason: releases the claim and keeps it out of issue_ready
         until unblocked."""
         from workq.services import blocking
@@ -217,7 +216,7 @@ def register_core(reg: Registry) -> None:
         discard: Annotated[
             bool, Field(strict=True, description="Even with unmerged commits (branch kept)")
         ] = False,
-    ) -> Annotated[CallToolResult, IssueSummary]:
+    ) -> CallToolResult:
         """Give up a claim without finishing: the issue goes back to the queue."""
         from workq.services import claims
 
@@ -264,7 +263,7 @@ def register_recovery(reg: Registry) -> None:
     state = reg.state
 
     @reg.tool(writes(idempotent=True))
-    def issue_unblock(number: Number) -> Annotated[CallToolResult, IssueSummary]:
+    def issue_unblock(number: Number) -> CallToolResult:
         """Clear an issue's block so it can be ready again."""
         from workq.services import blocking
 

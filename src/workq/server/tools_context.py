@@ -1,5 +1,6 @@
-"""Seed 004's discovery tools: get_work_context and search_documentation (toolset
-``context``). Both read only: the queue, the checkout's branch, the repository's docs."""
+"""The workflow server's discovery tools (contract E, profile ``workflow-server``):
+get_work_context and search_documentation. Both read only: the queue, the checkout's branch,
+the repository's docs."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ Scope = Literal[
     "all", "architecture", "coding_standards", "development", "reference", "implementation"
 ]
 
-# Seed 004 declares both tools idempotent: said outright (MCP reads idempotentHint only on
+# Contract E declares both tools idempotent: said outright (MCP reads idempotentHint only on
 # tools that write, but a client deciding on retries may look at it alone).
 READ_ONLY_IDEMPOTENT = ToolAnnotations(
     read_only_hint=True, idempotent_hint=True, open_world_hint=False

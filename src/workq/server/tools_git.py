@@ -1,7 +1,7 @@
-"""Seed 004's git steps by their own names and shapes (toolset ``git``): a feature branch,
-an issue started on its branch, TDD phase commits, the merge into the default branch, and
-comments with the seed's prefixes. The server's checkout is the git work tree ``workq
-serve`` runs in; an issue with a worktree is worked on there instead."""
+"""The workflow server's git steps (contract E, profile ``workflow-server``) by their own
+names and shapes: a feature branch, an issue started on its branch, TDD phase commits, the
+merge into the default branch, and comments with its prefixes. The server's checkout is the
+git work tree ``workq serve`` runs in; an issue with a worktree is worked on there instead."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def register(reg: Registry) -> None:
         body: Annotated[str, Field(min_length=1, max_length=BODY_MAX, description="Markdown")],
         comment_type: CommentType | None = None,
     ) -> Annotated[CallToolResult, CommentAdded]:
-        """Comment on an issue; comment_type adds the seed's prefix."""
+        """Comment on an issue; comment_type adds its prefix (e.g. [Progress])."""
         from workq.services import gitflow
 
         added = gitflow.add_issue_comment(

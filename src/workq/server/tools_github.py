@@ -1,7 +1,7 @@
-"""The ``github`` toolset: seed 001's seven GitHub tools, by their names and parameters,
-over workq's REST client (``workq.github.actions``). Every failure is ``isError`` with
-GitHub's own message kept; a rate limit names ``retry_after`` seconds and is never retried
-here."""
+"""The GitHub tools' seven (contract C, profile ``github-tools``), by their names and
+parameters, and the workflow server's submit_pr, over workq's REST client
+(``workq.github.actions``). Every failure is ``isError`` with GitHub's own message kept; a
+rate limit names ``retry_after`` seconds and is never retried here."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded("Could not create the pull request"):
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             made = actions.create_pr(
                 link.client, link.repo, title=title, body=body, base=base, head=head, draft=draft
             )
@@ -68,7 +68,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded("Could not list GitHub issues"):
-            link = reg.state.github.get(reg.state.mirror_repo)
+            link = reg.state.github.check(reg.state.mirror_repo)
             found = actions.list_issues(
                 link.client, link.repo, label=label, state=state, limit=limit
             )
@@ -89,7 +89,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded(f"Could not read GitHub issue #{issue_number}"):
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             issue = actions.get_issue(link.client, link.repo, issue_number)
         text = f"#{issue.number} [{issue.state}] {issue.title}\n{issue.url}"
         if issue.labels:
@@ -105,7 +105,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded(f"Could not read the status of pull request #{pr_number}"):
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             found = actions.pr_status(link.client, link.repo, pr_number)
         lines = [
             f"PR #{found.pr_number} [{found.state}] mergeable: "
@@ -131,7 +131,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded(f"Could not read the diff of pull request #{pr_number}"):
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             found = actions.pr_diff(link.client, link.repo, pr_number, max_size)
         text = f"WARNING: {found.warning}\n\n{found.diff}" if found.warning else found.diff
         return ok(text or f"Pull request #{pr_number} changes nothing", found)
@@ -146,7 +146,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded(f"Could not label GitHub issue #{issue_number}"):
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             done = actions.add_labels(link.client, link.repo, issue_number, labels)
         text = f"Issue #{issue_number} labels: {', '.join(done.labels)}"
         if done.created:
@@ -163,7 +163,7 @@ def register(reg: Registry) -> None:
         from workq.github import actions
 
         with worded(f"Could not close GitHub issue #{issue_number}"):
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             done = actions.close_issue(link.client, link.repo, issue_number, comment)
         if done.already_closed:
             return ok(f"Issue #{issue_number} was already closed", done)
@@ -194,7 +194,7 @@ def register(reg: Registry) -> None:
                         field="number",
                     )
                 number = held[0].issue_number
-            link = state.github.get(state.mirror_repo)
+            link = state.github.check(state.mirror_repo)
             done = submit.submit(
                 q,
                 link.client,

@@ -1,4 +1,4 @@
-"""Seed 002's issue tools: create, list, get, update, delete."""
+"""The queue's issue tools (contract A): create, list, get, update, delete."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from workq.schemas import DESCRIPTION_MAX, PAGE_DEFAULT, Issue, IssueSummary
+from workq.schemas import DESCRIPTION_MAX, PAGE_DEFAULT, Issue
 from workq.server.outputs import IssueList, ListedIssue
 from workq.server.params import (
     Agent,
@@ -50,10 +50,9 @@ def register(reg: Registry) -> None:
         acceptance_criteria: Criteria | None = None,
         technical_notes: Notes | None = None,
         repository: Repo | None = None,
-    ) -> Annotated[CallToolResult, IssueSummary]:
-        """Create an issue. With context, acceptance_criteria or technical_notes the
-        description follows the template Summary / Context / Acceptance Criteria /
-        Technical Notes."""
+    ) -> CallToolResult:
+        """Create an issue. context, acceptance_criteria and technical_notes go into the
+        description under their own headings."""
         from workq.services import issues
 
         with worded("Could not create issue"):
@@ -109,7 +108,7 @@ def register(reg: Registry) -> None:
         if not items:
             text = "No issues found"
         else:
-            text = list_text(items)  # the seed's array; a further page is named below it
+            text = list_text(items)  # contract A's array; a further page is named below it
             text += page_footer("issue_list", len(items), page.next_cursor)
         listed = IssueList(items=items, has_more=page.has_more, next_cursor=page.next_cursor)
         # Compact items: no "description": null when descriptions were not asked for.
@@ -147,7 +146,7 @@ def register(reg: Registry) -> None:
         remove_labels: Labels | None = None,
         touches: Touches | None = None,
         repository: Repo | None = None,
-    ) -> Annotated[CallToolResult, IssueSummary]:
+    ) -> CallToolResult:
         """Change an issue's fields; omitted fields stay as they are (touches: the whole
         list, [] clears it)."""
         from workq.services import issues
@@ -170,7 +169,7 @@ def register(reg: Registry) -> None:
         return ok(f"Updated issue #{number}", updated.summary())
 
     @reg.tool(writes(idempotent=False, destructive=True))
-    def issue_delete(number: Number) -> Annotated[CallToolResult, IssueSummary]:
+    def issue_delete(number: Number) -> CallToolResult:
         """Delete an issue for good (cleanup and tests). Its history stays."""
         from workq.services import issues
 

@@ -1,4 +1,4 @@
-"""Seed 002's plan mode tools: enter_plan_mode, get_current_phase, advance_plan_phase and
+"""Contract A's plan mode tools: enter_plan_mode, get_current_phase, advance_plan_phase and
 exit_plan_mode, for this server's run id. (A run in plan mode cannot claim or complete
 issues: the claim services refuse it, in their own transaction.)"""
 
@@ -80,7 +80,7 @@ def register(reg: Registry) -> None:
     state = reg.state
 
     @reg.tool(writes(idempotent=True))
-    def enter_plan_mode(slug: Slug, goal: Goal) -> Annotated[CallToolResult, PlanView]:
+    def enter_plan_mode(slug: Slug, goal: Goal) -> CallToolResult:
         """Enter plan mode: creates plans/<slug>.md at phase Explore. Claims and
         completions are refused until exit_plan_mode."""
         from workq.services import plans
@@ -118,7 +118,7 @@ def register(reg: Registry) -> None:
         return ok(text, _view(plan, detail.empty_sections))
 
     @reg.tool(writes(idempotent=False))
-    def advance_plan_phase() -> Annotated[CallToolResult, PlanView]:
+    def advance_plan_phase() -> CallToolResult:
         """Next plan mode phase: Explore, Design, Review, Final, Exit."""
         from workq.services import plans
 

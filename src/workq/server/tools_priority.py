@@ -1,11 +1,11 @@
-"""Seed 000's issue-priority tools by their own names and shapes: create_issue,
+"""The issue-priority server's tools (contract B) by their own names and shapes: create_issue,
 select_next_issue, release_lock, force_claim and list_backlog (advance_workflow and
 get_workflow_status live in tools_workflow). Each result carries ``success: true``; a
-refusal is ``isError`` with seed 000's error object (``success: false``, ``error``,
+refusal is ``isError`` with contract B's error object (``success: false``, ``error``,
 ``code``, ``reason``, ``details``) in ``_meta["workq/error"]``.
 
-Seed 000 speaks of GitHub issues and lock files; here the issue is the queue's, the lock
-is the queue's claim (with its lease) and the session is this server's run id. Seed 000's
+Contract B speaks of GitHub issues and lock files; here the issue is the queue's, the lock
+is the queue's claim (with its lease) and the session is this server's run id. Contract B's
 priority ``critical`` is workq's ``urgent``.
 """
 
@@ -28,29 +28,29 @@ from workq.server.results import clip, ok, worded
 if TYPE_CHECKING:
     from workq.services.reports import Availability
 
-SeedPriority = Literal["critical", "high", "medium", "low"]
-SeedType = Literal["bug", "feature", "chore", "docs"]
+PriorityWord = Literal["critical", "high", "medium", "low"]
+TypeWord = Literal["bug", "feature", "chore", "docs"]
 Repository = Annotated[
     str | None,
     Field(
         max_length=140,
-        description="Accepted for seed 000 clients; the queue is this server's database",
+        description="Accepted and ignored: the queue is this server's database",
     ),
 ]
 Notes = Annotated[str, Field(max_length=8_000)]
 Criteria = Annotated[list[Annotated[str, Field(max_length=1_000)]], Field(max_length=50)]
 
 
-def seed_priority(priority: Priority) -> str:
+def priority_word(priority: Priority) -> str:
     return "critical" if priority is Priority.URGENT else priority.value
 
 
-def seed_labels(issue: Issue) -> list[str]:
-    """Seed 000's labels of an issue: ``priority:*``, ``type:*``, ``status:*``, then its own."""
+def contract_labels(issue: Issue) -> list[str]:
+    """Contract B's labels of an issue: ``priority:*``, ``type:*``, ``status:*``, then its own."""
     status = {"open": "backlog", "in_progress": "in-progress", "done": "done"}[issue.status]
     own = [name for name in issue.labels if not name.startswith(("priority:", "type:", "status:"))]
     return [
-        f"priority:{seed_priority(issue.priority)}",
+        f"priority:{priority_word(issue.priority)}",
         f"type:{issue.issue_type.value}",
         f"status:{status}",
         *own,
@@ -165,7 +165,7 @@ def issue_url(number: int, mirrored: str | None) -> str:
 
 
 def _registered(repository: str | None) -> str | None:
-    """A repository this queue registered, by name; None for seed 000's 'owner/repo' (the
+    """A repository this queue registered, by name; None for contract B's 'owner/repo' (the
     queue is this server's database, whichever GitHub repository it names)."""
     return None if repository is None or "/" in repository else repository
 
@@ -176,8 +176,8 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=False))
     def create_issue(
         title: Title,
-        priority: SeedPriority,
-        type: SeedType,
+        priority: PriorityWord,
+        type: TypeWord,
         body: Description | None = None,
         context: Notes | None = None,
         acceptanceCriteria: Criteria | None = None,
@@ -186,12 +186,12 @@ def register(reg: Registry) -> None:
             str | None,
             Field(
                 max_length=140,
-                description="A registered repository's name (seed 000's 'owner/repo' is "
+                description="A registered repository's name ('owner/repo' is "
                 "accepted and names no repository)",
             ),
         ] = None,
     ) -> Annotated[CallToolResult, IssueCreated]:
-        """Create an issue with a priority and a type (seed 000). With context,
+        """Create an issue with a priority and a type. With context,
         acceptanceCriteria or technicalNotes the body follows the template Summary /
         Context / Acceptance Criteria / Technical Notes. Labels priority:*, type:*,
         status:backlog."""
@@ -210,7 +210,7 @@ def register(reg: Registry) -> None:
                 acceptance_criteria=acceptanceCriteria,
                 technical_notes=technicalNotes,
             )
-        labels = seed_labels(created)
+        labels = contract_labels(created)
         result = CreatedIssue(
             number=created.number,
             title=created.title,
@@ -251,7 +251,7 @@ def register(reg: Registry) -> None:
             number=taken.number,
             title=taken.title,
             html_url=issue_url(taken.number, link.url if link else None),
-            priority=seed_priority(taken.priority),
+            priority=priority_word(taken.priority),
             type=taken.issue_type.value,
             priority_score=round(reports.priority_score(taken.priority, age), 2),
             age_in_days=round(age, 2),
@@ -287,7 +287,7 @@ def register(reg: Registry) -> None:
             by = Authority.of(state.holders(), plan_runs={state.run_id})
             try:
                 if before.status == Status.DONE:
-                    # A second release: seed 000 answers not_locked where issue_complete
+                    # A second release: contract B answers not_locked where issue_complete
                     # would answer "already done". The services judge every other case.
                     raise NotHolder(f"Issue #{issueNumber} is done")
                 if reason == "abandoned":
@@ -366,7 +366,7 @@ def register(reg: Registry) -> None:
             BacklogEntry(
                 number=i.number,
                 title=i.title,
-                priority=seed_priority(i.priority),
+                priority=priority_word(i.priority),
                 type=i.issue_type.value,
                 priority_score=i.priority_score,
                 age_in_days=i.age_in_days,
@@ -388,7 +388,7 @@ def register(reg: Registry) -> None:
 
 
 def _nothing_left(counts: Availability) -> NoIssuesAvailable | AllIssuesLocked:
-    """Seed 000's refusal when nothing could be selected, with its counts as details."""
+    """Contract B's refusal when nothing could be selected, with its counts as details."""
     if counts.matching and counts.locked == counts.matching:
         return AllIssuesLocked(
             "All matching issues are currently locked",

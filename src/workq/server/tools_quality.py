@@ -1,5 +1,5 @@
-"""The ``quality`` toolset: seed 004's run_quality_gates, run by the server on the issue's
-checkout and stored on the issue as evidence (services/gates.py)."""
+"""The workflow server's run_quality_gates (contract E, profile ``workflow-server``), run
+by the server on the issue's checkout and stored on the issue as evidence (services/gates.py)."""
 
 from __future__ import annotations
 

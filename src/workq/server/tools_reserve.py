@@ -1,4 +1,4 @@
-"""File reservations (the ``reserve`` toolset): reserve and release path globs while
+"""File reservations (the ``coordination`` toolset): reserve and release path globs while
 holding a claim, and see who holds what. A claim reserves its issue's touches by itself."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The ``workflow`` toolset: seed 000's advance_workflow and get_workflow_status for the
-issues this server's run ids hold."""
+"""The issue-priority server's advance_workflow and get_workflow_status (contract B,
+profile ``issue-priority``) for the issues this server's run ids hold."""
 
 from __future__ import annotations
 

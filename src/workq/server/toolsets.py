@@ -1,58 +1,82 @@
-"""The toolsets: named groups of tools that ``--toolsets`` / ``WORKQ_TOOLSETS`` turn on.
+"""Toolsets and profiles: the named groups of tools that ``--toolsets`` / ``--profile``
+(``WORKQ_TOOLSETS`` / ``WORKQ_PROFILE``) turn on.
 
-Every tool schema costs an agent context, so the default set is small: seed 002's tools
-plus claim_next, release and heartbeat. To add a toolset, write a module with a
-``register(reg: Registry)`` function and add a row here (and, if every agent needs it,
-its name to ``DEFAULT_TOOLSETS``).
+A toolset is workq's own, named after what an agent does with it; ``all`` means every
+toolset. A profile serves another system's contract under that system's names and shapes
+(docs/contracts.md), for the clients written against it; profiles are turned on by name
+only, never by ``all``. Every tool schema costs an agent context, so the default is the
+queue and planning: contract A's tools plus claim_next, release and heartbeat.
+
+To add a group, write a module with a ``register(reg: Registry)`` function and add a row
+to ``TOOLSETS`` or ``PROFILES``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from workq.errors import InvalidInput
 from workq.server.registry import Registry
 
 Registrar = Callable[[Registry], None]
 
-# Each toolset's registrars as "module:function" in workq.server, imported only when the
-# toolset is served: a server with the default toolsets does not load the others' modules
-# (and the services and schemas they import) at start.
+# Each group's registrars as "module:function" in workq.server, imported only when the
+# group is served: a server with the defaults does not load the others' modules (and the
+# services and schemas they import) at start.
 TOOLSETS: dict[str, tuple[str, ...]] = {
-    "core": ("tools_issues:register", "tools_claims:register_core", "tools_plan:register"),
+    "queue": ("tools_issues:register", "tools_claims:register_core"),
+    "planning": ("tools_plan:register",),
     "recovery": ("tools_claims:register_recovery",),
-    "notes": ("tools_notes:register",),
     "deps": ("tools_deps:register",),
+    "notes": ("tools_notes:register",),
     "insight": ("tools_insight:register",),
-    "workflow": ("tools_workflow:register", "tools_priority:register"),
-    "github": ("tools_github:register",),
-    "agit": ("tools_agit:register",),
-    "reserve": ("tools_reserve:register",),
-    "context": ("tools_context:register",),
-    "quality": ("tools_quality:register",),
-    "git": ("tools_git:register",),
+    "coordination": ("tools_reserve:register",),
 }
-DEFAULT_TOOLSETS: tuple[str, ...] = ("core",)
-# Other names a toolset answers to: seed 000 calls its seven tools the priority server.
-ALIASES: dict[str, tuple[str, ...]] = {"priority": ("workflow",)}
+PROFILES: dict[str, tuple[str, ...]] = {
+    # Contract B: the GitHub issue-priority server's seven tools.
+    "issue-priority": ("tools_workflow:register", "tools_priority:register"),
+    # Contract C: the GitHub tools of an agent framework, and contract E's submit_pr.
+    "github-tools": ("tools_github:register",),
+    # Contract D: agit's repositories, worktrees, tasks and agents.
+    "agit": ("tools_agit:register",),
+    # Contract E: the workflow server's context, docs search, quality gates and git steps.
+    "workflow-server": (
+        "tools_context:register",
+        "tools_quality:register",
+        "tools_git:register",
+    ),
+}
+GROUPS: dict[str, tuple[str, ...]] = TOOLSETS | PROFILES
+DEFAULT_TOOLSETS: tuple[str, ...] = ("queue", "planning")
+# The names of earlier releases, so that a client's configuration keeps working.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "core": DEFAULT_TOOLSETS,
+    "reserve": ("coordination",),
+    "workflow": ("issue-priority",),
+    "priority": ("issue-priority",),
+    "github": ("github-tools",),
+    "context": ("workflow-server",),
+    "quality": ("workflow-server",),
+    "git": ("workflow-server",),
+}
 
 
-def select(spec: str | None) -> list[str]:
-    """Toolset names from a flag value: comma-separated names, ``default`` or ``all``."""
+def select(spec: str | None, profiles: str | None = None) -> list[str]:
+    """Group names from the flag values: comma-separated toolset or profile names,
+    ``default`` or ``all`` (every toolset, no profile)."""
     chosen: list[str] = []
-    for word in (spec or "default").replace(" ", ",").split(","):
-        name = word.strip().lower()
-        if not name:
-            continue
+    words = [*_words(spec or "default"), *_words(profiles or "")]
+    for name in words:
         expanded = {"default": DEFAULT_TOOLSETS, "all": tuple(TOOLSETS), **ALIASES}.get(
             name, (name,)
         )
         for item in expanded:
-            if item not in TOOLSETS:
+            if item not in GROUPS:
                 raise InvalidInput(
-                    f"unknown toolset {item!r}",
-                    hint=f"choose from {', '.join(TOOLSETS)}, default or all",
+                    f"unknown toolset or profile {item!r}",
+                    hint=f"toolsets: {', '.join(TOOLSETS)}, default or all; "
+                    f"profiles: {', '.join(PROFILES)}",
                     field="toolsets",
                 )
             if item not in chosen:
@@ -60,17 +84,22 @@ def select(spec: str | None) -> list[str]:
     return chosen or list(DEFAULT_TOOLSETS)
 
 
-def named(spec: str | None) -> set[str]:
-    """The toolsets a flag value names itself (not through ``default`` or ``all``)."""
-    words = {word.strip().lower() for word in (spec or "").replace(" ", ",").split(",")}
-    return {item for word in words for item in ALIASES.get(word, (word,)) if item in TOOLSETS}
+def _words(spec: str) -> Iterable[str]:
+    for word in spec.replace(" ", ",").split(","):
+        if word.strip():
+            yield word.strip().lower()
+
+
+def kind(name: str) -> str:
+    """``profile`` or ``toolset``: how to speak of a group."""
+    return "profile" if name in PROFILES else "toolset"
 
 
 def register(reg: Registry, names: list[str]) -> None:
     reg.workspaces = "agit" in names
     for name in names:
         reg.toolset = name
-        for registrar in TOOLSETS[name]:
+        for registrar in GROUPS[name]:
             _registrar(registrar)(reg)
     reg.toolset = ""
 

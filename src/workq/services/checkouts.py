@@ -1,4 +1,4 @@
-"""The checkout a server runs in (seed 004's git steps switch its branch), and the branch an
+"""The checkout a server runs in (contract E's git steps switch its branch), and the branch an
 issue's work is on (``issue_branches``: which issue a branch is for, where it is checked
 out, and the commit a merge of it is moving the default branch to)."""
 
@@ -76,7 +76,7 @@ def _guess_default(root: Path) -> str:
 
 
 def require_clean(path: Path) -> None:
-    """Refuse a work tree with uncommitted changes (seed 004's ERR_UNCOMMITTED_CHANGES)."""
+    """Refuse a work tree with uncommitted changes (contract E's ERR_UNCOMMITTED_CHANGES)."""
     dirty = git.dirty_paths(path)
     if dirty:
         shown = ", ".join(dirty[:10]) + (" ..." if len(dirty) > 10 else "")

@@ -1,4 +1,4 @@
-"""Ranked search over a repository's Markdown docs (seed 004's ``search_documentation``).
+"""Ranked search over a repository's Markdown docs (contract E's ``search_documentation``).
 
 The index is SQLite FTS5, ranked by ``bm25()``, one row per section (heading to heading)
 so that line numbers and snippets point into the document. It lives in a cache file that
@@ -37,7 +37,7 @@ from workq.vcs import git
 log = logging.getLogger("workq.docs")
 T = TypeVar("T")
 
-# Seed 004's scopes: a folder of docs/ each, or everything.
+# Contract E's scopes: a folder of docs/ each, or everything.
 SCOPES: dict[str, str] = {
     "all": "",
     "architecture": "docs/architecture/",

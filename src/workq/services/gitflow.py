@@ -1,9 +1,9 @@
-"""Seed 004's git steps around a claim: a feature branch, an issue started on its branch (or
+"""Contract E's git steps around a claim: a feature branch, an issue started on its branch (or
 in its worktree), TDD phase commits, the merge into the default branch, and comments.
 
 Where the work happens: an issue with a worktree (``start_work_on_issue(worktree=true)``,
 or a repository that makes one per claim) is worked on in it; otherwise the server's own
-checkout is switched to the issue's branch, as seed 004 does. git never runs inside a
+checkout is switched to the issue's branch, as contract E does. git never runs inside a
 database transaction; a claim taken for a branch that then cannot be made is given back.
 """
 
@@ -94,7 +94,7 @@ def _new_branch(co: Checkout, branch: str) -> str:
 
 
 def create_feature_branch(q: Queue, where: Path, branch_type: str, name: str) -> BranchCreated:
-    """Seed 004's create_feature_branch in the checkout at ``where``: ``{type}/{name}``
+    """Contract E's create_feature_branch in the checkout at ``where``: ``{type}/{name}``
     (TDD-002) from the default branch, checked out. No pull: workq works offline."""
     branch = tdd.feature_branch(branch_type, name)
     co = checkouts.at(q, where)
@@ -365,7 +365,7 @@ def commit_tdd_phase(
     quality_gates: str | None = None,
     number: int | None = None,
 ) -> TddCommit:
-    """Commit every change of the issue's checkout as TDD phase ``phase`` (seed 004's
+    """Commit every change of the issue's checkout as TDD phase ``phase`` (contract E's
     message, TDD-003; a red commit holds tests only, TDD-001), with the repository's
     hooks, and record the commit on the issue. Refused: nothing changes."""
     tdd.commit_message(phase, component, details, test_count, quality_gates)  # bad input first
@@ -583,6 +583,6 @@ def _leave(work: Work) -> None:
 def add_issue_comment(
     q: Queue, number: int, body: str, comment_type: str | None, *, author: str | None
 ) -> Comment:
-    """A comment on issue ``number``, with seed 004's prefix for its kind."""
+    """A comment on issue ``number``, with contract E's prefix for its kind."""
     text = tdd.comment_body(fields.comment(body), comment_type)
     return notes.comment(q, number, text, kind=comment_type or "note", author=author)

@@ -1,5 +1,5 @@
 """The merge queue: one worktree's branch into its repository's default branch (and, through
-``land``, a branch checked out in a shared checkout: seed 004's merge_to_main).
+``land``, a branch checked out in a shared checkout: contract E's merge_to_main).
 
 Merges into one repository are serialised by a lease on its row (held in the database, so
 across processes and machines; a killed merger's lease expires). The merge is checked with
@@ -66,7 +66,7 @@ def blockers_gate(q: Queue, candidate: MergeCandidate) -> None:
 # (``commit`` None: a check may take minutes) and again under it. The quality gates hang
 # here (services/gates.py: evidence for the branch tip, unless the tests gate trusts).
 GATES: list[Gate] = [holder_gate, blockers_gate, merge_gate]
-# How a merge lands (seed 004's merge_to_main): a merge commit even where a fast-forward
+# How a merge lands (contract E's merge_to_main): a merge commit even where a fast-forward
 # would do, or one squashed commit.
 Strategy = Literal["no-ff", "squash"]
 STRATEGIES: tuple[Strategy, ...] = ("no-ff", "squash")

@@ -1,6 +1,6 @@
 """One live server per run id.
 
-Claims belong to run ids. Two servers started with the same run id (seed 002's literal
+Claims belong to run ids. Two servers started with the same run id (contract A's literal
 ``autopilot_main``, a shared WORKQ_RUN_ID) would each complete, release and renew what the
 other claimed. So a server binds each run id it acts under before acting: the binding is a
 lease, renewed with its claims. Another server is refused RUN_ID_IN_USE while it lives; it

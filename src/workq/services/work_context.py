@@ -1,4 +1,4 @@
-"""Seed 004's ``get_work_context``: where the caller stands, in one compact answer.
+"""Contract E's ``get_work_context``: where the caller stands, in one compact answer.
 
 Everything comes from the local queue (and the checkout's branch name): the active issue,
 the caller's claims, the next ready issues in claim order, what is blocked and why, the

@@ -418,7 +418,7 @@ def show_file(path: Path, commit: str, name: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-# --- a checkout's own branch and commits (seed 004's git steps) ----------------------------
+# --- a checkout's own branch and commits (contract E's git steps) --------------------------
 
 
 def switch(path: Path, branch: str) -> None:
