@@ -40,6 +40,7 @@ class Step(Enum):
     SKIP_JUSTIFICATION = "skipJustification"
     LIST_PLANS = "get_current_phase (this run's plan)"
     RUN_GATES = "run_quality_gates"
+    MAKE_WORKTREE = "issue_claim with worktree=true"
 
 
 Hint = str | tuple[str | Step, ...]

@@ -479,6 +479,13 @@ class ConflictReport(_Model):
     scanned_worktrees: int
 
 
+class RepoOverview(Repository):
+    """A repository with its worktrees and the files two of them both change."""
+
+    worktrees: list[WorktreeInfo]
+    conflicts: list[FileConflict]
+
+
 class MergeResult(_Model):
     merged: bool
     branch: str

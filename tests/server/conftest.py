@@ -119,7 +119,7 @@ async def call_error(client: Client, tool: str, **arguments: Any) -> CallToolRes
 
 
 def error_of(result: CallToolResult) -> dict[str, Any]:
-    """Seed 000's error object that an error result carries in its _meta."""
+    """Contract B's error object that an error result carries in its _meta."""
     assert result.is_error and result.meta is not None
     error: dict[str, Any] = result.meta[ERROR_META]
     assert error["success"] is False

@@ -18,7 +18,11 @@ from workq.server import toolsets
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 DEFAULT_BUDGET = 12_000
 NATIVE_AVERAGE_BUDGET = 1_024
-ROW = re.compile(r"^\| (`?)(?P<name>[a-z-]+)\1 \|[^|]*\| (?P<n>\d+) \| (?P<kb>\d+\.\d) KB \|", re.M)
+ROW = re.compile(
+    r"^\| (`?)(?P<name>[a-z,-]+)\1 \|[^|]*\| (?P<n>\d+) \| (?P<kb>\d+\.\d) KB \|", re.M
+)
+# What a coding agent on a repository turns on: the queue, workspaces and the coding loop.
+CODING_AGENT = "default,workspaces,coding"
 
 
 def wire_bytes(tools: list[Any]) -> int:
@@ -34,11 +38,11 @@ async def measure(db: Path, spec: str) -> tuple[int, int]:
 
 @pytest.mark.anyio
 async def test_the_byte_table(db: Path) -> None:
-    names = ["default", "all", *toolsets.TOOLSETS, *toolsets.PROFILES]
+    names = ["default", CODING_AGENT, "all", *toolsets.TOOLSETS, *toolsets.PROFILES]
     measured = {name: await measure(db, name) for name in names}
-    print("\ngroup            tools   bytes   per tool")
+    print("\ngroup                      tools   bytes   per tool")
     for name, (count, size) in measured.items():
-        print(f"{name:16} {count:5} {size:7,} {size // count:8,}")
+        print(f"{name:26} {count:5} {size:7,} {size // count:8,}")
 
     count, size = measured["default"]
     assert count == 16 and size <= DEFAULT_BUDGET

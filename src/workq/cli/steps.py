@@ -27,6 +27,7 @@ COMMANDS: dict[Step, str] = {
     Step.TESTS_PASSED: "--tests-passed",
     Step.SKIP_JUSTIFICATION: "--skip-justification",
     Step.RUN_GATES: "workq gates run {number}",
+    Step.MAKE_WORKTREE: "workq worktree spawn {number}",
 }
 
 

@@ -12,7 +12,7 @@ from workq.cli import output
 from workq.cli.state import state
 from workq.errors import NotFound
 from workq.schemas import MERGE_MODES, WorktreeInfo
-from workq.services import agents, conflicts, issues, merges, repositories, worktrees
+from workq.services import agents, conflicts, issues, merges, repositories, workspaces, worktrees
 from workq.services.context import Queue
 
 repo_app = typer.Typer(help="Registered git repositories.", no_args_is_help=True)
@@ -121,18 +121,9 @@ def repo_list(ctx: typer.Context, json_: JsonFlag = False) -> None:
 @repo_app.command("status")
 def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> None:
     """A repository: its worktrees and the files two of them both change."""
-    q = state(ctx).queue()
-    repo = repositories.get(q, name)
-    found = worktrees.list_worktrees(q, name)
-    report = conflicts.scan(q, name)
+    repo = workspaces.overview(state(ctx).queue(), name)
     if json_:
-        output.emit_json(
-            {
-                **repo.model_dump(mode="json"),
-                "worktrees": [w.model_dump(mode="json") for w in found],
-                "conflicts": [c.model_dump(mode="json") for c in report.conflicts],
-            }
-        )
+        output.emit_json(repo)
         return
     output.fields(
         [
@@ -146,8 +137,8 @@ def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> N
         ]
     )
     output.line("")
-    _worktrees(found)
-    for c in report.conflicts:
+    _worktrees(repo.worktrees)
+    for c in repo.conflicts:
         output.line(f"conflict: {c.file} changed by {', '.join(f'#{n}' for n in c.issues)}")
 
 
@@ -300,21 +291,8 @@ def merge_command(
     --as), unless --force. Waits for a merge in progress; rerun after a crash."""
     s = state(ctx)
     by = s.acting(run_id, override="workq merge --force" if force else None)
-    q = s.queue()
-    info = worktrees.latest_for_issue(q, number)
-    if info is None:
-        raise NotFound(
-            f"Issue #{number} has no worktree to merge",
-            number=number,
-            hint=f"make one with 'workq worktree spawn {number}'",
-        )
-    done = merges.merge(
-        q,
-        info.repository,
-        info.worktree_id,
-        by=by,
-        actor=s.actor,
-        lease_seconds=s.settings().merge_lease_seconds,
+    done = merges.merge_issue(
+        s.queue(), number, by=by, actor=s.actor, lease_seconds=s.settings().merge_lease_seconds
     )
     if json_:
         output.emit_json(done)

@@ -32,6 +32,8 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     "notes": ("tools_notes:register",),
     "insight": ("tools_insight:register",),
     "coordination": ("tools_reserve:register",),
+    "workspaces": ("tools_workspaces:register",),
+    "coding": ("tools_coding:register",),
 }
 PROFILES: dict[str, tuple[str, ...]] = {
     # Contract B: the GitHub issue-priority server's seven tools.
@@ -95,8 +97,13 @@ def kind(name: str) -> str:
     return "profile" if name in PROFILES else "toolset"
 
 
+# The groups whose agents work in repositories: the issue tools then take and answer their
+# workspace fields too.
+WITH_WORKSPACES = frozenset({"workspaces", "agit"})
+
+
 def register(reg: Registry, names: list[str]) -> None:
-    reg.workspaces = "agit" in names
+    reg.workspaces = not WITH_WORKSPACES.isdisjoint(names)
     for name in names:
         reg.toolset = name
         for registrar in GROUPS[name]:

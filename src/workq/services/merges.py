@@ -30,13 +30,21 @@ from sqlalchemy import Connection, select, update
 
 from workq.db.tables import events, issues, repositories, worktrees
 from workq.domain.authority import Authority
-from workq.errors import Conflict, MergeBusy, MergeConflict, NotFound, WorkqError, WorktreeDirty
+from workq.errors import (
+    Conflict,
+    MergeBusy,
+    MergeConflict,
+    NotFound,
+    Step,
+    WorkqError,
+    WorktreeDirty,
+)
 from workq.schemas import MergeResult
 from workq.services import claims, processes
 from workq.services.context import Queue, record
 from workq.services.gates import MergeCandidate, merge_gate, unconfigured
 from workq.services.repositories import row as repository_row
-from workq.services.worktrees import _discard, by_id
+from workq.services.worktrees import _discard, by_id, latest_for_issue
 from workq.vcs import git
 
 DEFAULT_LEASE_SECONDS = 120
@@ -151,6 +159,39 @@ def merge(
     _check_early(q, Path(r.path), r.default_branch, w, actor, by)
     with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
         return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch)
+
+
+def merge_issue(
+    q: Queue,
+    number: int,
+    *,
+    by: Authority,
+    actor: str | None = None,
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    strategy: Strategy | None = None,
+) -> MergeResult:
+    """Merge issue ``number``'s worktree (its newest, active or merged: a merge to finish
+    or report), as ``merge`` does.
+
+    Raises:
+        NotFound: the issue has no worktree.
+    """
+    info = latest_for_issue(q, number)
+    if info is None:
+        raise NotFound(
+            f"Issue #{number} has no worktree to merge",
+            number=number,
+            hint=("make one with ", Step.MAKE_WORKTREE),
+        )
+    return merge(
+        q,
+        info.repository,
+        info.worktree_id,
+        by=by,
+        actor=actor,
+        lease_seconds=lease_seconds,
+        strategy=strategy,
+    )
 
 
 @contextlib.contextmanager

@@ -10,8 +10,8 @@ from sqlalchemy import select
 
 from workq.db.tables import issues, repositories
 from workq.errors import Conflict, InvalidInput, WorkqError
-from workq.schemas import Claim, ClaimedIssue, ReadyFilter, WorkspaceInfo
-from workq.services import claims, plans
+from workq.schemas import Claim, ClaimedIssue, ReadyFilter, RepoOverview, WorkspaceInfo
+from workq.services import claims, conflicts, plans, worktrees
 from workq.services import issues as issue_service
 from workq.services import repositories as repository_service
 from workq.services.context import Queue
@@ -174,3 +174,17 @@ def claim_next(
             raise
         raise given_back(q, taken.number, run_id, exc) from None
     return taken.model_copy(update={"worktree": info}) if info else taken
+
+
+def overview(q: Queue, name: str) -> RepoOverview:
+    """Repository ``name`` with its worktrees and the files two of them both change.
+
+    Raises:
+        NotFound: no such repository.
+    """
+    repo = repository_service.get(q, name)
+    return RepoOverview(
+        **repo.model_dump(),
+        worktrees=worktrees.list_worktrees(q, name),
+        conflicts=conflicts.scan(q, name).conflicts,
+    )

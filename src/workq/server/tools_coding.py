@@ -1,0 +1,142 @@
+"""The ``coding`` toolset: where an agent stands, the repository's docs, and the quality
+gates run by the server on the issue's checkout (stored on the issue as evidence). The
+workflow server's profile (tools_context, tools_quality) answers through the same
+functions under its own names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from workq.schemas import DocResults, GateReport, WorkContext
+from workq.server.params import Flag, Number, RunId
+from workq.server.registry import Registry, writes
+from workq.server.results import clip, ok, worded
+from workq.server.state import ServerState
+
+if TYPE_CHECKING:
+    from workq.schemas import GateResult
+
+Scope = Literal[
+    "all", "architecture", "coding_standards", "development", "reference", "implementation"
+]
+Query = Annotated[str, Field(min_length=1, max_length=500)]
+FILES_MAX = 500
+File = Annotated[str, Field(min_length=1, max_length=1024)]
+Files = Annotated[
+    list[File],
+    Field(max_length=FILES_MAX, description="Paths in the checkout; [] = all of it"),
+]
+GateRef = Annotated[int | str, Field(description="A gate's number or name")]
+
+# Both reads declared idempotent outright (MCP reads idempotentHint only on tools that
+# write, but a client deciding on retries may look at it alone).
+READ_ONLY_IDEMPOTENT = ToolAnnotations(
+    read_only_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+
+def context_answer(state: ServerState, include_closed_recent: bool) -> CallToolResult:
+    from workq.services import work_context
+
+    found = work_context.gather(
+        state.queue(),
+        run_id=state.run_id,
+        holders=state.holders(),
+        branch=work_context.checkout_branch(Path.cwd()),
+        include_closed_recent=include_closed_recent,
+    )
+    return ok(work_context.text(found), found)
+
+
+def docs_answer(state: ServerState, query: str, scope: Scope) -> CallToolResult:
+    from workq.services import docs_index
+
+    found = docs_index.search(Path.cwd(), query, scope, state.settings.cache_folder)
+    return ok(docs_index.text(found, query), found)
+
+
+def gates_answer(
+    state: ServerState,
+    number: int | None,
+    files: list[str],
+    *,
+    include_tests: bool = True,
+    gates: list[int | str] | None = None,
+    run_id: str | None = None,
+) -> CallToolResult:
+    from workq.services import gates as service
+
+    q = state.queue()
+    prefix = "Could not run the quality gates"
+    if number is not None:
+        prefix += f" of issue #{number}"
+    with worded(prefix):
+        chosen = number or service.held_issue(q, state.acting_as(run_id))
+        report = service.run(
+            q,
+            chosen,
+            service.locate(q, chosen, Path.cwd()),
+            files=files,
+            include_tests=include_tests,
+            gates=gates,
+            actor=run_id or state.run_id,
+        )
+    return ok(_text(report), report)
+
+
+def _line(gate: GateResult) -> str:
+    if gate.skipped:
+        return f"{gate.gate_number} {gate.name}: skipped (no matching files)"
+    head = f"{gate.gate_number} {gate.name}: {'pass' if gate.passed else 'FAIL'} {gate.score}"
+    if gate.error:
+        return f"{head}: {clip(gate.error, 200)}"
+    if gate.issues:
+        first = gate.issues[0]
+        more = f" (+{gate.issues_total - 1} more)" if gate.issues_total > 1 else ""
+        return f"{head}: {first.file}:{first.line}: {clip(first.message)}{more}"
+    return head
+
+
+def _text(report: GateReport) -> str:
+    state = "uncommitted changes on " if report.dirty else ""
+    lines = [
+        f"Issue #{report.number}, {state}{report.commit[:12]}: {report.verdict()} ({report.config})"
+    ]
+    lines += [_line(g) for g in report.gates]
+    if report.test_results is not None:
+        t = report.test_results
+        lines.append(f"tests: {t.passed} passed, {t.failed} failed")
+        lines += [f"  {clip(e, 160)}" for e in t.errors[:5]]
+    note = report.note()
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def register(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(READ_ONLY_IDEMPOTENT)
+    def work_context(include_closed_recent: Flag = False) -> Annotated[CallToolResult, WorkContext]:
+        """Where you stand: the active issue (from the branch name, else your claim) with
+        its acceptance criteria, your claims, next ready issues, blockers, your plan."""
+        return context_answer(state, include_closed_recent)
+
+    @reg.tool(READ_ONLY_IDEMPOTENT)
+    def docs_search(query: Query, scope: Scope = "all") -> Annotated[CallToolResult, DocResults]:
+        """Ranked search (bm25) over the repository's Markdown docs: the 10 best files,
+        each with title, snippet, line and relevance_score (1 = best)."""
+        return docs_answer(state, query, scope)
+
+    @reg.tool(writes(idempotent=True))
+    def issue_gates(
+        number: Number | None = None, files: Files | None = None, run_id: RunId = None
+    ) -> Annotated[CallToolResult, GateReport]:
+        """Run the repository's quality gates on the issue's checkout (default: the one
+        issue you hold). Stored as evidence: a run of a clean tree's whole checkout is
+        what merges need."""
+        return gates_answer(state, number, files or [], run_id=run_id)

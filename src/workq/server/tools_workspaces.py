@@ -1,0 +1,81 @@
+"""The ``workspaces`` toolset: registered repositories, and the one merge of an issue's
+worktree into its repository's default branch. With it on, the issue tools also take
+and answer their workspace fields (``repository``, ``worktree``, ``discard``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+
+from workq.domain.authority import Authority
+from workq.schemas import MergeResult, RepoOverview, Repository
+from workq.server.params import Fence, Number, RunId
+from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.results import ok, worded
+
+RepoName = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class Repositories(BaseModel):
+    repos: list[Repository]
+
+
+def register(reg: Registry) -> None:
+    state = reg.state
+
+    @reg.tool(READ_ONLY)
+    def repo_list() -> Annotated[CallToolResult, Repositories]:
+        """The registered git repositories, with their worktree and issue counts."""
+        from workq.services import repositories
+
+        with worded("Could not list the repositories"):
+            found = repositories.list_all(state.queue())
+        lines = [f"{r.name}: {r.path} ({r.worktree_count} worktrees)" for r in found]
+        return ok("\n".join(lines) or "No repositories registered", Repositories(repos=found))
+
+    @reg.tool(READ_ONLY)
+    def repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoOverview]:
+        """A repository's worktrees and the files two of them both change."""
+        from workq.services import workspaces
+
+        with worded(f"Could not read repository {repo}"):
+            found = workspaces.overview(state.queue(), repo)
+        lines = [f"{found.name}: {found.path}, default branch {found.default_branch}"]
+        lines += [f"#{w.number} {w.branch} ({w.state}) {w.path}" for w in found.worktrees]
+        lines += [
+            f"conflict: {c.file} (#{', #'.join(map(str, c.issues))})" for c in found.conflicts
+        ]
+        return ok("\n".join(lines), found)
+
+    @reg.tool(writes(idempotent=True, destructive=True))
+    def issue_merge(
+        number: Number,
+        run_id: RunId = None,
+        fence: Fence = None,
+        strategy: Annotated[
+            Literal["no-ff", "squash"] | None,
+            Field(description="Default: the repository's (fast-forward when possible)"),
+        ] = None,
+    ) -> Annotated[CallToolResult, MergeResult]:
+        """Merge the issue's worktree into its repository's default branch (refused with
+        the conflicting files, or the failing gates), complete the issue, remove the
+        worktree and branch. Only its holder may. Merges queue; call again after a crash."""
+        from workq.services import merges
+
+        with worded(f"Could not merge issue #{number}"):
+            done = merges.merge_issue(
+                state.queue(),
+                number,
+                by=Authority.of(state.acting_as(run_id), fence=fence),
+                actor=run_id or state.run_id,
+                lease_seconds=state.settings.merge_lease_seconds,
+                strategy=strategy,
+            )
+        at = (done.commit or "")[:12]
+        again = " (already merged)" if done.already_merged else ""
+        text = f"Merged issue #{number}: {done.branch} into {done.into} at {at}{again}"
+        if done.note:
+            text += f"\nNote: {done.note}"
+        return ok(text, done)
