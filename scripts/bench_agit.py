@@ -42,9 +42,12 @@ from typing import Any
 
 from workq.config import Settings
 from workq.domain.authority import Authority
-from workq.services import conflicts, gates, issues, merges, repositories, workspaces
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
+from workq.services.queue import issues
 from workq.services.runtime import open_queue
+from workq.services.workspaces import conflicts, merges, repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 

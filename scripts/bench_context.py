@@ -36,8 +36,9 @@ from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.schemas import IssueType, Priority
 from workq.server.app import build_server
-from workq.services import blocking, claims, dependencies, issues, ready_queue, work_context
-from workq.services.context import Queue
+from workq.services.coding import work_context
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, dependencies, issues, ready_queue
 from workq.services.runtime import open_queue
 
 ME = "run-me"

@@ -21,8 +21,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from workq.config import Settings
-from workq.services import claims, context, outbox, ready_queue
+from workq.services import handle as context
+from workq.services.queue import claims, ready_queue
 from workq.services.runtime import open_queue
+from workq.services.sync import outbox
 
 # The statements the claim_next service runs on SQLite, as it compiles them: the baseline
 # runs exactly these on the raw driver, so it cannot drift from the service.

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from workq.services import docs_index
+from workq.services.coding import docs_index
 from workq.vcs import git
 
 _WORDS = (

@@ -126,7 +126,7 @@ async def tools_list_bytes(params: StdioServerParameters, log: Any) -> tuple[int
 
 def fill(db: Path, count: int) -> None:
     from workq.config import Settings
-    from workq.services import issues
+    from workq.services.queue import issues
     from workq.services.runtime import open_queue
 
     queue = open_queue(Settings(db_path=db))

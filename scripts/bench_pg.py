@@ -12,7 +12,7 @@ Three ways to claim, each a process loop for ``--seconds`` after a common start 
            UPDATE issues ... WHERE id = (SELECT id ... FOR UPDATE SKIP LOCKED) RETURNING
   raw-txn  the statements claim_next runs, prepared, on raw psycopg: BEGIN, the two ready
            SELECTs FOR UPDATE SKIP LOCKED (open, expired lease), UPDATE, INSERT event, COMMIT
-  service  workq.services.claims.claim_next: one statement (plan gate, both ready scans,
+  service  workq.services.queue.claims.claim_next: one statement (plan gate, both ready scans,
            the claim, its audit event, the GitHub outbox row) that is its own transaction
            (autocommit), one round trip; pool, retries and the settling of a lost answer
            included
@@ -41,7 +41,7 @@ from typing import Any
 import psycopg
 
 from workq.config import Settings
-from workq.services import claims
+from workq.services.queue import claims
 from workq.services.runtime import open_queue
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,8 +29,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from workq.config import Settings
-from workq.services import claims, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
 

@@ -40,9 +40,10 @@ from workq.config import Settings
 from workq.github.importer import Importer
 from workq.github.sync import Session, connect
 from workq.github.worker import Options
-from workq.services import claims, issues, outbox
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
+from workq.services.sync import outbox
 
 REPO = "acme/widgets"
 GITHUB_WRITES_PER_MINUTE = 80

@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 from workq.config import Settings
-from workq.services import claims, issues, waiting
+from workq.services.queue import claims, issues, waiting
 from workq.services.runtime import open_queue
 
 WAIT = 120

@@ -26,7 +26,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import ProgrammingError
 
 from workq.config import Settings
-from workq.services.context import Queue
+from workq.services.handle import Queue
 from workq.services.runtime import open_queue
 
 # Hypothesis's per-example deadline (200 ms by default) is a timing assertion: on 2 busy
@@ -78,7 +78,7 @@ def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def trusted_tests_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """For tests whose subject is not the tests gate (services/gates.py): a claim of
+    """For tests whose subject is not the tests gate (services/coding/gates.py): a claim of
     testsPassed=true, or a merge, is trusted instead of asking for gate evidence. Reaches
     what reads the environment (Settings, the in-process CLI, servers started with this
     environment); servers started through the SDK's stdio client pass --tests-gate."""

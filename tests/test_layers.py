@@ -178,6 +178,113 @@ def test_every_part_of_the_source_has_rules() -> None:
     assert parts == set(MAY_IMPORT)
 
 
+# The arrows between the services' capabilities (services/<capability>/): which others each
+# may import. ``handle`` (the Queue) and ``runtime`` (opening one) are for all.
+SERVICE_ARROWS: dict[str, frozenset[str]] = {
+    "queue": frozenset({"plans", "sync", "workspaces"}),
+    "plans": frozenset({"queue", "coding", "sync"}),
+    "workspaces": frozenset({"queue", "plans", "coding"}),
+    "coding": frozenset({"queue", "plans", "workspaces"}),
+    "sync": frozenset({"queue"}),
+    "maintenance": frozenset({"queue"}),
+    "runtime": frozenset({"sync"}),  # opening a queue hangs the GitHub outbox on it
+}
+SERVICES_FOR_ALL = frozenset({"handle", "runtime", "preflight"})
+
+
+def capability_of(path: Path) -> str:
+    relative = path.relative_to(SRC / "services")
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def test_the_services_follow_their_capabilities() -> None:
+    broken = []
+    for path in sorted((SRC / "services").rglob("*.py")):
+        mine = capability_of(path)
+        if mine == "__init__":
+            continue
+        allowed = SERVICE_ARROWS.get(mine, frozenset()) | SERVICES_FOR_ALL | {mine}
+        for line, name in imported(SRC, path):
+            if name.startswith("workq.services."):
+                theirs = name.split(".")[2]
+                if theirs not in allowed:
+                    broken.append(f"{path.relative_to(SRC)}:{line} imports {name}")
+    assert set(SERVICE_ARROWS) | SERVICES_FOR_ALL == {
+        capability_of(p) for p in (SRC / "services").rglob("*.py")
+    } - {"__init__"}
+    assert not broken, "\n".join(broken)
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Each workq module and the workq modules it imports anywhere: at the top, inside
+    functions, under TYPE_CHECKING."""
+
+    def name_of(path: Path) -> str:
+        parts = ["workq", *path.relative_to(root).with_suffix("").parts]
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for _, imported_name in imported(root, path):
+            target = imported_name
+            while target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target not in (name, "workq"):
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    assert circles(module_graph(SRC)) == []
+
+
+def test_a_circle_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "db/changes.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from workq.db.engine import Database\n",
+            "db/engine.py": "from workq.db.changes import Feed\n",
+        },
+    )
+    assert circles(module_graph(root)) == [["workq.db.changes", "workq.db.engine"]]
+
+
 # The checker itself, on a synthetic tree laid out like src/workq.
 
 
@@ -189,12 +296,12 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
         "db/__init__.py": "",
         "db/engine.py": "import sqlalchemy\nfrom workq.errors import WorkqError\n",
         "services/__init__.py": "",
-        "services/issues.py": "from workq.db.engine import Database\n",
+        "services/queue/issues.py": "from workq.db.engine import Database\n",
         "server/__init__.py": "",
         "server/app.py": "import mcp\nimport workq\nfrom workq.services import issues\n",
         "cli/__init__.py": "",
         "cli/main.py": "import typer\nfrom workq.server.main import serve\n",
-        "cli/admin.py": "from workq.services.issues import create\n",
+        "cli/admin.py": "from workq.services.queue.issues import create\n",
         "domain/__init__.py": "",
         "domain/rules.py": "import re\nfrom workq.errors import WorkqError\n",
     }

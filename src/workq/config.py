@@ -64,11 +64,11 @@ class Settings(BaseSettings):
     # lease expires after this).
     merge_lease_seconds: int = Field(default=120, ge=1, le=24 * 3600)
     # File reservations: "enforce" skips (and refuses) claims whose paths another holder
-    # reserved; "warn" claims anyway and says so (services/reservations.py).
+    # reserved; "warn" claims anyway and says so (services/queue/reservations.py).
     reservations: Literal["enforce", "warn"] = "enforce"
     # The tests gate: "evidence" accepts advance_workflow(testsPassed=true) and merges only
     # on stored quality gate runs for the commit (or runs the gates then); "trust" takes
-    # the agent's word, as before (services/gates.py).
+    # the agent's word, as before (services/coding/gates.py).
     tests_gate: Literal["evidence", "trust"] = "evidence"
     # The gates of a repository without a gate table: none, or a preset of domain/gates.py.
     default_gates: Literal["none", "strict", "pytest"] = "none"

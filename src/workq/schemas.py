@@ -358,7 +358,7 @@ class SearchPage(_Model):
     next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")
 
 
-# The board (issue 16): what its pages show, read by services/board.py.
+# The board (issue 16): what its pages show, read by services/queue/board.py.
 
 
 class BoardCard(_Model):
@@ -502,7 +502,7 @@ class PruneReport(_Model):
     kept: list[WorktreeInfo] = Field(description="Dirty or still in use")
 
 
-# Quality gates (services/gates.py): contract E's run_quality_gates result, and the evidence.
+# Quality gates (services/coding/gates.py): contract E's run_quality_gates result, and the evidence.
 class GateIssue(_Model):
     file: str
     line: int
@@ -697,7 +697,7 @@ class DocResults(_Model):
     results: list[DocHit]
 
 
-# --- contract E's git steps (services/gitflow.py) ----------------------------------------------
+# --- contract E's git steps (services/workspaces/gitflow.py) ------------------------------------
 
 
 class BranchCreated(_Model):

@@ -17,7 +17,7 @@ import pytest
 
 from tests.workq_cli import workq
 from workq.config import Settings
-from workq.services.context import Queue
+from workq.services.handle import Queue
 from workq.services.runtime import open_queue
 
 START_TIMEOUT = 30.0

@@ -11,8 +11,8 @@ import httpx2
 from tests.board.conftest import board_server
 from workq.domain.authority import Authority
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
-from workq.services import blocking, claims, issues, notes
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, issues, notes
 
 ACT = {"x-workq-board": "1", "x-workq-actor": "alice"}
 

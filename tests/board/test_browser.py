@@ -12,8 +12,8 @@ import pytest
 
 from tests.board.conftest import board_server, cli
 from workq.domain.authority import Authority
-from workq.services import blocking, claims, dependencies, issues, notes
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, dependencies, issues, notes
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -18,8 +18,8 @@ import pytest
 from tests.board.conftest import board_server, cli
 from workq.board import feed as feed_module
 from workq.board.feed import ChangeFeed, Signal
-from workq.services import board, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import board, issues
 
 WAIT = 60.0
 
@@ -172,7 +172,7 @@ def test_a_cli_change_reaches_an_open_board(db: Path, q: Queue) -> None:
 AGENT = """
 import sys
 from workq.config import Settings
-from workq.services import claims, issues
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 q = open_queue(Settings(db_path=sys.argv[1]))
 me = sys.argv[2]

@@ -13,9 +13,9 @@ from tests.board.conftest import board_server, cli
 from tests.board.html_check import column_numbers, unsafe
 from workq.db.tables import agents as agents_t
 from workq.domain.authority import Authority
-from workq.services import agents as registered
-from workq.services import blocking, claims, dependencies, issues, notes, ready_queue
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import agents as registered
+from workq.services.queue import blocking, claims, dependencies, issues, notes, ready_queue
 
 HOSTILE_TITLE = '<script>alert("t")</script><img src=x onerror=alert(1)>'
 HOSTILE_BODY = "\n\n".join(

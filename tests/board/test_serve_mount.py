@@ -10,8 +10,8 @@ import httpx2
 from tests.board.conftest import cli
 from tests.server.test_http import HEADERS, INITIALIZE, http_server
 from workq.domain.authority import Authority
-from workq.services import blocking, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, issues
 
 
 def test_the_board_under_serve_http(db: Path, q: Queue, client: httpx2.Client) -> None:

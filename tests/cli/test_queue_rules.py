@@ -14,7 +14,7 @@ import pytest
 from tests.workq_cli import data, ok, workq
 from workq.config import Settings
 from workq.schemas import DESCRIPTION_MAX, TITLE_MAX
-from workq.services import claims
+from workq.services.queue import claims
 from workq.services.runtime import open_queue
 
 

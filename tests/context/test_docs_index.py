@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.context.conftest import status
 from workq.errors import InvalidInput
-from workq.services import docs_index
+from workq.services.coding import docs_index
 
 
 def _tree(repo: Path, tmp_path: Path) -> docs_index.Tree:
@@ -134,7 +134,7 @@ def test_unknown_scope_names_the_choices(docs_repo: Path, tmp_path: Path) -> Non
 RACER = """
 import sys
 from pathlib import Path
-from workq.services import docs_index
+from workq.services.coding import docs_index
 found = docs_index.search(Path(sys.argv[1]), "topic", "all", Path(sys.argv[2]))
 print(len(found.results), sorted(h.file_path for h in found.results)[0])
 """

@@ -17,7 +17,7 @@ from tests.server.conftest import call_error, call_ok, stdio_server, text
 from workq.config import Settings
 from workq.server.app import build_server
 from workq.server.tools_coding import Scope
-from workq.services.docs_index import SCOPES
+from workq.services.coding.docs_index import SCOPES
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,9 @@ from tests.server.conftest import call_ok, stdio_server, text
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.server.app import build_server
-from workq.services import claims, issues, work_context
-from workq.services.context import Queue
+from workq.services.coding import work_context
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues
 from workq.vcs import git
 
 RUN = "run-ctx"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workq.config import Settings
-from workq.services import claims, issues
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
 QUIET = 1.5  # longer than the feed's retry pause: a failing source would show as a wake

@@ -9,7 +9,7 @@ import pytest
 
 from workq.config import Settings
 from workq.errors import Busy, NotFound
-from workq.services import claims, issues, ready_queue
+from workq.services.queue import claims, issues, ready_queue
 from workq.services.runtime import open_queue
 
 

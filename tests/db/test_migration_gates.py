@@ -10,8 +10,8 @@ from sqlalchemy import inspect, text
 from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
-from workq.services import gates
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
 from workq.services.runtime import open_database
 
 REVISION = "0010_gates"

@@ -10,9 +10,9 @@ from sqlalchemy import inspect, text
 from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
-from workq.services import pulls
-from workq.services.context import Queue
+from workq.services.handle import Queue
 from workq.services.runtime import open_database
+from workq.services.sync import pulls
 
 REVISION = "0007_github_pulls"
 

@@ -10,8 +10,8 @@ from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
 from workq.errors import RunIdInUse
-from workq.services import claims, run_ids
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, run_ids
 from workq.services.runtime import open_database
 
 REVISION = "0012_run_bindings"

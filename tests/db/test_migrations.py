@@ -16,7 +16,7 @@ from workq.db import migrate
 from workq.db.engine import Database
 from workq.db.models import metadata
 from workq.errors import SchemaMismatch
-from workq.services import claims, issues
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_database, open_queue
 
 

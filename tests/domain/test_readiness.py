@@ -1,4 +1,4 @@
-"""The readiness rules as plain functions (services/predicates.py asks the same in SQL;
+"""The readiness rules as plain functions (services/queue/predicates.py asks the same in SQL;
 tests/services/test_readiness.py holds the two to one answer)."""
 
 from __future__ import annotations

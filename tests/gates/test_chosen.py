@@ -19,9 +19,12 @@ from workq.domain import gates as rules
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, TestsFailing
 from workq.schemas import Status
-from workq.services import gates, issues, merges, repositories, workspaces
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
+from workq.services.queue import issues
 from workq.services.runtime import open_queue
+from workq.services.workspaces import merges, repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 UNTYPED = "def add(a, b):\n    return a + b\n"

@@ -1,4 +1,4 @@
-"""The runner of gate commands (services/commands.py), with real subprocesses: a timeout
+"""The runner of gate commands (services/coding/commands.py), with real subprocesses: a timeout
 kills the command and its children, output is bounded, a missing program is an answer."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workq.services import commands
+from workq.services.coding import commands
 
 HANG = """\
 import subprocess, sys, time
@@ -84,7 +84,7 @@ def test_the_exit_code_and_stderr_are_kept(tmp_path: Path) -> None:
 SERVER = """\
 import sys
 from pathlib import Path
-from workq.services import commands
+from workq.services.coding import commands
 commands.run([sys.executable, "-c", sys.argv[1]], cwd=Path("."), timeout=600)
 """
 GATE = "import os, time; open('gate.pid', 'w').write(str(os.getpid())); time.sleep(600)"

@@ -10,8 +10,9 @@ import pytest
 
 from tests.gates.gaterepo import PY, commit, gated_repo
 from workq.errors import InvalidInput, QualityGateFailed, TestsFailing, UncommittedChanges
-from workq.services import gates, issues, notes
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
+from workq.services.queue import issues, notes
 from workq.vcs import git
 
 

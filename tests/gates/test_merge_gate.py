@@ -1,4 +1,4 @@
-"""The merge queue refuses a branch whose quality gates fail (services/merges.py GATES),
+"""The merge queue refuses a branch whose quality gates fail (services/workspaces/merges.py GATES),
 on real repositories and worktrees: the evidence is for the branch tip."""
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from tests.gates.gaterepo import commit, gated_repo
 from workq.domain.authority import Authority
 from workq.errors import QualityGateFailed, TestsFailing
 from workq.schemas import Status
-from workq.services import gates, issues, merges, repositories, workspaces
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
+from workq.services.queue import issues
+from workq.services.workspaces import merges, repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 

@@ -11,8 +11,11 @@ import pytest
 from tests.gates.gaterepo import commit, gated_repo
 from workq.domain.workflow import WorkflowPhase as P
 from workq.errors import QualityGateFailed, TestsFailing
-from workq.services import claims, gates, issues, notes, repositories, workflow, worktrees
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
+from workq.services.plans import workflow
+from workq.services.queue import claims, issues, notes
+from workq.services.workspaces import repositories, worktrees
 from workq.vcs import git
 
 

@@ -18,8 +18,10 @@ from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t
 from workq.server.app import build_server
-from workq.services import claims, issues, notes, repositories, workspaces
+from workq.services.queue import claims, issues, notes
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,10 @@ from sqlalchemy import text
 from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
-from workq.services import checkouts, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import issues
 from workq.services.runtime import open_database
+from workq.services.workspaces import checkouts
 
 REVISION = "0011_gitflow_issue_branches"
 

@@ -29,7 +29,7 @@ from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.schemas import Status
 from workq.server.app import build_server
-from workq.services import issues, notes
+from workq.services.queue import issues, notes
 from workq.services.runtime import open_queue
 from workq.vcs import git
 

@@ -27,8 +27,10 @@ from workq.errors import (
     UncommittedChanges,
 )
 from workq.schemas import Status
-from workq.services import checkouts, claims, gates, gitflow, issues, notes, repositories
-from workq.services.context import Queue
+from workq.services.coding import gates
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues, notes
+from workq.services.workspaces import checkouts, gitflow, repositories
 from workq.vcs import git
 
 # The merges here are trusted; the one test of the tests gate asks for evidence itself.

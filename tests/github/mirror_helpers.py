@@ -13,7 +13,7 @@ from tests.github_fake.server import ControlAPI, FakeGitHub, RemoteFakeGitHub
 from workq.config import Settings
 from workq.github.sync import PassResult, Session, connect, run_pass
 from workq.github.worker import Options
-from workq.services.context import Queue
+from workq.services.handle import Queue
 from workq.services.runtime import open_queue
 
 REPO = "acme/widgets"
@@ -43,7 +43,7 @@ class Mirror:
         return self.fake.issues()
 
     def gh_issue_of(self, number: int) -> dict[str, Any]:
-        from workq.services.mirror import github_link
+        from workq.services.sync.mirror import github_link
 
         link = github_link(self.q, number)
         assert link is not None, f"#{number} is not linked"

@@ -18,9 +18,10 @@ from tests.github.mirror_helpers import MARKER, REPO, open_file_queue
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHubProcess
 from workq.domain.authority import Authority
 from workq.github.render import desired, marker
-from workq.services import claims, issues, notes, outbox
-from workq.services.context import Queue
-from workq.services.mirror import github_link
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues, notes
+from workq.services.sync import outbox
+from workq.services.sync.mirror import github_link
 
 pytestmark = pytest.mark.slow
 

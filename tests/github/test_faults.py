@@ -16,9 +16,10 @@ from workq.github.auth import GitHubUnreachable, SyncSetupError
 from workq.github.client import AuthFailed
 from workq.github.sync import connect
 from workq.github.worker import Options, WorkerBusy
-from workq.services import issues, notes, outbox
-from workq.services.context import utcnow
-from workq.services.mirror import github_link
+from workq.services.handle import utcnow
+from workq.services.queue import issues, notes
+from workq.services.sync import outbox
+from workq.services.sync.mirror import github_link
 
 ISSUES = "/repos/*/*/issues"
 
@@ -219,7 +220,7 @@ def test_an_issue_deleted_on_github_is_left_alone(tmp_path: Path, fake_github: F
         m.fake.clear_requests()
         m.sync()
         assert m.fake.requests() == []  # not recreated, not retried
-        from workq.services.notes import history
+        from workq.services.queue.notes import history
 
         assert "github_gone" in [e.kind for e in history(m.q, made.number)]
 

@@ -11,9 +11,10 @@ from tests.github.mirror_helpers import REPO, Mirror, labels_of, mirrored
 from tests.github_fake.server import FakeGitHub, LoggedRequest
 from workq.github.client import GitHubClient
 from workq.schemas import IssueType, Priority, Status
-from workq.services import claims, issues, outbox
-from workq.services.mirror import github_link
-from workq.services.notes import history
+from workq.services.queue import claims, issues
+from workq.services.queue.notes import history
+from workq.services.sync import outbox
+from workq.services.sync.mirror import github_link
 
 
 def _edit(m: Mirror, gh_number: int, **fields: object) -> None:

@@ -18,8 +18,8 @@ from workq.config import Settings
 from workq.github.sync import start_background_sync
 from workq.github.worker import Options
 from workq.server.app import build_server
-from workq.services import outbox
 from workq.services.runtime import open_queue
+from workq.services.sync import outbox
 
 pytestmark = pytest.mark.anyio
 OPTIONS = Options(write_interval=0, backoff_base=0.5, backoff_max=2, poll_interval=0.05)

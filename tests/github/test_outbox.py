@@ -9,8 +9,9 @@ import pytest
 from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput
-from workq.services import claims, dependencies, issues, mirror, notes, outbox
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, dependencies, issues, notes
+from workq.services.sync import mirror, outbox
 
 REPO = "acme/widgets"
 

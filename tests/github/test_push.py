@@ -7,8 +7,9 @@ from pathlib import Path
 from tests.github.mirror_helpers import labels_of, markers, mirrored
 from tests.github_fake.server import FakeGitHub
 from workq.domain.authority import Authority
-from workq.services import claims, issues, notes, outbox
-from workq.services.mirror import github_link
+from workq.services.queue import claims, issues, notes
+from workq.services.sync import outbox
+from workq.services.sync.mirror import github_link
 
 
 def test_an_issue_is_created_with_template_marker_and_labels(

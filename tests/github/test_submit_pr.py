@@ -20,7 +20,7 @@ from tests.github.tools_helpers import git, github_server, serve_github, workq
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.config import Settings
-from workq.services import notes
+from workq.services.queue import notes
 from workq.services.runtime import open_queue
 
 pytestmark = pytest.mark.anyio

@@ -24,8 +24,8 @@ from tests.github.tools_helpers import (
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.config import Settings
-from workq.services import outbox
 from workq.services.runtime import open_queue
+from workq.services.sync import outbox
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ import pytest
 
 from tests.plan.conftest import FILLED, fill, tree
 from workq.errors import InvalidInput, StorageError
-from workq.services import plan_files
-from workq.services import plans as svc
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.plans import plan_files
+from workq.services.plans import plans as svc
 
 ESCAPES = [
     "../x",

@@ -26,9 +26,9 @@ from workq.errors import (
     WorkqError,
 )
 from workq.plan_schemas import PlanStatus
-from workq.services import claims, issues, notes, ready_queue
-from workq.services import plans as svc
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.plans import plans as svc
+from workq.services.queue import claims, issues, notes, ready_queue
 
 FORCE = "I understand this may cause conflicts"
 

@@ -18,8 +18,9 @@ from workq.domain.authority import Authority
 from workq.domain.workflow import PHASE_ORDER, WorkflowPhase
 from workq.errors import InvalidInput, InvalidTransition, NotFound, NotHolder
 from workq.schemas import FORCE_CLAIM_CONFIRMATION
-from workq.services import blocking, claims, issues, workflow
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.plans import workflow
+from workq.services.queue import blocking, claims, issues
 
 # The phases are the subject; the tests gate's evidence has tests of its own (tests/gates).
 pytestmark = pytest.mark.usefixtures("trusted_tests_gate")

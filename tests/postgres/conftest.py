@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.postgres.servers import FaultProxy, PrivateServer
 from workq.config import Settings
-from workq.services.context import Queue
+from workq.services.handle import Queue
 from workq.services.runtime import open_queue
 
 PG_URL = os.environ.get("WORKQ_TEST_PG_URL")

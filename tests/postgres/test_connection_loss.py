@@ -11,8 +11,8 @@ from sqlalchemy import create_engine, text
 from tests.postgres.servers import FaultProxy
 from workq.config import Settings
 from workq.errors import ConnectionLost
-from workq.services import claims, issues, notes
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues, notes
 from workq.services.runtime import open_queue
 
 COMMIT = b"COMMIT\x00"  # the simple query psycopg sends (not "BEGIN ... READ COMMITTED")

@@ -15,17 +15,9 @@ from workq.config import Settings
 from workq.db import migrate, models
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, SchemaMismatch
-from workq.services import (
-    blocking,
-    claims,
-    dependencies,
-    issues,
-    maintenance,
-    notes,
-    ready_queue,
-    transfer,
-)
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance, transfer
+from workq.services.queue import blocking, claims, dependencies, issues, notes, ready_queue
 from workq.services.runtime import open_database, open_queue
 
 

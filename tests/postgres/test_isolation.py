@@ -16,9 +16,11 @@ from sqlalchemy import Connection, create_engine, event, text
 from workq.config import Settings
 from workq.db.engine import WRITE_ATTEMPTS
 from workq.errors import Busy, NotFound
-from workq.services import claims, dependencies, issues, maintenance, notes, pulls, ready_queue
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
+from workq.services.queue import claims, dependencies, issues, notes, ready_queue
 from workq.services.runtime import open_queue
+from workq.services.sync import pulls
 
 
 def _waiting(

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import text
 
 from tests.postgres.servers import ROOT
-from workq.services import claims, issues, maintenance
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
+from workq.services.queue import claims, issues
 
 PROCESSES = 8
 

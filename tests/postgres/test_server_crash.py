@@ -14,8 +14,9 @@ from sqlalchemy import text
 from tests.postgres.servers import PrivateServer
 from workq.config import Settings
 from workq.errors import ConnectionLost, WorkqError
-from workq.services import claims, issues, maintenance
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
 WORKERS = 4

@@ -17,8 +17,8 @@ from workq.db import dialect, migrate
 from workq.db.engine import Database
 from workq.errors import ConnectionLost, InvalidInput, SchemaMismatch, StorageError
 from workq.server.app import build_server
-from workq.services import issues, search
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import issues, search
 from workq.services.runtime import open_database, open_queue
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"

@@ -17,8 +17,8 @@ import sys
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput, NotFound, StorageError
-from workq.services import blocking, claims, dependencies, issues, notes
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, dependencies, issues, notes
 from workq.services.runtime import open_queue
 
 MIXED_STEPS = 100

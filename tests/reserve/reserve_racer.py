@@ -12,7 +12,7 @@ import sys
 
 from workq.config import Settings
 from workq.domain.globs import overlap
-from workq.services import claims, reservations
+from workq.services.queue import claims, reservations
 from workq.services.runtime import open_queue
 
 

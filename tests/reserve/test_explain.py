@@ -12,8 +12,8 @@ from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
 from tests.server.test_claim_faces import cli, cli_json
 from workq.domain.authority import Authority
-from workq.services import blocking, claims, dependencies, issues, ready_queue
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, dependencies, issues, ready_queue
 
 
 def _scene(queue: Queue) -> None:

@@ -11,8 +11,9 @@ from tests.server.test_claim_faces import cli_json
 from tests.vcs.test_git import make_repo
 from tests.workq_cli import workq
 from workq.errors import GitFailed, PathsReserved
-from workq.services import claims, gitflow, hooks, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues
+from workq.services.workspaces import gitflow, hooks
 from workq.vcs import git
 
 

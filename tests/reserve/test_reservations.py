@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import FakeClock
 from workq.errors import NotHolder, PathsReserved
-from workq.services import blocking, claims, issues, ready_queue, reservations
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, issues, ready_queue, reservations
 
 
 def held(queue: Queue) -> list[tuple[int, str, str, str]]:

@@ -12,8 +12,8 @@ import pytest
 
 from workq.config import Settings
 from workq.domain.globs import overlap
-from workq.services import issues, reservations
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import issues, reservations
 
 ROOT = Path(__file__).resolve().parents[2]
 GLOBS = [

@@ -15,8 +15,8 @@ from tests.server.test_claim_faces import cli, cli_json
 from workq.config import Settings
 from workq.db import migrate
 from workq.errors import InvalidInput
-from workq.services import issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import issues
 from workq.services.runtime import open_database, open_queue
 
 REVISION = "0009_reserve_touches"

@@ -22,8 +22,10 @@ from tests.workspaces.gitrepo import commit, make_repo, repository_state
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.server.results import OBJECT_FAILURES
-from workq.services import blocking, claims, dependencies, issues, repositories, workspaces
+from workq.services.queue import blocking, claims, dependencies, issues
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
+from workq.services.workspaces import worktree_claims as workspaces
 
 EXAMPLES = 600  # enough draws to reach every tool of every toolset
 # A failure starts with a CODE, or with the seed's wording followed by one.

@@ -13,7 +13,7 @@ from mcp import Client
 
 from tests.server.conftest import call_ok, stdio_server, text
 from workq.config import Settings
-from workq.services import issues
+from workq.services.queue import issues
 from workq.services.runtime import open_queue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -20,7 +20,7 @@ from mcp.client.stdio import stdio_client
 from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, serve_argv, text
 from tests.torture.servers import RawServer
 from workq.config import Settings
-from workq.services import issues, run_ids
+from workq.services.queue import issues, run_ids
 from workq.services.runtime import open_queue
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from workq.config import Settings
-from workq.services import claims
+from workq.services.queue import claims
 from workq.services.runtime import open_queue
 
 

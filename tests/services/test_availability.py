@@ -4,8 +4,8 @@ engine."""
 from __future__ import annotations
 
 from workq.schemas import IssueType
-from workq.services import claims, dependencies, issues, reports
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, dependencies, issues, reports
 
 
 def test_counts_locked_blocked_and_filtered(queue: Queue) -> None:

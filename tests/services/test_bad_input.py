@@ -9,8 +9,9 @@ import pytest
 
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, NotFound, WorkqError
-from workq.services import blocking, claims, dependencies, issues, notes, transfer
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import transfer
+from workq.services.queue import blocking, claims, dependencies, issues, notes
 
 
 def _snapshot(queue: Queue) -> list[str]:

@@ -1,4 +1,4 @@
-"""services/board.py on every engine: the columns, the agents, the graph and the feed."""
+"""services/queue/board.py on every engine: the columns, the agents, the graph and the feed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import timedelta
 from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.schemas import BoardFilter, BoardView, IssueType
-from workq.services import blocking, board, claims, dependencies, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, board, claims, dependencies, issues
 
 
 def _numbers(view: BoardView) -> dict[str, list[int]]:

@@ -10,8 +10,9 @@ from sqlalchemy import select
 from tests.conftest import FakeClock
 from workq.db.tables import events
 from workq.schemas import ReadyFilter
-from workq.services import claims, issues, notes, outbox
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues, notes
+from workq.services.sync import outbox
 
 
 def _raw_events(queue: Queue, number: int) -> list[tuple[str, str | None, str | None]]:

@@ -13,8 +13,8 @@ from workq.errors import (
     NotHolder,
 )
 from workq.schemas import FORCE_CLAIM_CONFIRMATION, IssueType, ReadyFilter, Status
-from workq.services import blocking, claims, issues, notes, ready_queue
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, issues, notes, ready_queue
 
 
 def test_ready_order_is_priority_then_age_then_number(queue: Queue, clock: FakeClock) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from workq.errors import DependencyCycle, InvalidInput, NotClaimable, NotFound
-from workq.services import claims, dependencies, issues, maintenance, ready_queue
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
+from workq.services.queue import claims, dependencies, issues, ready_queue
 
 
 def _ready(queue: Queue) -> list[int]:

@@ -9,8 +9,8 @@ from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, LeaseLapsed, PathsReserved, StaleClaim
 from workq.schemas import Status
-from workq.services import blocking, claims, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, issues
 
 
 def _lapse(queue: Queue, clock: FakeClock) -> None:

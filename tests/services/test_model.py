@@ -43,11 +43,13 @@ from workq.db.tables import (
 from workq.domain.authority import Authority
 from workq.errors import LeaseLapsed, OpenBlockers, WorkqError
 from workq.schemas import Claim, IssueType, Priority
-from workq.services import blocking, claims, maintenance, mirror, ready_queue
-from workq.services import dependencies as deps_service
-from workq.services import issues as issues_service
-from workq.services import plans as plans_service
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
+from workq.services.plans import plans as plans_service
+from workq.services.queue import blocking, claims, ready_queue
+from workq.services.queue import dependencies as deps_service
+from workq.services.queue import issues as issues_service
+from workq.services.sync import mirror
 
 RUNS = ("run-a", "run-b", "run-c")
 LEASE = 60

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import text
 
 from workq.config import Settings
-from workq.services import claims, issues
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """One answer to "is this claim live, is this issue ready" from every service that asks
 (claims, claim_next on both engines, explain, reports, the board, reservations, the
 background renewal), from the rule in domain/readiness.py and its SQL in
-services/predicates.py. A claim without a lease (reports called it locked, claim took it,
+services/queue/predicates.py. A claim without a lease (reports called it locked, claim took it,
 claim_next never found it) cannot be written any more."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from workq.db.tables import issues as issues_t
 from workq.domain import readiness
 from workq.domain.authority import Authority
 from workq.errors import StorageError
-from workq.services import blocking, board, claims, issues, predicates, ready_queue, reports
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, board, claims, issues, predicates, ready_queue, reports
 
 
 def _sql_says(queue: Queue, now: datetime) -> dict[int, tuple[bool, bool, bool]]:
@@ -55,7 +55,7 @@ def test_sql_and_python_give_one_answer(queue: Queue, clock: FakeClock) -> None:
     blocking.block(queue, 5, "stuck", by=Authority.of(()))
     claims.claim(queue, 6, "run-a")
     claims.complete(queue, 6, {"run-a"})
-    from workq.services import dependencies
+    from workq.services.queue import dependencies
 
     dependencies.depend(queue, blocker=1, blocked=7)
     clock.advance(queue.lease_seconds / 2)

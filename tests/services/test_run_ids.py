@@ -1,4 +1,4 @@
-"""One live server per run id (services/run_ids.py): a binding is a lease on the name; a
+"""One live server per run id (services/queue/run_ids.py): a binding is a lease on the name; a
 second server is refused while it lives, takes it when it lapsed, was given up, or belongs
 to a process of this host that no longer runs."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import FakeClock
 from workq.errors import InvalidInput, RunIdInUse
-from workq.services import processes, run_ids
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import processes, run_ids
 
 HOST = socket.gethostname()[:60]
 ALIVE = f"{HOST}:1:aaaa"  # pid 1 runs on every Linux host

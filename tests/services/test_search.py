@@ -8,8 +8,8 @@ import pytest
 
 from workq.errors import InvalidInput
 from workq.schemas import SearchPage
-from workq.services import claims, issues, search
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues, search
 
 
 def _numbers(page: SearchPage) -> list[int]:

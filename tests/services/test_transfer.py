@@ -8,8 +8,9 @@ import pytest
 
 from tests.services.export_rows import export_lines
 from workq.errors import InvalidInput
-from workq.services import issues, transfer
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import transfer
+from workq.services.queue import issues
 
 # More rows than one batch, so an import has written batches before it meets a late line.
 ISSUES = transfer.BATCH * 2 + 7

@@ -17,8 +17,8 @@ import pytest
 from workq.config import Settings
 from workq.errors import InvalidInput
 from workq.schemas import ClaimedIssue
-from workq.services import claims, dependencies, issues, ready_queue, waiting
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import claims, dependencies, issues, ready_queue, waiting
 
 WAITERS = 4
 LONG = 120  # never reached: each waiter is woken by a change

@@ -42,7 +42,7 @@ from tests.torture.workload import (
     stop_path,
 )
 from workq.config import Settings
-from workq.services import claims, issues
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
 KINDS = ("service", "serve", "client", "cli")

@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy import text
 
 from workq.config import Settings
-from workq.services import maintenance
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
 from workq.services.runtime import open_queue
 
 # Findings of doctor that a crash may legitimately leave: a dead agent's claim, whose

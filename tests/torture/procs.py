@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # What the fork server imports once, so that a worker forked from it starts in milliseconds
 # instead of the second that importing SQLAlchemy, pydantic and the MCP SDK costs.
 PRELOAD = [
-    "workq.services.claims",
-    "workq.services.issues",
-    "workq.services.dependencies",
-    "workq.services.notes",
-    "workq.services.maintenance",
+    "workq.services.queue.claims",
+    "workq.services.queue.issues",
+    "workq.services.queue.dependencies",
+    "workq.services.queue.notes",
+    "workq.services.maintenance.maintenance",
     "workq.services.runtime",
     "workq.db.migrate",
     "mcp",

@@ -24,7 +24,8 @@ from tests.torture.servers import code_of, stdio, text_of
 from tests.workq_cli import workq
 from workq.config import Settings
 from workq.errors import InvalidInput
-from workq.services import issues, notes, transfer
+from workq.services.maintenance import transfer
+from workq.services.queue import issues, notes
 from workq.services.runtime import open_queue
 
 TEN_MB = "x" * (10 << 20)

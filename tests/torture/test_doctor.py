@@ -21,8 +21,9 @@ from sqlalchemy import Connection, insert, select, update
 from tests.torture import procs
 from workq.config import Settings
 from workq.db import tables
-from workq.services import claims, dependencies, issues, maintenance, notes, ready_queue
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.maintenance import maintenance
+from workq.services.queue import claims, dependencies, issues, notes, ready_queue
 from workq.services.runtime import open_queue
 
 

@@ -20,7 +20,8 @@ from tests.torture.conftest import env_float, env_int, latency_lines, record
 from tests.torture.servers import code_of, http, stdio, text_of
 from workq.config import Settings
 from workq.errors import WorkqError
-from workq.services import claims, issues, maintenance, ready_queue
+from workq.services.maintenance import maintenance
+from workq.services.queue import claims, issues, ready_queue
 from workq.services.runtime import open_queue
 
 CLIENTS = env_int("WORKQ_TORTURE_CLIENTS", 16)

@@ -27,7 +27,8 @@ from tests.torture.servers import code_of, command, stdio, text_of
 from tests.workq_cli import workq, workq_process
 from workq.config import Settings
 from workq.errors import CorruptDatabase, StorageFull
-from workq.services import issues, maintenance
+from workq.services.maintenance import maintenance
+from workq.services.queue import issues
 from workq.services.runtime import open_queue
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

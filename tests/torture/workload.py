@@ -166,68 +166,68 @@ class ServiceDoor(Door):
             raise Refused(exc.code, exc.message) from exc
 
     def create(self, title: str) -> int:
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with self._clean():
             return issues.create(self.queue, title=title, actor=self.name).number
 
     def depend(self, blocker: int, blocked: int) -> None:
-        from workq.services import dependencies
+        from workq.services.queue import dependencies
 
         with self._clean():
             dependencies.depend(self.queue, blocker=blocker, blocked=blocked, actor=self.name)
 
     def claim_next(self) -> int | None:
-        from workq.services import claims
+        from workq.services.queue import claims
 
         with self._clean():
             got = claims.claim_next(self.queue, self.name)
         return None if got is None else got.number
 
     def complete(self, number: int) -> bool:
-        from workq.services import claims
+        from workq.services.queue import claims
 
         with self._clean():
             return not claims.complete(self.queue, number, {self.name}).already_done
 
     def release(self, number: int) -> None:
-        from workq.services import claims
+        from workq.services.queue import claims
 
         with self._clean():
             claims.release(self.queue, number, {self.name})
 
     def block(self, number: int, reason: str) -> None:
-        from workq.services import blocking
+        from workq.services.queue import blocking
 
         with self._clean():
             blocking.block(self.queue, number, reason, by={self.name}, actor=self.name)
 
     def unblock(self, number: int) -> None:
-        from workq.services import blocking
+        from workq.services.queue import blocking
 
         with self._clean():
             blocking.unblock(self.queue, number, actor=self.name)
 
     def comment(self, number: int, body: str) -> None:
-        from workq.services import notes
+        from workq.services.queue import notes
 
         with self._clean():
             notes.comment(self.queue, number, body, author=self.name)
 
     def retitle(self, number: int, title: str) -> None:
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with self._clean():
             issues.update_issue(self.queue, number, title=title, actor=self.name)
 
     def delete(self, number: int) -> None:
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with self._clean():
             issues.delete_issue(self.queue, number, actor=self.name)
 
     def ready(self) -> list[int]:
-        from workq.services import ready_queue
+        from workq.services.queue import ready_queue
 
         with self._clean():
             return [i.number for i in ready_queue.ready(self.queue, limit=20)]

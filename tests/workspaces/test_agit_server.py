@@ -22,8 +22,9 @@ from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.server.app import build_server
-from workq.services import issues, repositories
+from workq.services.queue import issues
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
 from workq.vcs import git
 
 pytestmark = pytest.mark.anyio

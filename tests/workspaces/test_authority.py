@@ -20,8 +20,10 @@ from workq.config import Settings
 from workq.db.tables import comments, events
 from workq.db.tables import issues as issues_t
 from workq.server.app import build_server
-from workq.services import dependencies, issues, notes, repositories, workspaces
+from workq.services.queue import dependencies, issues, notes
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 pytestmark = pytest.mark.anyio

@@ -80,21 +80,13 @@ from workq.db.tables import issues as issues_t
 from workq.domain.authority import Authority
 from workq.errors import WorkqError
 from workq.schemas import PAGE_MAX, Claim
-from workq.services import (
-    blocking,
-    claims,
-    gitflow,
-    merges,
-    notes,
-    repositories,
-    reservations,
-    workspaces,
-    worktrees,
-)
-from workq.services import dependencies as deps_service
-from workq.services import issues as issues_service
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import blocking, claims, notes, reservations
+from workq.services.queue import dependencies as deps_service
+from workq.services.queue import issues as issues_service
 from workq.services.runtime import open_queue
+from workq.services.workspaces import gitflow, merges, repositories, worktrees
+from workq.services.workspaces import worktree_claims as workspaces
 
 RUNS = ("run-a", "run-b", "run-c")
 ADMIN = "admin"

@@ -17,8 +17,10 @@ from tests.workq_cli import Env, workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
-from workq.services import agents, claims, dependencies, issues, repositories, workspaces
+from workq.services.queue import agents, claims, dependencies, issues
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 # Merges here are the subject, not the tests gate that guards them (tests/gates).

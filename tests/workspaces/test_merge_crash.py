@@ -23,8 +23,10 @@ from tests.server.conftest import serve_argv
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
-from workq.services import issues, repositories, workspaces
+from workq.services.queue import issues
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 # A lease far longer than any wait here: without the takeover the next merge would sit

@@ -9,8 +9,8 @@ from sqlalchemy import text
 from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
-from workq.services import search
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import search
 from workq.services.runtime import open_database
 
 REVISION = "0008_agit"

@@ -15,8 +15,8 @@ from tests.server.conftest import call_error, call_ok, error_of, stdio_server, t
 from tests.workspaces.gitrepo import commit, log, repository_state
 from workq.config import Settings
 from workq.server.app import build_server
-from workq.services import repositories
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories
 
 pytestmark = pytest.mark.anyio
 NATIVE = "default,workspaces,coding"

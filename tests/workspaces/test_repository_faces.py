@@ -16,9 +16,10 @@ from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.errors import NotFound
 from workq.schemas import IssueType, ReadyFilter
-from workq.services import issues, notes, ready_queue, repositories, worktrees
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import issues, notes, ready_queue
 from workq.services.runtime import open_queue
+from workq.services.workspaces import repositories, worktrees
 
 
 def _events(queue: Queue, number: int) -> list[str]:

@@ -29,19 +29,10 @@ from workq.errors import (
     WorktreeDirty,
 )
 from workq.schemas import IssueType, ReadyFilter, Status
-from workq.services import (
-    agents,
-    claims,
-    conflicts,
-    issues,
-    merges,
-    notes,
-    ready_queue,
-    repositories,
-    workspaces,
-    worktrees,
-)
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import agents, claims, issues, notes, ready_queue
+from workq.services.workspaces import conflicts, merges, repositories, worktrees
+from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 # What is tested here is not the tests gate (tests/gates): merges are trusted.

@@ -40,8 +40,10 @@ from workq.schemas import (
     IssueType,
     Priority,
 )
-from workq.services import blocking, board, claims, issues, mirror, notes, plans, search
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.plans import plans
+from workq.services.queue import blocking, board, claims, issues, notes, search
+from workq.services.sync import mirror
 
 HERE = Path(__file__).parent
 KEEPALIVE = 15.0

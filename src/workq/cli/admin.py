@@ -14,7 +14,8 @@ from workq.cli import copy, output, progress
 from workq.cli.state import state
 from workq.config import Settings
 from workq.errors import InvalidInput, SchemaMismatch
-from workq.services import maintenance, schema, transfer
+from workq.services.maintenance import maintenance, transfer
+from workq.services.maintenance import schema_version as schema
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")

@@ -18,7 +18,8 @@ from workq.schemas import (
     IssueType,
     ReadyFilter,
 )
-from workq.services import blocking, claims, ready_queue, reports, waiting, workspaces
+from workq.services.queue import blocking, claims, ready_queue, reports, waiting
+from workq.services.workspaces import worktree_claims as workspaces
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]

@@ -9,7 +9,7 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import state
-from workq.services import docs_index, work_context
+from workq.services.coding import docs_index, work_context
 
 docs_app = typer.Typer(help="The repository's Markdown docs.", no_args_is_help=True)
 

@@ -8,7 +8,7 @@ import typer
 
 from workq.cli import output, progress
 from workq.cli.state import state
-from workq.services import transfer
+from workq.services.maintenance import transfer
 
 
 def copy(

@@ -1,5 +1,5 @@
 """Quality gates on the command line: run them on an issue's checkout, show the gates in
-effect, and the evidence stored on an issue (services/gates.py)."""
+effect, and the evidence stored on an issue (services/coding/gates.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from workq.cli.plan import run_id_of
 from workq.cli.state import state
 from workq.errors import InvalidInput
 from workq.schemas import GateReport
-from workq.services import gates
+from workq.services.coding import gates
 
 gates_app = typer.Typer(
     help="Quality gates: run them on an issue's checkout, list them, show their evidence.",

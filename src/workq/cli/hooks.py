@@ -11,7 +11,7 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import state
-from workq.services import hooks
+from workq.services.workspaces import hooks
 
 hooks_app = typer.Typer(
     name="hooks",

@@ -17,7 +17,8 @@ from workq.schemas import (
     Priority,
     Status,
 )
-from workq.services import dependencies, issues, mirror, notes, pulls
+from workq.services.queue import dependencies, issues, notes
+from workq.services.sync import mirror, pulls
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]

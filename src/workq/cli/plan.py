@@ -10,7 +10,7 @@ from workq.cli import output
 from workq.cli.state import State, state
 from workq.domain.plan import COMMAND_STEPS, MAX_TEAMMATES, guidance
 from workq.plan_schemas import Plan, PlanIssue
-from workq.services import plans
+from workq.services.plans import plans
 
 plan_app = typer.Typer(
     help="Plan mode: explore, design, review and write tasks before implementing.",

@@ -15,7 +15,7 @@ from workq.config import Settings, load_settings
 from workq.domain.authority import Authority
 
 if TYPE_CHECKING:
-    from workq.services.context import Queue
+    from workq.services.handle import Queue
 
 
 @dataclass

@@ -19,7 +19,7 @@ from workq.cli.state import state
 from workq.errors import InvalidInput
 from workq.github.sync import PassResult, connect, run_pass, watch
 from workq.github.worker import Options
-from workq.services import outbox
+from workq.services.sync import outbox
 
 sync_app = typer.Typer(help="Mirror the queue to GitHub issues.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]

@@ -11,7 +11,7 @@ from workq.cli import output
 from workq.cli.plan import run_id_of
 from workq.cli.state import state
 from workq.domain.workflow import WorkflowPhase
-from workq.services import workflow
+from workq.services.plans import workflow
 
 workflow_app = typer.Typer(
     help="Workflow phases of claimed issues: selection, research, branch, implementation, "

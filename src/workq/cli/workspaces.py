@@ -12,8 +12,10 @@ from workq.cli import output
 from workq.cli.state import state
 from workq.errors import NotFound
 from workq.schemas import MERGE_MODES, WorktreeInfo
-from workq.services import agents, conflicts, issues, merges, repositories, workspaces, worktrees
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import agents, issues
+from workq.services.workspaces import conflicts, merges, repositories, worktrees
+from workq.services.workspaces import worktree_claims as workspaces
 
 repo_app = typer.Typer(help="Registered git repositories.", no_args_is_help=True)
 worktree_app = typer.Typer(help="A git worktree per claimed issue.", no_args_is_help=True)

@@ -20,10 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from workq.db.engine import Database
+from typing import Any, Protocol
 
 log = logging.getLogger("workq.changes")
 
@@ -38,10 +35,19 @@ START_TIMEOUT_SECONDS = 10.0
 LATEST = "SELECT max(id) FROM events"
 
 
+class Source(Protocol):
+    """What the feed reads of its Database (engine.py, which owns one feed each)."""
+
+    @property
+    def is_sqlite(self) -> bool: ...
+
+    def own_connection(self) -> Any: ...
+
+
 class ChangeFeed:
     """One per Database. Thread-safe."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Source) -> None:
         self._db = db
         self._cond = threading.Condition()
         self._version = 0

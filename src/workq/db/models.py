@@ -463,7 +463,7 @@ issue_branches = Table(
 
 # The live server acting under a run id (migration 0012_run_bindings): a lease it renews
 # with its claims, so that two servers started with one run id do not both act on its
-# claims (services/run_ids.py). ``server`` is host:pid:nonce.
+# claims (services/queue/run_ids.py). ``server`` is host:pid:nonce.
 run_bindings = Table(
     "run_bindings",
     metadata,

@@ -1,6 +1,6 @@
 """Quality gates as data: a repository's gate table read into specs, the default set, which
 files a gate takes, its command line, and what its output says (``file:line:col: message``
-diagnostics, pytest's summary counts). Pure: the runner is ``services/gates.py``.
+diagnostics, pytest's summary counts). Pure: the runner is ``services/coding/gates.py``.
 
 A gate table maps a gate's name to its settings::
 

@@ -1,5 +1,5 @@
 """When a claim is live, and when an issue is free to be worked on: the rules every
-service and report asks, here for rows already read and in services/predicates.py as the
+service and report asks, here for rows already read and in services/queue/predicates.py as the
 SQL that asks the same of the database.
 
 - A claim is **live** while its issue is in progress and its lease has not run out. An

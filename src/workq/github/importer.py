@@ -39,8 +39,9 @@ from workq.github.render import (
 )
 from workq.github.worker import Worker
 from workq.schemas import LABELS_PER_ISSUE_MAX, Issue, IssueType, Priority, Status
-from workq.services import claims, issues, mirror, outbox
-from workq.services.mirror import LinkState
+from workq.services.queue import claims, issues
+from workq.services.sync import mirror, outbox
+from workq.services.sync.mirror import LinkState
 
 log = logging.getLogger("workq.github")
 

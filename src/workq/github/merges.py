@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 
 from workq.github.client import GitHubCallError, GitHubClient, NotFoundOnGitHub, RateLimited
-from workq.services import pulls
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.sync import pulls
 
 log = logging.getLogger("workq.github")
 ACTOR = "github-sync"

@@ -14,8 +14,10 @@ from workq.github.client import GitHubClient, GitHubRejected
 from workq.github.models import GhPull
 from workq.github_schemas import Submitted
 from workq.schemas import Issue
-from workq.services import issues, mirror, notes, pulls, worktrees
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.queue import issues, notes
+from workq.services.sync import mirror, pulls
+from workq.services.workspaces import worktrees
 from workq.vcs import git
 
 REMOTE = "origin"

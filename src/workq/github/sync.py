@@ -17,8 +17,8 @@ from workq.github.auth import GitHubUnreachable, api_url, check_repo_name, prefl
 from workq.github.client import DEFAULT_TIMEOUT, AuthFailed, GitHubCallError, GitHubClient
 from workq.github.importer import Importer, ImportReport
 from workq.github.worker import Options, Progress, PushReport, Worker, WorkerBusy
-from workq.services import outbox
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.sync import outbox
 
 log = logging.getLogger("workq.github")
 

@@ -49,9 +49,9 @@ from workq.github.render import (
     render_comment,
     same_labels,
 )
-from workq.services import mirror, outbox
-from workq.services.context import Queue
-from workq.services.mirror import LinkState, LocalComment, PushState
+from workq.services.handle import Queue
+from workq.services.sync import mirror, outbox
+from workq.services.sync.mirror import LinkState, LocalComment, PushState
 
 log = logging.getLogger("workq.github")
 

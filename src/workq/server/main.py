@@ -137,15 +137,15 @@ def _check_git(settings: Settings) -> str:
 
     if "workflow-server" not in toolsets.select(settings.toolsets, settings.profiles):
         return ""
-    from workq.services.checkouts import check_git
+    from workq.services.workspaces.checkouts import check_git
 
     return f"; git {check_git()}"
 
 
 def _mirror_repo(settings: Settings, migrate: bool | None) -> str | None:
     """The repository the database mirrors to, read before serving (None if unreadable)."""
-    from workq.services import outbox
     from workq.services.runtime import open_queue
+    from workq.services.sync import outbox
 
     try:
         queue = open_queue(settings, migrate=migrate)

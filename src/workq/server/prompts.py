@@ -84,7 +84,7 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
     def completion_checklist(number: str) -> str:
         criteria = ""
         if number.isdecimal() and len(number) <= 10:
-            from workq.services import issues
+            from workq.services.queue import issues
 
             try:
                 issue = issues.get(state.queue(), int(number))

@@ -27,7 +27,7 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
         mime_type=JSON,
     )
     def ready() -> str:
-        from workq.services import ready_queue
+        from workq.services.queue import ready_queue
 
         try:
             found = ready_queue.ready(state.queue(), limit=READY_SHOWN)
@@ -42,7 +42,7 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
         mime_type=JSON,
     )
     def issue(number: str) -> str:
-        from workq.services import issues
+        from workq.services.queue import issues
 
         if not number.isdecimal() or len(number) > 10:
             raise ResourceNotFoundError(f"Unknown resource: workq://issues/{number}")
@@ -61,7 +61,7 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
         mime_type=JSON,
     )
     def stats() -> str:
-        from workq.services import reports
+        from workq.services.queue import reports
 
         try:
             return _dump(reports.stats(state.queue()).model_dump(mode="json"))

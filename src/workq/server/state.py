@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from workq.config import Settings
 from workq.errors import RunIdInUse, StorageError, WorkqError
 from workq.server.github_link import GitHubLink
-from workq.services import processes
+from workq.services.queue import processes
 
 if TYPE_CHECKING:
-    from workq.services.context import Queue
+    from workq.services.handle import Queue
 
 log = logging.getLogger("workq.server")
 
@@ -136,7 +136,7 @@ class ServerState:
         return frozenset((self.holder(run_id),)) if run_id else self.holders()
 
     def _bind(self, run_id: str) -> None:
-        """Bind ``run_id`` to this server (services/run_ids.py), unless it was bound within
+        """Bind ``run_id`` to this server (services/queue/run_ids.py), unless it was bound within
         the last half lease: the renewal keeps it bound while the server runs."""
         with self._lock:
             if self._bound.get(run_id, 0.0) > time.monotonic():
@@ -144,7 +144,7 @@ class ServerState:
         self._bind_on(self.queue(), run_id)
 
     def _bind_on(self, queue: Queue, run_id: str) -> None:
-        from workq.services import run_ids
+        from workq.services.queue import run_ids
 
         started = time.monotonic()
         run_ids.bind(queue, run_id, self.server)
@@ -208,7 +208,7 @@ class ServerState:
 
     def _unbind(self, queue: Queue) -> None:
         """The run ids this server acted under are free for another server at once."""
-        from workq.services import run_ids
+        from workq.services.queue import run_ids
 
         try:
             run_ids.unbind(queue, self.server)
@@ -217,7 +217,7 @@ class ServerState:
 
     def mirror_repo(self) -> str | None:
         """The repository this database mirrors to, if one is configured."""
-        from workq.services import outbox
+        from workq.services.sync import outbox
 
         found = outbox.mirror(self.queue())
         return found.repo if found else None
@@ -289,7 +289,7 @@ class ServerState:
             log.warning("workq: %s", exc.describe())
 
     def _renew_loop(self, queue: Queue) -> None:
-        from workq.services.claims import renew_leases
+        from workq.services.queue.claims import renew_leases
 
         interval = max(queue.lease_seconds / 3, 1.0)
         while not self._stop.wait(interval):
@@ -304,7 +304,7 @@ class ServerState:
         """Renew this server's bindings of its run ids; the run ids whose claims it still
         renews. One another server took meanwhile (this one was stopped past its lease) is
         that server's now: this one stops acting under it and renewing its claims."""
-        from workq.services import run_ids
+        from workq.services.queue import run_ids
 
         with self._lock:
             bound = set(self._bound)

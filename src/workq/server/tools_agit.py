@@ -185,7 +185,7 @@ def register(reg: Registry) -> None:
     state = reg.state
 
     def _tasks(repo: str) -> list[TaskItem]:
-        from workq.services import repositories
+        from workq.services.workspaces import repositories
 
         return [
             TaskItem(
@@ -201,7 +201,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def agit_list_repos() -> Annotated[CallToolResult, Repos]:
         """List all registered repositories."""
-        from workq.services import repositories
+        from workq.services.workspaces import repositories
 
         def call() -> CallToolResult:
             items = [
@@ -215,7 +215,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def agit_repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoStatus]:
         """Detailed status of a repository: its worktrees, tasks and file conflicts."""
-        from workq.services import conflicts, repositories, worktrees
+        from workq.services.workspaces import conflicts, repositories, worktrees
 
         def call() -> CallToolResult:
             q = state.queue()
@@ -264,7 +264,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Spawned]:
         """Create an isolated worktree for an agent, on the task's own branch. The task is
         claimed for the agent (default: this server's run)."""
-        from workq.services import workspaces
+        from workq.services.workspaces import worktree_claims as workspaces
 
         def call() -> CallToolResult:
             holder = state.holder(agent)
@@ -298,7 +298,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Removed]:
         """Remove a worktree from disk and registry (its branch stays if it has unmerged
         commits). Refused with uncommitted changes unless force."""
-        from workq.services import worktrees
+        from workq.services.workspaces import worktrees
 
         def call() -> CallToolResult:
             by = Authority.of(state.holders())
@@ -314,7 +314,7 @@ def register(reg: Registry) -> None:
     def agit_check_conflicts(repo: RepoName) -> Annotated[CallToolResult, ConflictReport]:
         """Scan for files that two or more active worktrees change (commits and
         uncommitted changes against each one's base)."""
-        from workq.services import conflicts
+        from workq.services.workspaces import conflicts
 
         def call() -> CallToolResult:
             report = conflicts.scan(state.queue(), repo)
@@ -331,7 +331,7 @@ def register(reg: Registry) -> None:
         ] = None,
     ) -> Annotated[CallToolResult, Tasks]:
         """List the tasks (issues) of a repository."""
-        from workq.services import repositories
+        from workq.services.workspaces import repositories
 
         def call() -> CallToolResult:
             wanted = {"claimed": "in_progress"}.get(status or "", status)
@@ -357,7 +357,8 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ClaimedTask]:
         """Atomically claim a pending task for an agent (the agent id is the run id that
         holds it)."""
-        from workq.services import claims, workspaces
+        from workq.services.queue import claims
+        from workq.services.workspaces import worktree_claims as workspaces
 
         def call() -> CallToolResult:
             refused = f'task "{task_id}" not found or already claimed'
@@ -396,7 +397,7 @@ def register(reg: Registry) -> None:
         result: Annotated[str | None, Field(max_length=10_000, description="Result")] = None,
     ) -> Annotated[CallToolResult, CompletedTask]:
         """Mark a claimed task completed, with an optional result (kept as a comment)."""
-        from workq.services import claims
+        from workq.services.queue import claims
 
         def call() -> CallToolResult:
             number = _number(task_id)
@@ -414,7 +415,7 @@ def register(reg: Registry) -> None:
         """Merge a worktree's branch into the default branch (refused with the conflicting
         files if it would conflict), complete its task, then remove the worktree and
         branch. Merges queue behind each other; a rerun after a crash finishes the job."""
-        from workq.services import merges
+        from workq.services.workspaces import merges
 
         def call() -> CallToolResult:
             done = merges.merge(
@@ -447,7 +448,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Registered]:
         """Register an AI agent (a name and type seen before get their id back); the id
         is a run id."""
-        from workq.services import agents
+        from workq.services.queue import agents
 
         def call() -> CallToolResult:
             info = agents.register(state.queue(), name, type)
@@ -459,7 +460,7 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=True))
     def agit_heartbeat(agent_id: AgentId) -> Annotated[CallToolResult, Beat]:
         """Update an agent's heartbeat, and renew the leases of the tasks it holds."""
-        from workq.services import agents
+        from workq.services.queue import agents
 
         def call() -> CallToolResult:
             renewed = agents.heartbeat(state.queue(), agent_id)

@@ -97,7 +97,7 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Ready]:
         """The next ready issue: open, unblocked, unclaimed; urgent first, then oldest.
         Does not claim it (issue_claim or issue_claim_next does)."""
-        from workq.services import ready_queue
+        from workq.services.queue import ready_queue
 
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
         found = await until_found(
@@ -119,7 +119,7 @@ def register_core(reg: Registry) -> None:
         number: Number, run_id: RunId = None, worktree: WithWorktree = None
     ) -> Annotated[CallToolResult, Claim]:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
-        from workq.services import workspaces
+        from workq.services.workspaces import worktree_claims as workspaces
 
         holder = state.holder(run_id)
         with worded(
@@ -145,7 +145,7 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ClaimedNext]:
         """Claim the next ready issue in one step (no race with other agents) and return
         it with its description."""
-        from workq.services import workspaces
+        from workq.services.workspaces import worktree_claims as workspaces
 
         holder = state.holder(run_id)
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
@@ -175,7 +175,7 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Completed]:
         """Mark a claimed issue done. Only its holder may (a run id this server claimed
         with, or run_id)."""
-        from workq.services import claims
+        from workq.services.queue import claims
 
         with worded(f"Could not complete issue #{number}"):
             by = Authority.of(
@@ -195,7 +195,7 @@ def register_core(reg: Registry) -> None:
     ) -> CallToolResult:
         """Block an issue with a reason: releases the claim and keeps it out of issue_ready
         until unblocked."""
-        from workq.services import blocking
+        from workq.services.queue import blocking
 
         with worded(f"Could not block issue #{number}"):
             blocked = blocking.block(
@@ -218,7 +218,7 @@ def register_core(reg: Registry) -> None:
         ] = False,
     ) -> CallToolResult:
         """Give up a claim without finishing: the issue goes back to the queue."""
-        from workq.services import claims
+        from workq.services.queue import claims
 
         with worded(f"Could not release issue #{number}"):
             by = Authority.of(state.acting_as(run_id), fence=fence)
@@ -235,7 +235,7 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Renewed]:
         """Extend the lease of a claim. This server renews its own claims while it runs;
         call this over HTTP or for a run id claimed elsewhere."""
-        from workq.services import claims
+        from workq.services.queue import claims
 
         q = state.queue()
         if number is not None:
@@ -265,7 +265,7 @@ def register_recovery(reg: Registry) -> None:
     @reg.tool(writes(idempotent=True))
     def issue_unblock(number: Number) -> CallToolResult:
         """Clear an issue's block so it can be ready again."""
-        from workq.services import blocking
+        from workq.services.queue import blocking
 
         with worded(f"Could not unblock issue #{number}"):
             issue = blocking.unblock(state.queue(), number, actor=state.run_id)
@@ -281,7 +281,7 @@ def register_recovery(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Claim]:
         """Take an issue from whoever holds it (a stuck or dead agent). The previous
         holder is recorded."""
-        from workq.services import claims
+        from workq.services.queue import claims
 
         holder = state.holder(run_id)
         with worded(f"Could not force-claim issue #{number}"):

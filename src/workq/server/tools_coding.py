@@ -40,7 +40,7 @@ READ_ONLY_IDEMPOTENT = ToolAnnotations(
 
 
 def context_answer(state: ServerState, include_closed_recent: bool) -> CallToolResult:
-    from workq.services import work_context
+    from workq.services.coding import work_context
 
     found = work_context.gather(
         state.queue(),
@@ -53,7 +53,7 @@ def context_answer(state: ServerState, include_closed_recent: bool) -> CallToolR
 
 
 def docs_answer(state: ServerState, query: str, scope: Scope) -> CallToolResult:
-    from workq.services import docs_index
+    from workq.services.coding import docs_index
 
     found = docs_index.search(Path.cwd(), query, scope, state.settings.cache_folder)
     return ok(docs_index.text(found, query), found)
@@ -68,7 +68,7 @@ def gates_answer(
     gates: list[int | str] | None = None,
     run_id: str | None = None,
 ) -> CallToolResult:
-    from workq.services import gates as service
+    from workq.services.coding import gates as service
 
     q = state.queue()
     prefix = "Could not run the quality gates"

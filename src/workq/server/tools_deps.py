@@ -25,7 +25,7 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=True))
     def issue_depend(blocker: Blocker, blocked: Blocked) -> Annotated[CallToolResult, Issue]:
         """Make `blocked` wait until `blocker` is done. Cycles are refused."""
-        from workq.services import dependencies
+        from workq.services.queue import dependencies
 
         with worded(f"Could not make #{blocked} wait for #{blocker}"):
             issue = dependencies.depend(
@@ -42,7 +42,7 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=True))
     def issue_undepend(blocker: Blocker, blocked: Blocked) -> Annotated[CallToolResult, Issue]:
         """Stop `blocked` waiting for `blocker`."""
-        from workq.services import dependencies
+        from workq.services.queue import dependencies
 
         with worded(f"Could not remove the dependency of #{blocked} on #{blocker}"):
             issue = dependencies.undepend(

@@ -59,7 +59,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, BranchCreated]:
         """Create {branch_type}/{name} from the default branch and switch the server's
         checkout to it (which must be clean)."""
-        from workq.services import gitflow
+        from workq.services.workspaces import gitflow
 
         made = gitflow.create_feature_branch(state.queue(), _where(), branch_type, name)
         return ok(f"Created {made.branch_name} from {made.created_from}", made)
@@ -70,7 +70,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, BranchLinked]:
         """Link an open issue to the current (non-default) branch; move_to_in_progress
         claims it for you."""
-        from workq.services import gitflow
+        from workq.services.workspaces import gitflow
 
         linked = gitflow.link_issue_to_branch(
             state.queue(),
@@ -94,7 +94,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, WorkStarted]:
         """Claim an issue, put it on branch {branch_type}/{number}-{slug} and link them;
         returns its acceptance criteria and the path to work in."""
-        from workq.services import gitflow
+        from workq.services.workspaces import gitflow
 
         started = gitflow.start_work_on_issue(
             state.queue(),
@@ -123,7 +123,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, TddCommit]:
         """Commit every change as a TDD phase (red=test:, green=feat:, refactor, docs) in
         Conventional Commits form; a red commit may hold tests only (TDD-001)."""
-        from workq.services import gitflow
+        from workq.services.workspaces import gitflow
 
         done = gitflow.commit_tdd_phase(
             state.queue(),
@@ -147,7 +147,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, MergedToMain]:
         """Merge the issue's branch into the default branch once its checkout is clean and
         the quality gates pass, and complete the issue."""
-        from workq.services import gitflow
+        from workq.services.workspaces import gitflow
 
         done = gitflow.merge_to_main(
             state.queue(),
@@ -174,7 +174,7 @@ def register(reg: Registry) -> None:
         comment_type: CommentType | None = None,
     ) -> Annotated[CallToolResult, CommentAdded]:
         """Comment on an issue; comment_type adds its prefix (e.g. [Progress])."""
-        from workq.services import gitflow
+        from workq.services.workspaces import gitflow
 
         added = gitflow.add_issue_comment(
             state.queue(), issue_number, body, comment_type, author=state.run_id

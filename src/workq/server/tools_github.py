@@ -182,7 +182,7 @@ def register(reg: Registry) -> None:
         body names the issue and closes its GitHub twin (Fixes #N). The pull request is
         recorded on the issue; merging it completes the issue at the next sync."""
         from workq.github import submit
-        from workq.services import workflow
+        from workq.services.plans import workflow
 
         q = state.queue()
         with worded("Could not submit the pull request"):

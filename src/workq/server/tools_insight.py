@@ -26,7 +26,7 @@ def register(reg: Registry) -> None:
         limit: Annotated[int, Field(strict=True, ge=1, le=100)] = BACKLOG_DEFAULT,
     ) -> Annotated[CallToolResult, Backlog]:
         """Issues not done, best first, with priority score, age in days and lock holder."""
-        from workq.services import reports
+        from workq.services.queue import reports
 
         found = reports.backlog(
             state.queue(),
@@ -56,7 +56,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, SearchPage]:
         """Full-text search over titles and descriptions (every word, as a prefix), best
         match first."""
-        from workq.services import search
+        from workq.services.queue import search
 
         page = search.search(state.queue(), query, status=status, limit=limit, cursor=cursor)
         if not page.items:
@@ -70,7 +70,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def queue_stats() -> Annotated[CallToolResult, Stats]:
         """Counts: by status and priority, ready, blocked, claimed, stale claims."""
-        from workq.services import reports
+        from workq.services.queue import reports
 
         stats = reports.stats(state.queue())
         text = (

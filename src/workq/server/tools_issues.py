@@ -53,7 +53,7 @@ def register(reg: Registry) -> None:
     ) -> CallToolResult:
         """Create an issue. context, acceptance_criteria and technical_notes go into the
         description under their own headings."""
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with worded("Could not create issue"):
             created = issues.create(
@@ -86,7 +86,7 @@ def register(reg: Registry) -> None:
         cursor: Cursor | None = None,
     ) -> Annotated[CallToolResult, IssueList]:
         """List issues by number, optionally filtered. Compact items; a page at a time."""
-        from workq.services import issues
+        from workq.services.queue import issues
 
         q = state.queue()
         page = issues.list_issues(
@@ -117,7 +117,8 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def issue_get(number: Number) -> Annotated[CallToolResult, Issue]:
         """Get one issue in full: description, claim, blockers, labels."""
-        from workq.services import issues, pulls
+        from workq.services.queue import issues
+        from workq.services.sync import pulls
 
         q = state.queue()
         issue = issues.get(q, number)
@@ -149,7 +150,7 @@ def register(reg: Registry) -> None:
     ) -> CallToolResult:
         """Change an issue's fields; omitted fields stay as they are (touches: the whole
         list, [] clears it)."""
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with worded(f"Could not update issue #{number}"):
             updated = issues.update_issue(
@@ -171,7 +172,7 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=False, destructive=True))
     def issue_delete(number: Number) -> CallToolResult:
         """Delete an issue for good (cleanup and tests). Its history stays."""
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with worded(f"Could not delete issue #{number}"):
             gone = issues.delete_issue(state.queue(), number, actor=state.run_id)

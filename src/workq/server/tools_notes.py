@@ -29,7 +29,7 @@ def register(reg: Registry) -> None:
         run_id: Annotated[RunId, Field(description="Author; default: this server's run id")] = None,
     ) -> Annotated[CallToolResult, Comment]:
         """Add a comment to an issue: a note, progress, question, blocker or resolution."""
-        from workq.services import notes
+        from workq.services.queue import notes
 
         with worded(f"Could not comment on issue #{number}"):
             comment = notes.comment(
@@ -45,7 +45,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, History]:
         """What happened to an issue, oldest first (who, what, when), and its latest
         comments. Works for deleted issues too."""
-        from workq.services import notes
+        from workq.services.queue import notes
 
         q = state.queue()
         events = notes.history(q, number, limit=limit + 1, after_id=after_id)

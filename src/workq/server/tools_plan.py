@@ -83,7 +83,7 @@ def register(reg: Registry) -> None:
     def enter_plan_mode(slug: Slug, goal: Goal) -> CallToolResult:
         """Enter plan mode: creates plans/<slug>.md at phase Explore. Claims and
         completions are refused until exit_plan_mode."""
-        from workq.services import plans
+        from workq.services.plans import plans
 
         with worded("Could not enter plan mode"):
             entered = plans.enter(state.queue(), state.run_id, slug, goal, state.settings.plans_dir)
@@ -99,7 +99,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def get_current_phase() -> Annotated[CallToolResult, PlanView]:
         """The plan mode phase and its guidance."""
-        from workq.services import plans
+        from workq.services.plans import plans
 
         with worded("Could not read the plan mode phase"):
             try:
@@ -120,7 +120,7 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=False))
     def advance_plan_phase() -> CallToolResult:
         """Next plan mode phase: Explore, Design, Review, Final, Exit."""
-        from workq.services import plans
+        from workq.services.plans import plans
 
         with worded("Could not advance the plan phase"):
             moved = plans.advance(state.queue(), state.run_id)
@@ -143,7 +143,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, PlanExit]:
         """Exit plan mode once the plan file is written. launchSwarm=true queues its
         '- [ ]' tasks as issues, in their (after N) order, over teammateCount agents."""
-        from workq.services import plans
+        from workq.services.plans import plans
 
         with worded("Could not exit plan mode"):
             done = plans.exit_plan(

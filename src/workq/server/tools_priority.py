@@ -26,7 +26,7 @@ from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import clip, ok, worded
 
 if TYPE_CHECKING:
-    from workq.services.reports import Availability
+    from workq.services.queue.reports import Availability
 
 PriorityWord = Literal["critical", "high", "medium", "low"]
 TypeWord = Literal["bug", "feature", "chore", "docs"]
@@ -195,7 +195,7 @@ def register(reg: Registry) -> None:
         acceptanceCriteria or technicalNotes the body follows the template Summary /
         Context / Acceptance Criteria / Technical Notes. Labels priority:*, type:*,
         status:backlog."""
-        from workq.services import issues
+        from workq.services.queue import issues
 
         with worded("Could not create issue"):
             created = issues.create(
@@ -229,7 +229,9 @@ def register(reg: Registry) -> None:
         """Select and lock the highest-priority ready issue in one step (no race with
         other sessions). Refused with reason no_issues or all_locked when none is left."""
         from workq.schemas import ReadyFilter
-        from workq.services import issues, mirror, reports, workspaces
+        from workq.services.queue import issues, reports
+        from workq.services.sync import mirror
+        from workq.services.workspaces import worktree_claims as workspaces
 
         q = state.queue()
         chosen = ReadyFilter(
@@ -279,7 +281,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, LockReleased]:
         """Release this session's lock on an issue: completed or merged marks it done,
         abandoned puts it back in the queue for others."""
-        from workq.services import claims, issues
+        from workq.services.queue import claims, issues
 
         q = state.queue()
         with worded(f"Could not release issue #{issueNumber}"):
@@ -319,7 +321,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ForceClaimed]:
         """Take an issue from the session that holds it (a stuck or dead agent); its
         workflow phase is kept and a comment records the takeover."""
-        from workq.services import claims, issues
+        from workq.services.queue import claims, issues
 
         q = state.queue()
         with worded(f"Could not force-claim issue #{issueNumber}"):
@@ -354,7 +356,7 @@ def register(reg: Registry) -> None:
         repository: Repository = None,
     ) -> Annotated[CallToolResult, BacklogListed]:
         """Issues not done, highest priority score first, with lock status (read-only)."""
-        from workq.services import reports
+        from workq.services.queue import reports
 
         found = reports.backlog(
             state.queue(),

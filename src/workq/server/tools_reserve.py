@@ -14,7 +14,7 @@ from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import ok, worded
 
 if TYPE_CHECKING:  # the server starts without the database code (tests/server/test_stdio.py)
-    from workq.services.reservations import Held
+    from workq.services.queue.reservations import Held
 
 Glob = Annotated[
     str, Field(min_length=1, max_length=GLOB_MAX, description="Relative path glob (* ? **)")
@@ -55,7 +55,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Reservations]:
         """Reserve paths for the claim you hold on an issue, until the claim ends.
         Refused (PATHS_RESERVED) if another holder's reservation overlaps."""
-        from workq.services import reservations
+        from workq.services.queue import reservations
 
         with worded(f"Could not reserve paths for issue #{number}"):
             held = reservations.reserve(
@@ -68,7 +68,7 @@ def register(reg: Registry) -> None:
         number: Number, glob: Glob, run_id: RunId = None, fence: Fence = None
     ) -> Annotated[CallToolResult, Reservations]:
         """Release a path you reserved with issue_reserve (touches go with the claim)."""
-        from workq.services import reservations
+        from workq.services.queue import reservations
 
         with worded(f"Could not release paths of issue #{number}"):
             held = reservations.unreserve(
@@ -79,7 +79,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def issue_reservations() -> Annotated[CallToolResult, Reservations]:
         """Every live file reservation: glob, mode, issue, holder, until."""
-        from workq.services import reservations
+        from workq.services.queue import reservations
 
         held = reservations.list_live(state.queue())
         return ok(_text(f"{len(held)} live reservation(s)", held), listed(held))

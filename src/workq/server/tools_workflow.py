@@ -101,7 +101,7 @@ def register(reg: Registry) -> None:
         skipJustification; testsPassed=true needs the quality gates passed on the issue's
         checkout (run now if not yet), unless the server trusts. Records the branch name
         and PR title/body; creates neither."""
-        from workq.services import workflow
+        from workq.services.plans import workflow
 
         prefix = "Could not advance the workflow"
         if issueNumber is not None:
@@ -128,7 +128,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, WorkflowStatuses]:
         """Workflow phase, branch, tests, PR, lock duration and phase history of the issues
         this session holds."""
-        from workq.services import workflow
+        from workq.services.plans import workflow
 
         prefix = "Could not read the workflow"
         if issueNumber is not None:

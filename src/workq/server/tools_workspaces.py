@@ -28,7 +28,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def repo_list() -> Annotated[CallToolResult, Repositories]:
         """The registered git repositories, with their worktree and issue counts."""
-        from workq.services import repositories
+        from workq.services.workspaces import repositories
 
         with worded("Could not list the repositories"):
             found = repositories.list_all(state.queue())
@@ -38,7 +38,7 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoOverview]:
         """A repository's worktrees and the files two of them both change."""
-        from workq.services import workspaces
+        from workq.services.workspaces import worktree_claims as workspaces
 
         with worded(f"Could not read repository {repo}"):
             found = workspaces.overview(state.queue(), repo)
@@ -62,7 +62,7 @@ def register(reg: Registry) -> None:
         """Merge the issue's worktree into its repository's default branch (refused with
         the conflicting files, or the failing gates), complete the issue, remove the
         worktree and branch. Only its holder may. Merges queue; call again after a crash."""
-        from workq.services import merges
+        from workq.services.workspaces import merges
 
         with worded(f"Could not merge issue #{number}"):
             done = merges.merge_issue(

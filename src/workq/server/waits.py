@@ -108,7 +108,7 @@ async def until_found(
     change, up to ``wait_seconds``."""
     if wait_seconds == 0:
         return await anyio.to_thread.run_sync(attempt)
-    from workq.services.waiting import Waiter
+    from workq.services.queue.waiting import Waiter
 
     queue = await anyio.to_thread.run_sync(state.queue)
     bell = _bell(state)

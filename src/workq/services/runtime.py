@@ -6,8 +6,8 @@ from workq.config import Settings
 from workq.db import dialect
 from workq.db.engine import Database
 from workq.db.migrate import ensure_schema
-from workq.services import outbox
-from workq.services.context import Queue
+from workq.services.handle import Queue
+from workq.services.sync import outbox
 
 
 def check_driver(settings: Settings) -> None:

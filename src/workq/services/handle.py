@@ -1,0 +1,158 @@
+"""What every service needs: the database, the lease length and a clock."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, insert, select
+
+from workq.db.engine import Database
+from workq.db.prepared import Prepared
+from workq.db.tables import IssueRecord, events, issues
+from workq.errors import NotFound
+from workq.schemas import Issue, IssueType, Priority, Status
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Queue:
+    """The handle every service takes. Cheap to build; holds no connection."""
+
+    db: Database
+    lease_seconds: int = 30 * 60
+    clock: Callable[[], datetime] = field(default=utcnow)
+    # Called with (conn, issue_id, number, kind) inside every mutating transaction
+    # (the GitHub outbox hangs here). Empty by default.
+    on_change: list[Callable[[Connection, str, int, str], None]] = field(default_factory=list)
+    # "enforce" or "warn": what another holder's reserved paths do to a claim.
+    reservations: str = "enforce"
+    # "evidence" or "trust": whether testsPassed and merges need stored gate runs
+    # (services/coding/gates.py). Serving and the CLI take Settings.tests_gate ("evidence").
+    tests_gate: str = "trust"
+    # The gate preset of a repository without a gate table ("none": no gates).
+    default_gates: str = "none"
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def lease_until(self, now: datetime) -> datetime:
+        return now + timedelta(seconds=self.lease_seconds)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+_record_event = Prepared(
+    insert(events).values(
+        issue_id=bindparam("issue_id"),
+        number=bindparam("number"),
+        kind=bindparam("kind"),
+        actor=bindparam("actor"),
+        before=bindparam("before"),
+        after=bindparam("after"),
+        created_at=bindparam("created_at"),
+    )
+)
+
+
+def record(
+    q: Queue,
+    conn: Connection,
+    *,
+    kind: str,
+    issue_id: str | None,
+    number: int | None,
+    actor: str | None,
+    now: datetime,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> None:
+    """Write the audit event of a mutation, in the mutation's own transaction."""
+    _record_event.count(
+        conn,
+        {
+            "issue_id": issue_id,
+            "number": number,
+            "kind": kind,
+            "actor": actor,
+            "before": _dump(before),
+            "after": _dump(after),
+            "created_at": now,
+        },
+    )
+    if issue_id is not None and number is not None:
+        for hook in q.on_change:
+            hook(conn, issue_id, number, kind)
+
+
+def _dump(data: dict[str, Any] | None) -> str | None:
+    if data is None:
+        return None
+    return json.dumps(data, default=_json_default, sort_keys=True)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+_load = Prepared(select(issues).where(issues.c.number == bindparam("number")), IssueRecord)
+_load_locked = Prepared(
+    select(issues).where(issues.c.number == bindparam("number")).with_for_update(), IssueRecord
+)
+
+
+def load(conn: Connection, number: int, *, for_update: bool = False) -> IssueRecord:
+    """The issue row with this number (attribute access by column name), or NotFound.
+
+    ``for_update`` locks the row on PostgreSQL; SQLite's write transaction already has.
+    """
+    stmt = _load_locked if for_update and conn.dialect.name != "sqlite" else _load
+    found = stmt.rows(conn, {"number": number})
+    if not found:
+        raise NotFound(f"Issue #{number} not found", number=number)
+    return found[0]
+
+
+def to_issue(
+    row: Any,
+    *,
+    labels: list[str] | None = None,
+    blocked_by: list[int] | None = None,
+    blocks: list[int] | None = None,
+    touches: list[str] | None = None,
+) -> Issue:
+    return Issue(
+        id=row.id,
+        number=row.number,
+        title=row.title,
+        description=row.description,
+        status=Status(row.status),
+        priority=Priority.from_rank(row.priority),
+        issue_type=IssueType(row.issue_type),
+        agent=row.agent,
+        is_blocked=bool(row.is_blocked),
+        blocked_reason=row.blocked_reason,
+        open_blockers=row.open_blockers,
+        claimed_by=row.claimed_by,
+        claimed_at=row.claimed_at,
+        lease_expires_at=row.lease_expires_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        closed_at=row.closed_at,
+        labels=labels or [],
+        blocked_by=blocked_by or [],
+        blocks=blocks or [],
+        repository=getattr(row, "repository", None),
+        touches=touches or [],
+    )

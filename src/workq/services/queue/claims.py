@@ -1,0 +1,538 @@
+"""The claim lifecycle: claim, claim_next, heartbeat, complete, release, force. Who may
+act on a claim (the holder, its fence, an override) is holding.py's.
+
+What is ready lives in ready_queue.py, PostgreSQL's one-statement claim_next in
+claim_statement.py, block and unblock in blocking.py.
+
+Every claim is a compare-and-set inside one write transaction (BEGIN IMMEDIATE on SQLite,
+row locks with SKIP LOCKED on PostgreSQL), so exactly one of N racing claimers wins.
+Statements are built once at import; only their parameters change per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, or_, select, update
+
+from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
+from workq.db.tables import IssueRecord, issues
+from workq.domain import fields, readiness
+from workq.domain.authority import Authority, as_authority
+from workq.errors import (
+    AlreadyClaimed,
+    InvalidConfirmation,
+    NotClaimable,
+    NotFound,
+    OpenBlockers,
+    Step,
+)
+from workq.schemas import (
+    FORCE_CLAIM_CONFIRMATION,
+    Claim,
+    ClaimedIssue,
+    Completed,
+    Issue,
+    ReadyFilter,
+    Status,
+)
+from workq.services.handle import Queue, load, record, to_issue
+from workq.services.plans import plans
+from workq.services.queue import (
+    blockers,
+    claim_statement,
+    notes,
+    predicates,
+    ready_queue,
+    reservations,
+)
+from workq.services.queue.holding import check_fence, check_holder, held_now, refuse_unless_held
+from workq.services.sync import outbox
+
+OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
+
+
+_take = Prepared(
+    update(issues)
+    .where(
+        issues.c.id == bindparam("issue_id"),
+        or_(issues.c.claimed_by.is_(None), issues.c.claimed_by == bindparam("previous")),
+    )
+    .values(
+        status=IN_PROGRESS,
+        claimed_by=bindparam("run_id"),
+        claimed_at=bindparam("now"),
+        lease_expires_at=bindparam("until"),
+        updated_at=bindparam("now"),
+        fence=issues.c.fence + 1,
+    )
+)
+
+
+def _take_claim(
+    q: Queue,
+    conn: Connection,
+    row: ready_queue.ReadyRow | IssueRecord,
+    run_id: str,
+    now: datetime,
+    *,
+    kind: str = "claimed",
+) -> Claim | None:
+    """Compare-and-set the claim on ``row``; None if someone else got there first."""
+    until = q.lease_until(now)
+    previous = row.claimed_by
+    taken = _take.count(
+        conn,
+        {"issue_id": row.id, "previous": previous, "run_id": run_id, "now": now, "until": until},
+    )
+    if taken != 1:
+        return None
+    if previous is not None and kind == "claimed":
+        kind = "claim_takeover"
+    record(
+        q,
+        conn,
+        kind=kind,
+        issue_id=row.id,
+        number=row.number,
+        actor=run_id,
+        now=now,
+        before={"claimed_by": previous, "status": row.status} if previous else None,
+        after={"claimed_by": run_id, "lease_expires_at": until},
+    )
+    return Claim(
+        number=row.number,
+        title=row.title,
+        claimed_by=run_id,
+        claimed_at=now,
+        lease_expires_at=until,
+        fence=row.fence + 1,  # the row is locked by this transaction
+        previous_holder=previous,
+    )
+
+
+def claim(
+    q: Queue,
+    number: int,
+    run_id: str,
+    *,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+) -> Claim:
+    """Claim issue ``number`` for ``run_id``; again by the same run renews the lease.
+    Refused while ``run_id`` or one of ``plan_runs`` is in plan mode (see claim_next)."""
+    fields.number(number)
+    fields.run_id(run_id)
+    gate = () if ignore_plan_mode else {run_id, *plan_runs}
+
+    def work(conn: Connection) -> Claim:
+        plans.refuse_while_planning(conn, gate, "claiming")
+        row = load(conn, number, for_update=True)
+        now = q.now()
+        paths = reservations.Gate(q, conn, now, writes=True)
+        if row.claimed_by == run_id and row.status == IN_PROGRESS:
+            # The holder's own claim stays its own, whatever it has come to wait on; once
+            # its lease has lapsed, under a new fencing token (the caller may be a restart)
+            # and only if no one reserved its paths meanwhile, as for any claim.
+            lapsed = readiness.claim_lapsed(row, now)
+            if lapsed:
+                paths.refuse(number, paths.blocking(row.id, True, run_id))
+            return _renewal(q, conn, row, run_id, now, refence=lapsed)
+        _check_claimable(row, number)
+        until = row.lease_expires_at
+        if readiness.claim_live(row, now) and until is not None:
+            raise AlreadyClaimed(
+                f"Issue #{number} is held by {row.claimed_by} until {until:%Y-%m-%d %H:%M:%SZ}",
+                number=number,
+                holder=row.claimed_by,
+                lease_expires_at=until.isoformat(),
+            )
+        paths.refuse(number, paths.blocking(row.id, True, run_id))
+        taken = _take_claim(q, conn, row, run_id, now)
+        if taken is None:  # pragma: no cover - the row lock makes this unreachable
+            raise AlreadyClaimed(f"Issue #{number} was claimed by someone else", number=number)
+        return taken
+
+    return q.db.write(work)
+
+
+def _renewal(
+    q: Queue, conn: Connection, row: Any, holder: str, now: datetime, *, refence: bool = False
+) -> Claim:
+    """Renew ``holder``'s own claim on ``row``: a new lease, the same claim (no event, and
+    ``claimed_at`` kept), with what it now waits on. ``refence``: under a new fencing token
+    (its lease had lapsed: whoever held the old one must not act on it any more)."""
+    until = q.lease_until(now)
+    renew = _renew_refenced if refence else _renew
+    renew.count(conn, {"issue_id": row.id, "holder": holder, "until": until})
+    return Claim(
+        number=row.number,
+        title=row.title,
+        claimed_by=holder,
+        claimed_at=row.claimed_at or now,
+        lease_expires_at=until,
+        fence=row.fence + 1 if refence else row.fence,
+        already_held=True,
+        waits_on=blockers.waits_on(conn, row),
+    )
+
+
+def clear_claim(
+    conn: Connection, issue_id: str, *, now: datetime, status: str = OPEN, **changes: Any
+) -> None:
+    """Drop an issue's claim (and lease), putting it in ``status``, with ``changes`` too;
+    the claim's explicit reservations go with it."""
+    reservations.clear(conn, issue_id)
+    conn.execute(
+        update(issues)
+        .where(issues.c.id == issue_id)
+        .values(
+            status=status,
+            claimed_by=None,
+            claimed_at=None,
+            lease_expires_at=None,
+            updated_at=now,
+            **changes,
+        )
+    )
+
+
+def _check_claimable(row: IssueRecord, number: int) -> None:
+    if row.status == DONE:
+        raise NotClaimable(f"Issue #{number} is done", number=number, status=row.status)
+    if row.is_blocked:
+        raise NotClaimable(
+            f"Issue #{number} is blocked: {row.blocked_reason}",
+            number=number,
+            blocked_reason=row.blocked_reason,
+            hint=("unblock it with ", Step.UNBLOCK, ", or pick another with ", Step.READY),
+        )
+    if row.open_blockers:
+        raise NotClaimable(
+            f"Issue #{number} waits on {row.open_blockers} unfinished issue(s)",
+            number=number,
+            open_blockers=row.open_blockers,
+            hint=(
+                "finish its blockers first (see ",
+                Step.SHOW_ISSUE,
+                "), or pick another with ",
+                Step.READY,
+            ),
+        )
+
+
+def claim_next(
+    q: Queue,
+    run_id: str,
+    f: ReadyFilter | None = None,
+    *,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+) -> ClaimedIssue | None:
+    """Ready and claim in one transaction. None when nothing is ready (a normal result).
+    The claim comes with the issue it took, as ``ready`` shows it.
+
+    Refused (PlanModeActive) while ``run_id``, or one of ``plan_runs`` (the server's own run),
+    is in plan mode, unless ``ignore_plan_mode`` (an admin's override)."""
+    fields.run_id(run_id)
+    gate = () if ignore_plan_mode else {run_id, *plan_runs}
+
+    if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
+        claimed = claim_statement.claim_next_alone(q, run_id, f, gate)
+        if claimed is not None or not _touching_ready(q, f):
+            return claimed
+        # The one statement leaves issues that declare paths alone: claim with the checks.
+
+    def work(conn: Connection) -> ClaimedIssue | None:
+        now = q.now()
+        plans.refuse_while_planning(conn, gate, "claiming")
+        while True:
+            rows = ready_queue.claimable_rows(q, conn, f, 1, now, run_id, lock=True)
+            if not rows:
+                return None
+            if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
+                return claim_statement.claimed(
+                    rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True)
+                )
+            taken = _take_claim(q, conn, rows[0], run_id, now)
+            if taken is not None:
+                return claim_statement.claimed(rows[0], taken)
+
+    return q.db.write(work)
+
+
+def _touching_ready(q: Queue, f: ReadyFilter | None) -> bool:
+    """Whether a ready issue declares paths (which _claim_next_alone does not claim)."""
+    with q.db.read() as conn:
+        rows = ready_queue.ready_rows(conn, f, 1, q.now())
+    return any(r.touching for r in rows)
+
+
+_renew = Prepared(
+    update(issues)
+    .where(
+        issues.c.id == bindparam("issue_id"),
+        issues.c.claimed_by == bindparam("holder"),
+        issues.c.status == IN_PROGRESS,
+    )
+    .values(lease_expires_at=bindparam("until"))
+)
+_renew_refenced = Prepared(
+    update(issues)
+    .where(
+        issues.c.id == bindparam("issue_id"),
+        issues.c.claimed_by == bindparam("holder"),
+        issues.c.status == IN_PROGRESS,
+    )
+    .values(lease_expires_at=bindparam("until"), fence=issues.c.fence + 1)
+)
+
+
+def heartbeat(
+    q: Queue, number: int, holders: Collection[str], *, fence: int | None = None
+) -> Claim:
+    """Extend the lease of a live claim the caller holds (with ``fence``: that very claim).
+    A lapsed lease is not revived: its reservations ended, and another claim may hold
+    them now (LeaseLapsed; claiming again checks them)."""
+    fields.number(number)
+    fields.fence(fence)
+
+    def work(conn: Connection) -> Claim:
+        row = load(conn, number, for_update=True)
+        now = q.now()
+        holder = held_now(row, Authority.of(holders, fence=fence), number, now, "heartbeat")
+        return _renewal(q, conn, row, holder, now)
+
+    return q.db.write(work)
+
+
+_renew_all = (
+    update(issues)
+    .where(issues.c.claimed_by.in_(bindparam("holders", expanding=True)))
+    .where(predicates.claim_live(bindparam("now")))
+    .values(lease_expires_at=bindparam("until"))
+)
+
+
+def renew_leases(q: Queue, holders: Collection[str]) -> int:
+    """Extend every live lease these run ids hold (the server's background heartbeat). A
+    lease that lapsed meanwhile (the process was stopped, the machine slept) stays lapsed:
+    the agent claims it again, under a new fencing token."""
+    if not holders:
+        return 0
+
+    def work(conn: Connection) -> int:
+        now = q.now()
+        values = {"holders": list(holders), "now": now, "until": q.lease_until(now)}
+        return int(conn.execute(_renew_all, values).rowcount)
+
+    return q.db.write(work)
+
+
+@retry_lost_read
+def waiting(q: Queue, holders: Collection[str]) -> dict[int, list[int]]:
+    """The claims these run ids hold that wait on unfinished issues: number -> those."""
+    if not holders:
+        return {}
+    with q.db.read() as conn:
+        rows = list(
+            conn.execute(
+                select(issues.c.id, issues.c.number, issues.c.open_blockers)
+                .where(issues.c.claimed_by.in_(list(holders)))
+                .where(issues.c.status == IN_PROGRESS, issues.c.open_blockers > 0)
+                .order_by(issues.c.number)
+            )
+        )
+        return {row.number: blockers.waits_on(conn, row) for row in rows}
+
+
+_finish = Prepared(
+    update(issues)
+    .where(issues.c.id == bindparam("issue_id"))
+    .values(
+        status=DONE,
+        claimed_by=None,
+        lease_expires_at=None,
+        closed_at=bindparam("now"),
+        updated_at=bindparam("now"),
+    )
+)
+
+
+def complete(
+    q: Queue,
+    number: int,
+    by: Authority | Collection[str],
+    *,
+    actor: str | None = None,
+    note: str | None = None,
+) -> Completed:
+    """Mark done. Only the holder may (``by``: the run ids, with its fence only that claim),
+    and only once every issue it waits on is done; an override (``by`` naming its reason)
+    may do both anyway, and the event records it. Done is idempotent. Refused while one of
+    ``by``'s plan runs is in plan mode. ``note``: a comment stored with the completion (not
+    when refused, nor on an issue already done)."""
+    auth = as_authority(by)
+    fields.number(number)
+    fields.fence(auth.fence)
+    text = fields.comment(note) if note else None
+    if auth.override is None:  # an override (an admin, GitHub) knows where the work went
+        _keeps_work(q, number, auth, "complete")
+
+    def work(conn: Connection) -> Completed:
+        plans.refuse_while_planning(conn, auth.plan_runs, "completing")
+        row = load(conn, number, for_update=True)
+        check_fence(row, auth.fence, number)
+        if row.status == DONE:
+            return Completed(number=number, title=row.title, already_done=True)
+        # An override may complete an issue nobody holds (an admin, GitHub closing it).
+        unheld = auth.override is not None and row.claimed_by is None
+        holder = None if unheld else check_holder(row, auth, number, "complete")
+        waiting = blockers.waits_on(conn, row)
+        if waiting and auth.override is None:
+            raise _still_waiting(number, waiting)
+        now = q.now()
+        _finish.count(conn, {"issue_id": row.id, "now": now})
+        reservations.clear(conn, row.id)
+        if text:
+            notes.add(q, conn, row, text, author=actor or holder)
+        unblocked = blockers.now_ready(blockers.blocker_finished(conn, row.id))
+        record(
+            q,
+            conn,
+            kind="completed",
+            issue_id=row.id,
+            number=number,
+            actor=actor or holder,
+            now=now,
+            before={"status": row.status, "claimed_by": row.claimed_by},
+            after={"status": DONE, **_overridden(auth, waiting)},
+        )
+        return Completed(number=number, title=row.title, unblocked=unblocked)
+
+    return q.db.write(work)
+
+
+def _keeps_work(q: Queue, number: int, by: Authority, action: str) -> None:
+    """Refuse to end a claim whose worktree holds unmerged commits (see worktrees), once
+    ``by`` is known to hold it (the change asks again in its transaction)."""
+    from workq.services.workspaces import worktrees
+
+    def held() -> None:
+        refuse_unless_held(q, number, by, action, unclaimed_ok=True)
+
+    with contextlib.suppress(NotFound):  # no such issue: the change itself says so
+        worktrees.refuse_unmerged(q, number, f"{action[:-1]}ing", first=held)
+
+
+def _overridden(by: Authority, waiting: list[int]) -> dict[str, Any]:
+    """What a completion records of the override it made, if it made one."""
+    if by.override is None:
+        return {}
+    return {"forced": True, **({"waits_on": waiting} if waiting else {}), "override": by.override}
+
+
+def refuse_while_waiting(q: Queue, number: int) -> None:
+    """OpenBlockers if issue ``number`` waits on issues that are not done (a merge asks
+    before its work lands: completing it would then be refused, or forced)."""
+    with q.db.read() as conn:
+        row = load(conn, number)
+        waiting = blockers.waits_on(conn, row)
+    if waiting:
+        raise _still_waiting(number, waiting)
+
+
+def _still_waiting(number: int, waiting: list[int]) -> OpenBlockers:
+    shown = ", ".join(f"#{n}" for n in waiting)
+    verb = "is" if len(waiting) == 1 else "are"
+    return OpenBlockers(
+        f"Issue #{number} waits on {shown}, which {verb} not done",
+        number=number,
+        waits_on=waiting,
+    )
+
+
+def release(
+    q: Queue,
+    number: int,
+    by: Authority | Collection[str],
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
+    discard: bool = False,
+) -> Issue:
+    """Give the claim up: the issue goes back to the queue. Only its holder may (``by``;
+    with its fence, only that claim, StaleClaim otherwise), or an override. Commits in its
+    worktree that the default branch lacks refuse it (UnmergedWork) unless ``discard``:
+    then the branch keeps them for whoever claims it next."""
+    auth = as_authority(by)
+    fields.number(number)
+    fields.fence(auth.fence)
+    why = fields.reason(reason) if reason else None
+    if not discard and auth.override is None:
+        _keeps_work(q, number, auth, "release")
+
+    def work(conn: Connection) -> Issue:
+        row = load(conn, number, for_update=True)
+        check_fence(row, auth.fence, number)
+        holder = check_holder(row, auth, number, "release")
+        now = q.now()
+        clear_claim(conn, row.id, now=now)
+        record(
+            q,
+            conn,
+            kind="released",
+            issue_id=row.id,
+            number=number,
+            actor=actor or holder,
+            now=now,
+            before={"claimed_by": holder},
+            after=_why(why, auth),
+        )
+        return to_issue(load(conn, number))
+
+    return q.db.write(work)
+
+
+def _why(reason: str | None, by: Authority) -> dict[str, Any] | None:
+    found = {"reason": reason} if reason else {}
+    if by.override is not None:
+        found["override"] = by.override
+    return found or None
+
+
+def force_claim(
+    q: Queue,
+    number: int,
+    run_id: str,
+    confirmation: str,
+    *,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+    note: str | None = None,
+) -> Claim:
+    """Take a claim from whoever holds it. The previous holder is recorded, and ``note``
+    as a comment by ``run_id`` in the same transaction. Refused while ``run_id`` or one of
+    ``plan_runs`` is in plan mode (see claim_next)."""
+    fields.number(number)
+    fields.run_id(run_id)
+    text = fields.comment(note) if note is not None else None
+    if confirmation != FORCE_CLAIM_CONFIRMATION:
+        raise InvalidConfirmation(expected=FORCE_CLAIM_CONFIRMATION)
+    gate = () if ignore_plan_mode else {run_id, *plan_runs}
+
+    def work(conn: Connection) -> Claim:
+        plans.refuse_while_planning(conn, gate, "claiming")
+        row = load(conn, number, for_update=True)
+        _check_claimable(row, number)
+        taken = _take_claim(q, conn, row, run_id, q.now(), kind="force_claimed")
+        assert taken is not None  # the row is locked by this transaction
+        if text is not None:
+            notes.add(q, conn, row, text, author=run_id)
+        return taken
+
+    return q.db.write(work)

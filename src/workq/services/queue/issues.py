@@ -1,0 +1,536 @@
+"""Issues: create, read, list, update, label, reopen and delete."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, delete, exists, insert, select, update
+
+from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
+from workq.db.tables import counters, issues
+from workq.db.tables import dependencies as deps
+from workq.db.tables import labels as labels_t
+from workq.db.tables import touches as touches_t
+from workq.domain import fields, globs
+from workq.errors import InvalidInput, InvalidTransition, bad_cursor
+from workq.schemas import (
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    Issue,
+    IssuePage,
+    IssueSummary,
+    IssueType,
+    Priority,
+    Status,
+)
+from workq.services.handle import Queue, load, new_id, record, to_issue
+from workq.services.queue import blockers
+from workq.services.workspaces import repositories, worktrees
+
+COUNTER = "issue_number"
+DEFAULT_AGENT = "claude"
+
+_next_number = (
+    update(counters)
+    .where(counters.c.name == COUNTER)
+    .values(value=counters.c.value + 1)
+    .returning(counters.c.value)
+)
+
+
+def next_number(conn: Connection) -> int:
+    """Take the next issue number from the counter row, in the caller's transaction."""
+    value = conn.execute(_next_number).scalar()
+    if value is None:
+        highest = conn.execute(select(issues.c.number).order_by(issues.c.number.desc())).scalar()
+        value = (highest or 0) + 1
+        conn.execute(insert(counters).values(name=COUNTER, value=value))
+    return int(value)
+
+
+def format_description(
+    description: str | None,
+    *,
+    title: str,
+    context: str | None = None,
+    acceptance_criteria: Sequence[str] | None = None,
+    technical_notes: str | None = None,
+) -> str:
+    """Contract B's issue template, used when structured context is given."""
+    if not (context or acceptance_criteria or technical_notes):
+        return description or ""
+    parts = [f"## Summary\n{description.strip() if description else title}"]
+    if context:
+        parts.append(f"## Context\n{context.strip()}")
+    if acceptance_criteria:
+        parts.append(
+            "## Acceptance Criteria\n"
+            + "\n".join(f"- [ ] {c.strip()}" for c in acceptance_criteria)
+        )
+    if technical_notes:
+        parts.append(f"## Technical Notes\n{technical_notes.strip()}")
+    return "\n\n".join(parts) + "\n"
+
+
+def insert_issue(
+    q: Queue,
+    conn: Connection,
+    *,
+    title: str,
+    description: str,
+    priority: Priority,
+    issue_type: IssueType,
+    agent: str,
+    labels: Sequence[str],
+    actor: str | None,
+    now: datetime,
+    done: bool = False,
+    touches: Sequence[str] = (),
+    about: Mapping[str, Any] | None = None,
+) -> tuple[str, int]:
+    """The one way an issue comes to be, in the caller's transaction: the row with the next
+    number, its labels, the paths it touches, and its ``created`` event (which feeds the
+    outbox). The values must be valid already (``domain.fields``, ``domain.globs``);
+    ``about`` adds facts to the event (the plan it came from, the GitHub issue). Returns
+    the new issue's id and number."""
+    issue_id, number = new_id(), next_number(conn)
+    status = Status.DONE if done else Status.OPEN
+    values = {
+        "title": title,
+        "description": description,
+        "priority": priority.rank,
+        "issue_type": issue_type.value,
+        "agent": agent,
+    }
+    _insert.count(
+        conn,
+        {
+            **values,
+            "id": issue_id,
+            "number": number,
+            "status": status.value,
+            "now": now,
+            "closed_at": now if done else None,
+        },
+    )
+    for name in labels:
+        _insert_label.count(conn, {"issue_id": issue_id, "name": name})
+    if touches:
+        _set_touches(conn, issue_id, touches)
+    after = {
+        **values,
+        "priority": priority.value,
+        "labels": list(labels),
+        **({"touches": list(touches)} if touches else {}),
+        **(about or {}),
+    }
+    record(
+        q,
+        conn,
+        kind="created",
+        issue_id=issue_id,
+        number=number,
+        actor=actor,
+        now=now,
+        after=after,
+    )
+    return issue_id, number
+
+
+_insert = Prepared(
+    insert(issues).values(
+        id=bindparam("id"),
+        number=bindparam("number"),
+        title=bindparam("title"),
+        description=bindparam("description"),
+        status=bindparam("status"),
+        priority=bindparam("priority"),
+        issue_type=bindparam("issue_type"),
+        agent=bindparam("agent"),
+        is_blocked=False,
+        blocked_reason=None,
+        open_blockers=0,
+        created_at=bindparam("now"),
+        updated_at=bindparam("now"),
+        closed_at=bindparam("closed_at"),
+        fence=0,
+    )
+)
+_insert_label = Prepared(
+    insert(labels_t).values(issue_id=bindparam("issue_id"), name=bindparam("name"))
+)
+
+
+def create(
+    q: Queue,
+    *,
+    title: str,
+    description: str | None = None,
+    priority: str | Priority = Priority.MEDIUM,
+    issue_type: str | IssueType = IssueType.TASK,
+    agent: str | None = None,
+    labels: Sequence[str] = (),
+    touches: Sequence[str] = (),
+    actor: str | None = None,
+    context: str | None = None,
+    acceptance_criteria: Sequence[str] | None = None,
+    technical_notes: str | None = None,
+    repository: str | None = None,
+) -> Issue:
+    """Create an issue. With ``context``, ``acceptance_criteria`` or ``technical_notes`` the
+    description follows the issue template (:func:`format_description`); with
+    ``repository`` it belongs to that registered repository from the start (NOT_FOUND, and
+    nothing created, for a name no repository has)."""
+    checked_title = fields.title(title)
+    checked_description = fields.description(
+        format_description(
+            description,
+            title=title,
+            context=context,
+            acceptance_criteria=acceptance_criteria,
+            technical_notes=technical_notes,
+        )
+    )
+    rank = fields.priority(priority)
+    kind = fields.issue_type(issue_type)
+    owner = fields.agent(agent) if agent else DEFAULT_AGENT
+    names = fields.labels(labels)
+    paths = globs.globs(touches)
+    if repository is not None:
+        repositories.validate_name(repository)
+
+    def work(conn: Connection) -> Issue:
+        _, number = insert_issue(
+            q,
+            conn,
+            title=checked_title,
+            description=checked_description,
+            priority=rank,
+            issue_type=kind,
+            agent=owner,
+            labels=names,
+            actor=actor,
+            now=q.now(),
+            touches=paths,
+        )
+        if repository is not None:
+            repositories.place(q, conn, number, repository, actor=actor)
+        return to_issue(load(conn, number), labels=names, touches=paths)
+
+    return q.db.write(work)
+
+
+_touches = Prepared(
+    select(touches_t.c.glob)
+    .where(touches_t.c.issue_id == bindparam("issue_id"))
+    .order_by(touches_t.c.position)
+)
+
+
+def touches_of(conn: Connection, issue_id: str) -> list[str]:
+    return [r.glob for r in _touches.rows(conn, {"issue_id": issue_id})]
+
+
+def _set_touches(conn: Connection, issue_id: str, paths: Sequence[str]) -> None:
+    conn.execute(delete(touches_t).where(touches_t.c.issue_id == issue_id))
+    if paths:
+        conn.execute(
+            insert(touches_t),
+            [{"issue_id": issue_id, "position": i, "glob": g} for i, g in enumerate(paths)],
+        )
+
+
+def _labels_of(conn: Connection, issue_id: str) -> list[str]:
+    rows = conn.execute(
+        select(labels_t.c.name).where(labels_t.c.issue_id == issue_id).order_by(labels_t.c.name)
+    )
+    return [r[0] for r in rows]
+
+
+_blocker = issues.alias("blocker")
+_blocked_by = Prepared(
+    select(_blocker.c.number)
+    .join(deps, deps.c.blocker_id == _blocker.c.id)
+    .where(deps.c.blocked_id == bindparam("issue_id"))
+    .order_by(_blocker.c.number)
+)
+_blocks = Prepared(
+    select(issues.c.number)
+    .join(deps, deps.c.blocked_id == issues.c.id)
+    .where(deps.c.blocker_id == bindparam("issue_id"))
+    .order_by(issues.c.number)
+)
+_labels = Prepared(
+    select(labels_t.c.name)
+    .where(labels_t.c.issue_id == bindparam("issue_id"))
+    .order_by(labels_t.c.name)
+)
+
+
+def _detail(conn: Connection, number: int) -> Issue:
+    row = load(conn, number)
+    ids = {"issue_id": row.id}
+    issue = to_issue(
+        row,
+        labels=[r.name for r in _labels.rows(conn, ids)],
+        blocked_by=[r.number for r in _blocked_by.rows(conn, ids)],
+        blocks=[r.number for r in _blocks.rows(conn, ids)],
+        touches=touches_of(conn, row.id),
+    )
+    if row.repository is not None:
+        return issue.model_copy(update={"worktree": worktrees.of_issue(conn, number)})
+    return issue
+
+
+@retry_lost_read
+def get(q: Queue, number: int) -> Issue:
+    fields.number(number)
+    with q.db.read() as conn:
+        return _detail(conn, number)
+
+
+def encode_cursor(number: int) -> str:
+    return base64.urlsafe_b64encode(f"n:{number}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        kind, _, value = base64.urlsafe_b64decode(padded.encode()).decode().partition(":")
+        if kind != "n":
+            raise ValueError(kind)
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise bad_cursor() from None
+
+
+@retry_lost_read
+def list_issues(
+    q: Queue,
+    *,
+    status: str | Status | None = None,
+    priority: str | Priority | None = None,
+    issue_type: str | IssueType | None = None,
+    agent: str | None = None,
+    label: str | None = None,
+    claimed_by: str | None = None,
+    limit: int = PAGE_DEFAULT,
+    cursor: str | None = None,
+) -> IssuePage:
+    if not 1 <= limit <= PAGE_MAX:
+        raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
+    stmt = select(issues).order_by(issues.c.number).limit(limit + 1)
+    if status is not None:
+        try:
+            stmt = stmt.where(issues.c.status == Status(status).value)
+        except ValueError:
+            raise InvalidInput(
+                f"status must be one of open, in_progress, done (got {status!r})", field="status"
+            ) from None
+    if priority is not None:
+        stmt = stmt.where(issues.c.priority == fields.priority(priority).rank)
+    if issue_type is not None:
+        stmt = stmt.where(issues.c.issue_type == fields.issue_type(issue_type).value)
+    if agent is not None:
+        stmt = stmt.where(issues.c.agent == agent)
+    if claimed_by is not None:
+        stmt = stmt.where(issues.c.claimed_by == claimed_by)
+    if label is not None:
+        stmt = stmt.where(
+            exists().where(and_(labels_t.c.issue_id == issues.c.id, labels_t.c.name == label))
+        )
+    if cursor:
+        stmt = stmt.where(issues.c.number > decode_cursor(cursor))
+    with q.db.read() as conn:
+        rows = list(conn.execute(stmt))
+        page = rows[:limit]
+        label_map: dict[str, list[str]] = {}
+        if page:
+            for issue_id, name in conn.execute(
+                select(labels_t.c.issue_id, labels_t.c.name)
+                .where(labels_t.c.issue_id.in_([r.id for r in page]))
+                .order_by(labels_t.c.name)
+            ):
+                label_map.setdefault(issue_id, []).append(name)
+        waiting = [r.id for r in page if r.open_blockers]
+        waits_on: dict[str, list[int]] = {}
+        if waiting:
+            for issue_id, number in conn.execute(
+                select(deps.c.blocked_id, _blocker.c.number)
+                .join(deps, deps.c.blocker_id == _blocker.c.id)
+                .where(deps.c.blocked_id.in_(waiting), _blocker.c.status != Status.DONE.value)
+                .order_by(_blocker.c.number)
+            ):
+                waits_on.setdefault(issue_id, []).append(number)
+    items = [to_issue(r, labels=label_map.get(r.id)).listed(waits_on.get(r.id, [])) for r in page]
+    has_more = len(rows) > limit
+    return IssuePage(
+        items=items,
+        has_more=has_more,
+        next_cursor=encode_cursor(page[-1].number) if has_more else None,
+    )
+
+
+@retry_lost_read
+def summaries(q: Queue, numbers: Sequence[int]) -> list[IssueSummary]:
+    with q.db.read() as conn:
+        rows = conn.execute(select(issues).where(issues.c.number.in_(list(numbers))))
+        return [to_issue(r).summary() for r in rows]
+
+
+def update_issue(
+    q: Queue,
+    number: int,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    priority: str | Priority | None = None,
+    issue_type: str | IssueType | None = None,
+    agent: str | None = None,
+    add_labels: Sequence[str] = (),
+    remove_labels: Sequence[str] = (),
+    touches: Sequence[str] | None = None,
+    repository: str | None = None,
+    actor: str | None = None,
+) -> Issue:
+    """``touches``: the issue's path globs, all of them (an empty list clears them);
+    ``repository``: the registered repository the issue belongs to from now on."""
+    fields.number(number)
+    changes: dict[str, Any] = {}
+    if title is not None:
+        changes["title"] = fields.title(title)
+    if description is not None:
+        changes["description"] = fields.description(description)
+    if priority is not None:
+        changes["priority"] = fields.priority(priority).rank
+    if issue_type is not None:
+        changes["issue_type"] = fields.issue_type(issue_type).value
+    if agent is not None:
+        changes["agent"] = fields.agent(agent)
+    adding = fields.labels(add_labels)
+    removing = fields.labels(remove_labels)
+    paths = None if touches is None else globs.globs(touches)
+    if repository is not None:
+        repositories.validate_name(repository)
+    if not changes and not adding and not removing and paths is None and repository is None:
+        raise InvalidInput(
+            "nothing to change: give at least one field to update",
+            hint=(
+                "pass title, description, priority, type, agent, touches, repository,"
+                " or labels to add or remove"
+            ),
+            number=number,
+        )
+
+    def work(conn: Connection) -> Issue:
+        if repository is not None:
+            repositories.place(q, conn, number, repository, actor=actor)
+        row = load(conn, number, for_update=True)
+        now = q.now()
+        before = {k: getattr(row, k) for k in changes if getattr(row, k) != changes[k]}
+        after = {k: changes[k] for k in before}
+        current = set(_labels_of(conn, row.id))
+        added = sorted(set(adding) - current)
+        removed = sorted(set(removing) & current)
+        if len(current | set(added)) - len(removed) > 32:
+            raise InvalidInput("at most 32 labels per issue", field="labels")
+        if added:
+            conn.execute(insert(labels_t), [{"issue_id": row.id, "name": n} for n in added])
+            after["labels_added"] = added
+        if removed:
+            conn.execute(
+                delete(labels_t).where(labels_t.c.issue_id == row.id, labels_t.c.name.in_(removed))
+            )
+            after["labels_removed"] = removed
+        if paths is not None:
+            now_touching = touches_of(conn, row.id)
+            if paths != now_touching:
+                _set_touches(conn, row.id, paths)
+                before["touches"] = now_touching
+                after["touches"] = paths
+        if after:
+            conn.execute(
+                update(issues).where(issues.c.id == row.id).values(**changes, updated_at=now)
+            )
+            record(
+                q,
+                conn,
+                kind="updated",
+                issue_id=row.id,
+                number=number,
+                actor=actor,
+                now=now,
+                before=_readable(before),
+                after=_readable(after),
+            )
+        return _detail(conn, number)
+
+    return q.db.write(work)
+
+
+def _readable(values: dict[str, Any]) -> dict[str, Any]:
+    if "priority" in values:
+        values = {**values, "priority": Priority.from_rank(values["priority"]).value}
+    return values
+
+
+def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
+    """Bring a done issue back to open; the issues it blocks wait for it again."""
+    fields.number(number)
+
+    def work(conn: Connection) -> Issue:
+        row = load(conn, number, for_update=True)
+        if row.status != Status.DONE.value:
+            raise InvalidTransition(
+                f"Issue #{number} is {row.status}, not done", hint="only done issues reopen"
+            )
+        now = q.now()
+        conn.execute(
+            update(issues)
+            .where(issues.c.id == row.id)
+            .values(status=Status.OPEN.value, closed_at=None, updated_at=now)
+        )
+        blockers.blocker_reopened(conn, row.id)
+        record(
+            q,
+            conn,
+            kind="reopened",
+            issue_id=row.id,
+            number=number,
+            actor=actor,
+            now=now,
+            before={"status": row.status},
+            after={"status": Status.OPEN.value},
+        )
+        return _detail(conn, number)
+
+    return q.db.write(work)
+
+
+def delete_issue(q: Queue, number: int, *, actor: str | None = None) -> Issue:
+    """Hard delete. Issues it blocked stop waiting for it. Its history stays."""
+    fields.number(number)
+
+    def work(conn: Connection) -> Issue:
+        load(conn, number, for_update=True)  # a concurrent complete must not count twice
+        gone = _detail(conn, number)
+        if gone.status != Status.DONE:
+            blockers.blocker_finished(conn, gone.id)  # nobody waits for it any more
+        conn.execute(delete(issues).where(issues.c.id == gone.id))
+        record(
+            q,
+            conn,
+            kind="deleted",
+            issue_id=gone.id,
+            number=number,
+            actor=actor,
+            now=q.now(),
+            before=gone.model_dump(mode="json", exclude={"id"}),
+        )
+        return gone
+
+    return q.db.write(work)

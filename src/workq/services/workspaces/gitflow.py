@@ -1,0 +1,580 @@
+"""Contract E's git steps around a claim: a feature branch, an issue started on its branch (or
+in its worktree), TDD phase commits, the merge into the default branch, and comments.
+
+Where the work happens: an issue with a worktree (``start_work_on_issue(worktree=true)``,
+or a repository that makes one per claim) is worked on in it; otherwise the server's own
+checkout is switched to the issue's branch, as contract E does. git never runs inside a
+database transaction; a claim taken for a branch that then cannot be made is given back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Connection, select
+
+from workq.db.tables import issues as issues_t
+from workq.db.tables import worktrees as worktrees_t
+from workq.domain import branches, fields, tdd
+from workq.domain.authority import Authority
+from workq.domain.checklists import checkbox_items
+from workq.domain.workflow import branch_name
+from workq.errors import (
+    BranchExists,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    NothingToCommit,
+    OnDefaultBranch,
+    UncommittedChanges,
+    WorkqError,
+)
+from workq.schemas import (
+    BranchCreated,
+    BranchLinked,
+    Comment,
+    Issue,
+    IssueContext,
+    MergedToMain,
+    Status,
+    TddCommit,
+    WorkStarted,
+)
+from workq.services.coding.gates import MergeCandidate, unconfigured
+from workq.services.handle import Queue, load, record
+from workq.services.queue import claims, holding, issues, notes
+from workq.services.workspaces import checkouts, hooks, merges, repositories, worktrees
+from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces.checkouts import Checkout
+from workq.services.workspaces.repositories import ACTIVE
+from workq.vcs import git
+
+
+def _open_issue(q: Queue, number: int) -> Issue:
+    issue = issues.get(q, number)
+    if issue.status == Status.DONE:
+        raise Conflict(f"Issue #{number} is done: no work to start on it", number=number)
+    return issue
+
+
+def _context(issue: Issue) -> IssueContext:
+    return IssueContext(
+        number=issue.number,
+        title=issue.title,
+        acceptance_criteria=checkbox_items(issue.description),
+    )
+
+
+def _holds(issue: Issue, holders: Collection[str]) -> bool:
+    return issue.status == Status.IN_PROGRESS and issue.claimed_by in holders
+
+
+def _new_branch(co: Checkout, branch: str) -> str:
+    """Create ``branch`` from the default branch and check it out; the commit it starts at.
+    Refused on a dirty checkout (ERR_UNCOMMITTED_CHANGES) or an existing branch."""
+    if not git.is_valid_branch_name(branch, co.root):
+        raise InvalidInput(f"invalid branch name {branch!r:.80}", field="name")
+    checkouts.require_clean(co.path)
+    if git.branch_exists(co.root, branch):
+        raise BranchExists(f"branch {branch} already exists", branch=branch)
+    base = git.head(co.root, "refs/heads/" + co.default_branch)
+    git.switch_new(co.path, branch, base)
+    return base
+
+
+def create_feature_branch(q: Queue, where: Path, branch_type: str, name: str) -> BranchCreated:
+    """Contract E's create_feature_branch in the checkout at ``where``: ``{type}/{name}``
+    (TDD-002) from the default branch, checked out. No pull: workq works offline."""
+    branch = tdd.feature_branch(branch_type, name)
+    co = checkouts.at(q, where)
+    _new_branch(co, branch)
+    return BranchCreated(branch_name=branch, created_from=co.default_branch)
+
+
+def _status(q: Queue, number: int) -> str:
+    status = issues.get(q, number).status
+    return "In Progress" if status == Status.IN_PROGRESS else status.value
+
+
+def link_issue_to_branch(
+    q: Queue,
+    where: Path,
+    number: int,
+    *,
+    run_id: str,
+    holders: Collection[str],
+    move_to_in_progress: bool = True,
+    plan_runs: Collection[str] = (),
+) -> BranchLinked:
+    """Link issue ``number`` to the branch the checkout at ``where`` is on; with
+    ``move_to_in_progress``, claim it for ``run_id`` unless one of ``holders`` has it."""
+    fields.number(number)
+    co = checkouts.at(q, where)
+    branch = git.current_branch(co.path)
+    if branch is None or branch == co.default_branch:
+        raise OnDefaultBranch(
+            f"the checkout at {co.path} is on {branch or 'a detached HEAD'}, not on a feature "
+            "branch",
+            hint="create_feature_branch first, then link_issue_to_branch",
+        )
+    issue = _open_issue(q, number)
+    if move_to_in_progress and not _holds(issue, holders):
+        workspaces.claim(q, number, run_id, worktree=False, plan_runs=plan_runs)
+    base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
+    checkouts.link(q, number, branch, co.path, base_commit=base, actor=run_id)
+    return BranchLinked(branch_name=branch, issue_number=number, project_status=_status(q, number))
+
+
+def start_work_on_issue(
+    q: Queue,
+    where: Path,
+    number: int,
+    *,
+    run_id: str,
+    branch_type: str = "feature",
+    worktree: bool | None = None,
+    plan_runs: Collection[str] = (),
+) -> WorkStarted:
+    """Claim issue ``number`` for ``run_id`` (the one claim path), put its work on branch
+    ``{branch_type}/{number}-{slug}`` and link it: in a worktree of its own when asked
+    (``worktree``) or when its repository makes one per claim, otherwise in the checkout
+    at ``where``, switched to the branch (refused while that checkout is dirty). Calling
+    again as the holder resumes: the branch is checked out again, nothing is made twice."""
+    fields.number(number)
+    issue = _open_issue(q, number)
+    branch = tdd.feature_branch(branch_type, branch_name(number, issue.title))
+    if worktree is None:  # as its repository says, or where it was started before
+        worktree = workspaces.per_claim(q, number) or worktrees.get_for_issue(q, number) is not None
+    if worktree:
+        return _start_in_worktree(q, where, issue, branch, run_id, plan_runs)
+    co = checkouts.at(q, where)
+    current = git.current_branch(co.path)
+    exists = git.branch_exists(co.root, branch)
+    held = _holds(issue, {run_id})
+    if exists and not held:
+        raise BranchExists(
+            f"branch {branch} already exists, and issue #{number} is not yours",
+            branch=branch,
+            hint="claim the issue first (issue_claim), or check out the branch yourself",
+        )
+    if current != branch:
+        checkouts.require_clean(co.path)
+    taken = workspaces.claim(q, number, run_id, worktree=False, plan_runs=plan_runs)
+    try:
+        if not exists:
+            _new_branch(co, branch)
+        elif current != branch:
+            git.switch(co.path, branch)
+    except WorkqError as exc:
+        if taken.already_held:
+            raise
+        raise workspaces.given_back(
+            q, number, run_id, exc, reason="its branch could not be made"
+        ) from None
+    base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
+    checkouts.link(q, number, branch, co.path, base_commit=base, actor=run_id)
+    return WorkStarted(
+        branch_name=branch,
+        issue=_context(issue),
+        path=str(co.path),
+        worktree=False,
+        created_from=co.default_branch,
+        resumed=exists,
+    )
+
+
+def _start_in_worktree(
+    q: Queue,
+    where: Path,
+    issue: Issue,
+    branch: str,
+    run_id: str,
+    plan_runs: Collection[str],
+) -> WorkStarted:
+    number = issue.number
+    repo = issue.repository
+    if repo is None:
+        # The issue is in no repository yet: the one the server runs in, if registered.
+        with contextlib.suppress(InvalidInput):
+            repo = checkouts.at(q, where).repo
+        if repo is None:
+            raise InvalidInput(
+                f"Issue #{number} belongs to no repository: no worktree can be made for it",
+                number=number,
+                hint="put it in one first (workq repo assign), or start without worktree",
+            )
+        repositories.assign(q, number, repo, actor=run_id)
+    taken = workspaces.claim(q, number, run_id, worktree=True, plan_runs=plan_runs, branch=branch)
+    info = taken.worktree
+    if info is None:  # pragma: no cover - claim(worktree=True) makes one or raises
+        raise NotFound(f"Issue #{number} has no worktree", number=number)
+    registered = repositories.get(q, info.repository)
+    checkouts.link(q, number, info.branch, Path(info.path), actor=run_id)
+    return WorkStarted(
+        branch_name=info.branch,
+        issue=_context(issue),
+        path=info.path,
+        worktree=True,
+        created_from=registered.default_branch,
+        resumed=taken.already_held,
+    )
+
+
+# --- where an issue's work is ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Work:
+    """An issue's branch (or a branch linked to no issue) and where it is checked out."""
+
+    number: int | None
+    branch: str
+    path: Path
+    root: Path
+    into: str
+    repo: str | None
+    worktree_id: str | None = None
+    base_commit: str | None = None
+    merge_commit: str | None = None
+
+
+def _in_worktree(q: Queue, number: int) -> Work | None:
+    info = worktrees.get_for_issue(q, number)
+    if info is None:
+        return None
+    repo = repositories.get(q, info.repository)
+    return Work(
+        number=number,
+        branch=info.branch,
+        path=Path(info.path),
+        root=Path(repo.path),
+        into=repo.default_branch,
+        repo=repo.name,
+        worktree_id=info.worktree_id,
+    )
+
+
+def _held_worktrees(q: Queue, holders: Collection[str]) -> list[int]:
+    """The issues ``holders`` hold that have an active worktree."""
+    with q.db.read() as conn:
+        rows = conn.execute(
+            select(issues_t.c.number)
+            .select_from(issues_t.join(worktrees_t, worktrees_t.c.issue_id == issues_t.c.id))
+            .where(
+                issues_t.c.claimed_by.in_(list(holders)),
+                issues_t.c.status == Status.IN_PROGRESS.value,
+                worktrees_t.c.state.in_(ACTIVE),
+            )
+            .order_by(issues_t.c.number)
+        ).all()
+    return sorted({r.number for r in rows})
+
+
+def _on_branch(q: Queue, co: Checkout, branch: str) -> Work:
+    link = checkouts.of_branch(q, branch)
+    number = link.number if link is not None else branches.issue_number(branch)
+    if link is None and number is not None:
+        try:
+            issues.get(q, number)
+        except NotFound:
+            number = None
+    return Work(
+        number=number,
+        branch=branch,
+        path=co.path,
+        root=co.root,
+        into=co.default_branch,
+        repo=co.repo,
+        base_commit=link.base_commit if link else None,
+        merge_commit=link.merge_commit if link else None,
+    )
+
+
+def locate(q: Queue, where: Path, holders: Collection[str], number: int | None = None) -> Work:
+    """Where the work is: issue ``number``'s worktree or linked branch; else the branch the
+    checkout at ``where`` is on; else the one worktree of an issue ``holders`` hold."""
+    if number is not None:
+        fields.number(number)
+        issues.get(q, number)
+        found = _in_worktree(q, number)
+        if found is not None:
+            return found
+        link = checkouts.of_issue(q, number)
+        if link is None:
+            raise Conflict(
+                f"Issue #{number} has no branch",
+                number=number,
+                hint="start_work_on_issue first (or link_issue_to_branch from its branch)",
+            )
+        linked = checkouts.at(q, Path(link.checkout))
+        if git.current_branch(linked.path) != link.branch:
+            raise Conflict(
+                f"the checkout at {linked.path} is not on issue #{number}'s branch {link.branch}",
+                number=number,
+                hint="start_work_on_issue again to switch back to it",
+            )
+        return _on_branch(q, linked, link.branch)
+    co: Checkout | None = None
+    with contextlib.suppress(InvalidInput):
+        co = checkouts.at(q, where)
+    if co is not None:
+        current = git.current_branch(co.path)
+        if current is not None and current != co.default_branch:
+            return _on_branch(q, co, current)
+    mine = _held_worktrees(q, holders)
+    if len(mine) == 1:
+        found = _in_worktree(q, mine[0])
+        if found is not None:
+            return found
+    if len(mine) > 1:
+        raise InvalidInput(
+            f"you hold several issues with worktrees ({', '.join(f'#{n}' for n in mine)})",
+            field="issue_number",
+            hint="name one with issue_number",
+        )
+    where_said = f"the checkout at {co.path} is on {co.default_branch}" if co else f"{where}"
+    raise OnDefaultBranch(
+        f"no feature branch to work on: {where_said}, and you hold no issue with a worktree"
+    )
+
+
+# --- commits and merges ------------------------------------------------------------------------
+
+
+def commit_tdd_phase(
+    q: Queue,
+    where: Path,
+    phase: str,
+    component: str,
+    *,
+    holders: Collection[str],
+    actor: str | None = None,
+    details: Sequence[str] = (),
+    test_count: str | None = None,
+    quality_gates: str | None = None,
+    number: int | None = None,
+) -> TddCommit:
+    """Commit every change of the issue's checkout as TDD phase ``phase`` (contract E's
+    message, TDD-003; a red commit holds tests only, TDD-001), with the repository's
+    hooks, and record the commit on the issue. Refused: nothing changes."""
+    tdd.commit_message(phase, component, details, test_count, quality_gates)  # bad input first
+    work = locate(q, where, holders, number)
+    issue, kind = None, None
+    if work.number is not None:  # another agent's work is not committed into (nor swept up)
+        holder = holding.refuse_unless_held(
+            q, work.number, Authority.of(holders), "commit to", unclaimed_ok=True
+        )
+        actor = holder or actor
+        found = issues.get(q, work.number)
+        issue, kind = (work.number, found.title), found.issue_type.value
+    message = tdd.commit_message(
+        phase, component, details, test_count, quality_gates, issue, issue_type=kind
+    )
+    if git.current_branch(work.path) != work.branch:
+        raise Conflict(f"the checkout at {work.path} is not on {work.branch}", branch=work.branch)
+    saved = git.index_tree(work.path)
+    git.stage_all(work.path)
+    try:
+        staged = git.staged_paths(work.path)
+        if not staged:
+            raise NothingToCommit(f"the checkout at {work.path} has no changes to commit")
+        if phase == "red":
+            tdd.red_only_tests(staged)
+        hooks.refuse_reserved(q, work.path, holders=holders, issue=work.number)
+        commit = git.commit(work.path, message, env=hooks.CHECKED)
+    except WorkqError:
+        if saved is not None:  # (an index with conflicts is left staged: it had no tree)
+            git.restore_index(work.path, saved)
+        raise
+    if work.number is not None:
+        _record(
+            q,
+            work.number,
+            "tdd_committed",
+            actor,
+            {"commit": commit, "phase": phase, "branch": work.branch, "message": message},
+        )
+    return TddCommit(commit_hash=commit, commit_message=message, issue_number=work.number)
+
+
+def _record(q: Queue, number: int, kind: str, actor: str | None, after: dict[str, object]) -> None:
+    def work(conn: Connection) -> None:
+        with contextlib.suppress(NotFound):  # deleted meanwhile: the git step stands
+            row = load(conn, number)
+            record(
+                q,
+                conn,
+                kind=kind,
+                issue_id=row.id,
+                number=number,
+                actor=actor,
+                now=q.now(),
+                after=after,
+            )
+
+    q.db.write(work)
+
+
+def merge_to_main(
+    q: Queue,
+    where: Path,
+    *,
+    holders: Collection[str],
+    actor: str | None = None,
+    strategy: str = "no-ff",
+    delete_branch: bool = True,
+    number: int | None = None,
+    lease_seconds: int = merges.DEFAULT_LEASE_SECONDS,
+) -> MergedToMain:
+    """Merge the issue's branch into the default branch (``no-ff``: always a merge commit;
+    ``squash``: one commit) once its checkout is clean and the gates passed on its tip;
+    complete the issue; delete the branch if asked; the server's checkout goes back to the
+    default branch. Through the merge queue: its lease, its in-memory conflict check, its
+    crash-safe record of the commit it lands."""
+    if strategy not in merges.STRATEGIES:
+        raise InvalidInput(
+            f"merge_strategy must be one of {', '.join(merges.STRATEGIES)}",
+            field="merge_strategy",
+        )
+    chosen: merges.Strategy = "squash" if strategy == "squash" else "no-ff"
+    if number is not None:
+        fields.number(number)
+        landed = merges.landing_of(q, number)
+        if landed is not None:  # merged already: a rerun after a lost answer
+            return MergedToMain(
+                merged_branch=landed.branch,
+                target_branch=landed.into or "",
+                commit_hash=landed.commit or "",
+                issue_number=number,
+                branch_deleted=_branch_gone(q, number, landed.branch),
+                already_merged=True,
+            )
+    work = locate(q, where, holders, number)
+    if work.number is None:
+        raise Conflict(
+            f"branch {work.branch} is linked to no issue",
+            branch=work.branch,
+            hint="link_issue_to_branch first",
+        )
+    n = work.number
+    by = Authority.of(holders)
+    actor = holding.refuse_unless_held(q, n, by, "merge") or actor
+    issue = issues.get(q, n)
+    if issue.status != Status.DONE:
+        checkouts.require_clean(work.path)
+    if work.worktree_id is not None and work.repo is not None:
+        done = merges.merge(
+            q,
+            work.repo,
+            work.worktree_id,
+            by=by,
+            actor=actor,
+            lease_seconds=lease_seconds,
+            strategy=chosen,
+            keep_branch=not delete_branch,
+        )
+        head, note = done.commit or "", done.note  # the merge queue said what it checked
+    else:
+        head = _merge_checkout(q, work, issue, chosen, delete_branch, actor, by, lease_seconds)
+        note = unconfigured(q, work.root, head) if head else None
+    return MergedToMain(
+        merged_branch=work.branch,
+        target_branch=work.into,
+        commit_hash=head,
+        issue_number=n,
+        branch_deleted=git.branch_tip(work.root, work.branch) is None,
+        note=note,
+    )
+
+
+def _branch_gone(q: Queue, number: int, branch: str) -> bool:
+    issue = issues.get(q, number)
+    if issue.repository is None:
+        link = checkouts.of_issue(q, number)
+        root = Path(link.checkout) if link is not None else None
+    else:
+        root = Path(repositories.get(q, issue.repository).path)
+    return root is None or git.branch_tip(root, branch) is None
+
+
+def _merge_checkout(
+    q: Queue,
+    work: Work,
+    issue: Issue,
+    strategy: merges.Strategy,
+    delete_branch: bool,
+    actor: str | None,
+    by: Authority,
+    lease_seconds: int,
+) -> str:
+    """Merge a branch checked out in a shared checkout (not a worktree of its own)."""
+    n = issue.number
+
+    def dirty() -> WorkqError:
+        return UncommittedChanges(f"the checkout at {work.path} has uncommitted changes")
+
+    landing = merges.Landing(
+        root=work.root,
+        into=work.into,
+        branch=work.branch,
+        base_commit=work.base_commit,
+        recorded=work.merge_commit,
+        checkout=work.path,
+        label=f"#{n}: {issue.title}",
+        strategy=strategy,
+    )
+
+    def gates(tip: str, new: str | None) -> None:
+        merges.check_gates(q, MergeCandidate(work.root, work.path, tip, new, n, actor, by))
+
+    tip, main = git.branch_tip(work.root, work.branch), git.branch_tip(work.root, work.into)
+    if tip is not None and main is not None and not git.is_ancestor(work.root, tip, main):
+        merges.refuse_conflicts(work.root, main, tip, work.branch)
+        gates(tip, None)  # before the lease: gates may take minutes; asked again under it
+    with merges.merge_lease(q, work.repo, lease_seconds=lease_seconds):
+        head, already = merges.land(
+            landing,
+            gates=gates,
+            intend=lambda new: checkouts.intend_merge(q, n, new),
+            dirty=dirty,
+        )
+    with contextlib.suppress(NotFound):
+        claims.complete(q, n, by, actor=actor)
+    _leave(work)
+    if delete_branch:
+        merges.drop_branch(work.root, work.branch, work.into, head)
+    _record(
+        q,
+        n,
+        "merged_to_main",
+        actor,
+        {"branch": work.branch, "into": work.into, "commit": head, "strategy": strategy}
+        | ({"resumed": True} if already else {}),
+    )
+    return head
+
+
+def _leave(work: Work) -> None:
+    """Put the checkout back on the default branch (detached at it when another worktree
+    has it checked out), so the merged branch can go."""
+    if git.current_branch(work.path) != work.branch:
+        return
+    elsewhere = any(
+        wt.branch == work.into and wt.path.resolve() != work.path.resolve()
+        for wt in git.worktrees(work.root)
+    )
+    if elsewhere:
+        git.run(["switch", "--quiet", "--detach", "refs/heads/" + work.into], cwd=work.path)
+    else:
+        git.switch(work.path, work.into)
+
+
+def add_issue_comment(
+    q: Queue, number: int, body: str, comment_type: str | None, *, author: str | None
+) -> Comment:
+    """A comment on issue ``number``, with contract E's prefix for its kind."""
+    text = tdd.comment_body(fields.comment(body), comment_type)
+    return notes.comment(q, number, text, kind=comment_type or "note", author=author)

@@ -1,0 +1,262 @@
+"""Registered repositories: one row per local git repository, identified by its git common
+directory (so registering it from any of its worktrees names the same repository); and
+which repository an issue belongs to."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from workq.db.engine import retry_lost_read
+from workq.db.tables import issues, repositories, worktrees
+from workq.errors import Conflict, GitFailed, InvalidInput, NotFound
+from workq.schemas import MERGE_MODES, REPOSITORY_NAME_MAX, Issue, Repository
+from workq.services.handle import Queue, load, record, to_issue
+from workq.vcs import git
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+WORKTREE_FOLDER = ".worktrees"
+ACTIVE = ("creating", "active", "merging")
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > REPOSITORY_NAME_MAX:
+        raise InvalidInput(
+            f"invalid repository name {name!r:.80}: use 1-{REPOSITORY_NAME_MAX} of "
+            "A-Z a-z 0-9 . _ - (starting with a letter or digit)",
+            field="repo",
+        )
+    return name
+
+
+def main_worktree(path: Path) -> Path:
+    """The root of the main work tree of the repository ``path`` is in (any worktree of it,
+    or a folder inside one). Refuses what is not a git repository, or a bare one."""
+    if not path.is_dir():
+        raise InvalidInput(f"{path} is not a directory", field="path")
+    try:
+        common = git.common_dir(path)
+    except GitFailed as exc:
+        raise InvalidInput(f"{path} is not a git repository", field="path") from exc
+    if common.name != ".git":
+        raise InvalidInput(
+            f"{path} is a bare repository or has a separate git directory: register the "
+            "repository from its main work tree",
+            field="path",
+        )
+    return common.parent.resolve()
+
+
+def _exclude_worktree_folder(root: Path, folder: Path) -> None:
+    """Keep the worktree folder out of ``git status`` of the main checkout."""
+    try:
+        relative = folder.relative_to(root)
+    except ValueError:
+        return
+    exclude = root / ".git" / "info" / "exclude"
+    line = f"/{relative.as_posix()}/"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    existing = exclude.read_text() if exclude.exists() else ""
+    if line not in existing.splitlines():
+        with exclude.open("a") as handle:
+            handle.write(("" if existing.endswith("\n") or not existing else "\n") + line + "\n")
+
+
+def add(
+    q: Queue,
+    name: str,
+    path: Path,
+    *,
+    default_branch: str | None = None,
+    worktree_dir: Path | None = None,
+    auto_worktree: bool = False,
+    merge_mode: str = "merge",
+) -> Repository:
+    """Register the repository at ``path`` as ``name``."""
+    validate_name(name)
+    if merge_mode not in MERGE_MODES:
+        raise InvalidInput(
+            f"merge mode must be one of {', '.join(MERGE_MODES)}", field="merge_mode"
+        )
+    root = main_worktree(path.expanduser().resolve())
+    branch = default_branch or git.current_branch(root)
+    if branch is None:
+        raise InvalidInput(
+            f"{root} has a detached HEAD: check out the default branch, or name it",
+            field="default_branch",
+        )
+    if not git.branch_exists(root, branch):
+        raise InvalidInput(f"{root} has no branch {branch!r}", field="default_branch")
+    folder = (worktree_dir.expanduser() if worktree_dir else root / WORKTREE_FOLDER).resolve()
+    if folder == root or root.is_relative_to(folder):
+        raise InvalidInput("the worktree folder must not contain the repository", field="dir")
+    remote = git.remote_url(root)
+    now = q.now()
+
+    def work(conn: Connection) -> None:
+        clash = conn.execute(
+            select(repositories.c.name).where(
+                (repositories.c.name == name) | (repositories.c.path == str(root))
+            )
+        ).first()
+        if clash is not None:
+            raise Conflict(
+                f"repository {clash.name!r} is already registered (at {root} or by that name)",
+                repo=clash.name,
+            )
+        conn.execute(
+            insert(repositories).values(
+                name=name,
+                path=str(root),
+                default_branch=branch,
+                remote_url=remote,
+                worktree_dir=str(folder),
+                auto_worktree=auto_worktree,
+                merge_mode=merge_mode,
+                created_at=now,
+            )
+        )
+        record(
+            q,
+            conn,
+            kind="repository_added",
+            issue_id=None,
+            number=None,
+            actor=None,
+            now=now,
+            after={"repo": name, "path": str(root)},
+        )
+
+    q.db.write(work)
+    folder.mkdir(parents=True, exist_ok=True)
+    _exclude_worktree_folder(root, folder)
+    return get(q, name)
+
+
+def row(conn: Connection, name: str) -> Any:
+    found = conn.execute(select(repositories).where(repositories.c.name == name)).first()
+    if found is None:
+        raise NotFound(
+            f"repository {name!r} is not registered",
+            repo=name,
+            hint="list them with agit_list_repos (workq repo list), or add it (workq repo add)",
+        )
+    return found
+
+
+def _counts(conn: Connection) -> tuple[dict[str, int], dict[str, int]]:
+    wt: dict[str, int] = dict(
+        conn.execute(  # type: ignore[arg-type,unused-ignore]
+            select(worktrees.c.repository, func.count())
+            .where(worktrees.c.state.in_(ACTIVE))
+            .group_by(worktrees.c.repository)
+        ).all()
+    )
+    tasks: dict[str, int] = dict(
+        conn.execute(  # type: ignore[arg-type,unused-ignore]
+            select(issues.c.repository, func.count())
+            .where(issues.c.repository.is_not(None))
+            .group_by(issues.c.repository)
+        ).all()
+    )
+    return wt, tasks
+
+
+def _model(r: Any, wt: dict[str, int], tasks: dict[str, int]) -> Repository:
+    return Repository(
+        name=r.name,
+        path=r.path,
+        default_branch=r.default_branch,
+        remote_url=r.remote_url,
+        worktree_dir=r.worktree_dir,
+        auto_worktree=bool(r.auto_worktree),
+        merge_mode=r.merge_mode,
+        worktree_count=wt.get(r.name, 0),
+        task_count=tasks.get(r.name, 0),
+    )
+
+
+@retry_lost_read
+def get(q: Queue, name: str) -> Repository:
+    validate_name(name)
+    with q.db.read() as conn:
+        return _model(row(conn, name), *_counts(conn))
+
+
+@retry_lost_read
+def list_all(q: Queue) -> list[Repository]:
+    with q.db.read() as conn:
+        rows = conn.execute(select(repositories).order_by(repositories.c.name)).all()
+        counts = _counts(conn)
+        return [_model(r, *counts) for r in rows]
+
+
+def assign(q: Queue, number: int, name: str | None, *, actor: str | None = None) -> None:
+    """Put issue ``number`` in repository ``name`` (None: in none)."""
+    if name is not None:
+        validate_name(name)
+    q.db.write(lambda conn: place(q, conn, number, name, actor=actor))
+
+
+def place(q: Queue, conn: Connection, number: int, name: str | None, *, actor: str | None) -> None:
+    """In the caller's transaction: issue ``number`` in registered repository ``name`` (None:
+    in none), recorded as ``repository_set`` when that changes it. NOT_FOUND for a name no
+    repository has."""
+    if name is not None:
+        row(conn, name)
+    issue = load(conn, number, for_update=True)
+    if issue.repository == name:
+        return
+    now = q.now()
+    conn.execute(
+        update(issues).where(issues.c.id == issue.id).values(repository=name, updated_at=now)
+    )
+    record(
+        q,
+        conn,
+        kind="repository_set",
+        issue_id=issue.id,
+        number=number,
+        actor=actor,
+        now=now,
+        before={"repository": issue.repository},
+        after={"repository": name},
+    )
+
+
+def remove(q: Queue, name: str) -> None:
+    """Forget a repository (its issues stay, in no repository). Refused while it has
+    active worktrees."""
+    validate_name(name)
+
+    def work(conn: Connection) -> None:
+        row(conn, name)
+        busy = conn.execute(
+            select(func.count()).where(
+                worktrees.c.repository == name, worktrees.c.state.in_(ACTIVE)
+            )
+        ).scalar_one()
+        if busy:
+            raise Conflict(
+                f"repository {name!r} has {busy} active worktree(s)",
+                hint="merge or remove them first (workq worktree list)",
+            )
+        conn.execute(update(issues).where(issues.c.repository == name).values(repository=None))
+        conn.execute(delete(repositories).where(repositories.c.name == name))
+
+    q.db.write(work)
+
+
+@retry_lost_read
+def tasks(q: Queue, name: str, *, limit: int = 1000) -> list[Issue]:
+    """The issues of repository ``name``, by number."""
+    validate_name(name)
+    with q.db.read() as conn:
+        row(conn, name)
+        rows = conn.execute(
+            select(issues).where(issues.c.repository == name).order_by(issues.c.number).limit(limit)
+        ).all()
+    return [to_issue(r) for r in rows]

@@ -1,0 +1,192 @@
+"""Claims with a worktree: claim, then make the issue's worktree (git outside the claim's
+transaction); if it cannot be made, a new claim is given back and the error reported."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+from sqlalchemy import select
+
+from workq.db.tables import issues, repositories
+from workq.errors import Conflict, InvalidInput, WorkqError
+from workq.schemas import Claim, ClaimedIssue, ReadyFilter, RepoOverview, WorkspaceInfo
+from workq.services.handle import Queue
+from workq.services.plans import plans
+from workq.services.queue import claims
+from workq.services.queue import issues as issue_service
+from workq.services.workspaces import conflicts, worktrees
+from workq.services.workspaces import repositories as repository_service
+from workq.services.workspaces.worktrees import check_branch, get_for_issue, spawn
+
+
+def _repository_of(q: Queue, number: int) -> tuple[str | None, bool] | None:
+    """The issue's repository and whether it makes a worktree per claim; None: no issue."""
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(issues.c.repository, repositories.c.auto_worktree)
+            .select_from(issues.outerjoin(repositories, repositories.c.name == issues.c.repository))
+            .where(issues.c.number == number)
+        ).first()
+    if found is None:
+        return None
+    return found.repository, bool(found.auto_worktree)
+
+
+def per_claim(q: Queue, number: int) -> bool:
+    """Whether issue ``number``'s repository makes a worktree for every claim."""
+    placed = _repository_of(q, number)
+    return placed is not None and placed[1]
+
+
+def attach(
+    q: Queue, number: int, holder: str, wanted: bool | None, *, branch: str | None = None
+) -> WorkspaceInfo | None:
+    """After a claim of issue ``number`` by ``holder``: its worktree, made if ``wanted``
+    (None: as its repository is configured), on ``branch`` (default: named from the
+    issue). On failure to make it, raises (the caller gives the claim back)."""
+    repo, auto = _repository_of(q, number) or (None, False)
+    if wanted is None:
+        wanted = auto
+    if not wanted:
+        return get_for_issue(q, number)
+    if repo is None:
+        raise _no_repository(number)
+    return spawn(q, repo, number, agent=holder, branch=branch)
+
+
+def spawn_task(
+    q: Queue,
+    repo: str,
+    number: int | None,
+    *,
+    title: str,
+    holder: str,
+    branch: str | None = None,
+    plan_runs: Collection[str] = (),
+) -> tuple[int, WorkspaceInfo]:
+    """agit's spawn: issue ``number`` (None: a new one titled ``title``) claimed for
+    ``holder``, put in ``repo``, with its worktree on ``branch``. Every check that can
+    refuse comes first, so a refused spawn creates, assigns and claims nothing; a claim
+    taken here is given back if the worktree then cannot be made."""
+    found = repository_service.get(q, repo)
+    if branch is not None:
+        check_branch(Path(found.path), branch, found.default_branch)
+    if number is None:
+        with q.db.read() as conn:
+            plans.refuse_while_planning(conn, {holder, *plan_runs}, "claiming")
+        number = issue_service.create(q, title=title, actor=holder).number
+    else:
+        placed = issue_service.get(q, number).repository
+        if placed not in (None, repo):
+            raise Conflict(
+                f"Issue #{number} belongs to repository {placed!r}, not {repo!r}",
+                number=number,
+            )
+    taken = claims.claim(q, number, holder, plan_runs=plan_runs)
+    try:
+        repository_service.assign(q, number, repo, actor=holder)
+        info = spawn(q, repo, number, agent=holder, branch=branch)
+    except WorkqError:
+        if not taken.already_held:
+            claims.release(q, number, [holder], reason="its worktree could not be made")
+        raise
+    return number, info
+
+
+def _no_repository(number: int) -> InvalidInput:
+    return InvalidInput(
+        f"Issue #{number} belongs to no repository: no worktree can be made for it",
+        number=number,
+        hint="put it in one first (workq repo assign), or claim without worktree",
+    )
+
+
+def given_back(
+    q: Queue,
+    number: int,
+    holder: str,
+    error: WorkqError,
+    reason: str = "its worktree could not be made",
+) -> WorkqError:
+    """Release the claim just taken because its workspace could not be made."""
+    try:
+        claims.release(q, number, [holder], reason=reason)
+    except WorkqError:  # pragma: no cover - reported below with the cause
+        error.facts["claim_kept"] = True
+        return error
+    error.facts["claim_released"] = True
+    return error
+
+
+def claim(
+    q: Queue,
+    number: int,
+    run_id: str,
+    *,
+    worktree: bool | None = None,
+    plan_runs: Collection[str] = (),
+    branch: str | None = None,
+    ignore_plan_mode: bool = False,
+) -> Claim:
+    """``claims.claim``, then the issue's worktree (made when ``worktree``, or when its
+    repository makes one per claim; on ``branch`` if given). If it cannot be made, a new
+    claim is given back. Every face's claim comes here, so a repository registered with a
+    worktree per claim gets one whichever face claimed.
+    An issue in no repository is refused before the claim, so nothing changes."""
+    if worktree:
+        placed = _repository_of(q, number)
+        if placed is not None and placed[0] is None:
+            raise _no_repository(number)
+    taken = claims.claim(q, number, run_id, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
+    try:
+        info = attach(q, number, run_id, worktree, branch=branch)
+    except WorkqError as exc:
+        if taken.already_held:
+            raise
+        raise given_back(q, number, run_id, exc) from None
+    return taken.model_copy(update={"worktree": info}) if info else taken
+
+
+def claim_next(
+    q: Queue,
+    run_id: str,
+    f: ReadyFilter | None,
+    *,
+    worktree: bool | None = None,
+    plan_runs: Collection[str] = (),
+    ignore_plan_mode: bool = False,
+) -> ClaimedIssue | None:
+    """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it (when
+    ``worktree``, or when its repository makes one per claim). Asked for a worktree, only
+    issues that belong to a repository are considered."""
+    if worktree and not (f and f.repository):
+        f = (f or ReadyFilter()).model_copy(update={"in_a_repository": True})
+    taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
+    if taken is None:
+        return None
+    if worktree is None and not (f and f.repository):
+        placed = _repository_of(q, taken.number)
+        if placed is None or not placed[1]:  # in no repository, or one without auto worktrees
+            return taken
+    try:
+        info = attach(q, taken.number, run_id, worktree)
+    except WorkqError as exc:
+        if taken.already_held:
+            raise
+        raise given_back(q, taken.number, run_id, exc) from None
+    return taken.model_copy(update={"worktree": info}) if info else taken
+
+
+def overview(q: Queue, name: str) -> RepoOverview:
+    """Repository ``name`` with its worktrees and the files two of them both change.
+
+    Raises:
+        NotFound: no such repository.
+    """
+    repo = repository_service.get(q, name)
+    return RepoOverview(
+        **repo.model_dump(),
+        worktrees=worktrees.list_worktrees(q, name),
+        conflicts=conflicts.scan(q, name).conflicts,
+    )

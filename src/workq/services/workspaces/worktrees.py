@@ -1,0 +1,449 @@
+"""A git worktree per claimed issue: made under the repository's worktree folder on a
+branch named from the issue, recorded, listed, removed and pruned.
+
+git never runs inside a database transaction: a worktree is first recorded as
+``creating`` (so a crash leaves a trace that prune finds), then made by git, then marked
+``active``; if git fails, the record is dropped and the error reported."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, delete, select, update
+
+from workq.db.engine import retry_lost_read
+from workq.db.tables import issues, repositories, worktrees
+from workq.domain import branches
+from workq.domain.authority import Authority
+from workq.errors import (
+    Conflict,
+    GitFailed,
+    InvalidInput,
+    NotFound,
+    UnmergedWork,
+    WorktreeDirty,
+)
+from workq.schemas import (
+    PruneReport,
+    Status,
+    WorkspaceInfo,
+    WorktreeInfo,
+)
+from workq.services.handle import Queue, load, new_id, record
+from workq.services.queue import holding
+from workq.services.workspaces.repositories import ACTIVE
+from workq.services.workspaces.repositories import row as repository_row
+from workq.vcs import git
+
+# How long a worktree may stay "creating" before prune takes it for an interrupted spawn.
+CREATING_GRACE_SECONDS = 600
+
+
+def _info(r: Any) -> WorkspaceInfo:
+    return WorkspaceInfo(worktree_id=r.id, repository=r.repository, path=r.path, branch=r.branch)
+
+
+def _listed(r: Any, disk: bool = False) -> WorktreeInfo:
+    return WorktreeInfo(
+        id=r.id,
+        repository=r.repository,
+        number=r.number,
+        path=r.path,
+        branch=r.branch,
+        base_commit=r.base_commit,
+        state=r.state,
+        agent=r.agent,
+        disk_bytes=git.disk_usage(Path(r.path)) if disk and Path(r.path).is_dir() else None,
+    )
+
+
+def active_row(conn: Connection, number: int) -> Any:
+    return conn.execute(
+        select(worktrees)
+        .where(worktrees.c.number == number, worktrees.c.state.in_(ACTIVE))
+        .order_by(worktrees.c.created_at.desc())
+    ).first()
+
+
+def of_issue(conn: Connection, number: int) -> WorkspaceInfo | None:
+    """The active worktree of issue ``number``, if it has one."""
+    found = active_row(conn, number)
+    return _info(found) if found is not None and found.state != "creating" else None
+
+
+@retry_lost_read
+def refuse_unmerged(
+    q: Queue, number: int, action: str, *, first: Callable[[], None] = lambda: None
+) -> None:
+    """UnmergedWork if issue ``number``'s active worktree has commits its repository's
+    default branch lacks (its branch gone or unreadable: nothing to lose here). ``first``
+    runs before git is asked, only when there is a worktree (a caller's own refusals that
+    must win, such as who holds the claim)."""
+    with q.db.read() as conn:
+        w = active_row(conn, number)
+        if w is None or w.state != "active":
+            return
+        r = repository_row(conn, w.repository)
+    first()
+    root = Path(r.path)
+    if git.branch_tip(root, w.branch) is None or git.branch_tip(root, r.default_branch) is None:
+        return
+    ahead = git.commits_ahead(root, w.branch, r.default_branch)
+    if ahead:
+        some = f"{ahead} commit{'s' if ahead > 1 else ''}"
+        raise UnmergedWork(
+            f"Issue #{number}'s worktree has {some} on {w.branch} that {r.default_branch} "
+            f"lacks: {action} it would leave them behind",
+            number=number,
+            branch=w.branch,
+            commits=ahead,
+            hint=(
+                "merge them first (agit_merge_worktree, merge_to_main, workq merge), or "
+                "release with discard (the branch is kept)"
+            ),
+        )
+
+
+def get_for_issue(q: Queue, number: int) -> WorkspaceInfo | None:
+    with q.db.read() as conn:
+        return of_issue(conn, number)
+
+
+@retry_lost_read
+def latest_for_issue(q: Queue, number: int) -> WorkspaceInfo | None:
+    """The newest worktree of issue ``number`` that was not removed (active, or merged:
+    a merge to finish or report)."""
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(worktrees)
+            .where(worktrees.c.number == number, worktrees.c.state != "removed")
+            .order_by(worktrees.c.created_at.desc())
+        ).first()
+    return _info(found) if found is not None else None
+
+
+def by_id(conn: Connection, worktree_id: str, repo: str | None = None) -> Any:
+    found = conn.execute(select(worktrees).where(worktrees.c.id == worktree_id)).first()
+    if found is None or (repo is not None and found.repository != repo):
+        raise NotFound(
+            f"worktree {worktree_id!r} not found" + (f" in repository {repo!r}" if repo else ""),
+            worktree_id=worktree_id,
+            hint="list them with agit_repo_status (workq worktree list)",
+        )
+    return found
+
+
+def safe_path(folder: Path, branch: str) -> Path:
+    """Where the worktree of ``branch`` goes: one component under ``folder``, built here
+    from the branch name, never outside ``folder`` (``..``, absolute names and symlinks
+    are refused)."""
+    if not folder.is_absolute() or Path(os.path.realpath(folder)) != folder:
+        raise InvalidInput(
+            f"the worktree folder {folder} is not a real absolute directory (a symlink?)",
+            field="dir",
+            hint="re-register the repository with a real folder (workq repo add --dir)",
+        )
+    path = folder / branches.folder_name(branch)
+    if path.parent != folder or os.path.islink(path):
+        raise InvalidInput(f"refusing worktree path {path}: outside {folder}", field="branch")
+    return path
+
+
+def check_branch(root: Path, branch: str, default_branch: str) -> str:
+    """``branch`` if it may be a task's branch: a valid name, and never the default branch
+    (a worktree's cleanup deletes its branch)."""
+    if not isinstance(branch, str) or not branch or len(branch) > 255:
+        raise InvalidInput("branch must be 1-255 characters", field="branch")
+    if branch.startswith("-") or not git.is_valid_branch_name(branch, root):
+        raise InvalidInput(f"invalid branch name {branch!r:.80}", field="branch")
+    if branch == default_branch:
+        raise InvalidInput(
+            f"{branch!r} is the repository's default branch, not a task branch",
+            field="branch",
+            hint="leave branch out (one is named from the task) or name a new branch",
+        )
+    return branch
+
+
+def spawn(
+    q: Queue,
+    repo: str,
+    number: int,
+    *,
+    agent: str | None = None,
+    branch: str | None = None,
+) -> WorkspaceInfo:
+    """The worktree of issue ``number`` in ``repo``: made now, or the one it has."""
+
+    def reserve(conn: Connection) -> tuple[Any, Any, bool]:
+        r = repository_row(conn, repo)
+        issue = load(conn, number, for_update=True)
+        if issue.repository not in (None, repo):
+            raise Conflict(
+                f"Issue #{number} belongs to repository {issue.repository!r}, not {repo!r}",
+                number=number,
+            )
+        if issue.status == Status.DONE.value:
+            raise Conflict(f"Issue #{number} is done: no worktree for it", number=number)
+        existing = active_row(conn, number)
+        if existing is not None:
+            if agent is not None and existing.agent != agent:  # taken over: the new holder's
+                conn.execute(
+                    update(worktrees).where(worktrees.c.id == existing.id).values(agent=agent)
+                )
+            if existing.state == "creating":
+                return r, existing, False  # an earlier attempt crashed: finish it
+            return r, existing, True
+        name = check_branch(
+            Path(r.path),
+            branch or branches.issue_branch(issue.issue_type, number, issue.title),
+            r.default_branch,
+        )
+        path = safe_path(Path(r.worktree_dir), name)
+        taken = conn.execute(
+            select(worktrees.c.id).where(
+                worktrees.c.repository == repo,
+                worktrees.c.state.in_(ACTIVE),
+                (worktrees.c.branch == name) | (worktrees.c.path == str(path)),
+            )
+        ).first()
+        if taken is not None:
+            raise Conflict(f"branch {name!r} already has a worktree", branch=name)
+        now = q.now()
+        if issue.repository is None:
+            conn.execute(update(issues).where(issues.c.id == issue.id).values(repository=repo))
+        values = {
+            "id": new_id(),
+            "repository": repo,
+            "issue_id": issue.id,
+            "number": number,
+            "path": str(path),
+            "branch": name,
+            "base_commit": "",
+            "state": "creating",
+            "agent": agent,
+            "created_at": now,
+            "updated_at": now,
+        }
+        conn.execute(worktrees.insert().values(**values))
+        return r, conn.execute(select(worktrees).where(worktrees.c.id == values["id"])).one(), False
+
+    r, w, done = q.db.write(reserve)
+    if done:
+        return _info(w)
+    root, path = Path(r.path), Path(w.path)
+    try:
+        base = _make(root, path, w.branch, r.default_branch)
+    except (GitFailed, InvalidInput):
+        q.db.write(lambda conn: conn.execute(delete(worktrees).where(worktrees.c.id == w.id)))
+        raise
+
+    def activate(conn: Connection) -> None:
+        now = q.now()
+        conn.execute(
+            update(worktrees)
+            .where(worktrees.c.id == w.id)
+            .values(state="active", base_commit=base, updated_at=now)
+        )
+        record(
+            q,
+            conn,
+            kind="worktree_created",
+            issue_id=w.issue_id,
+            number=number,
+            actor=agent,
+            now=now,
+            after={"path": w.path, "branch": w.branch},
+        )
+
+    q.db.write(activate)
+    return _info(w)
+
+
+def _make(root: Path, path: Path, branch: str, default_branch: str) -> str:
+    """Create (or, after a crash, find) the worktree; its base commit."""
+    known = {wt.path.resolve(): wt for wt in git.worktrees(root)}
+    if path.resolve() in known:
+        if known[path.resolve()].branch != branch:
+            raise InvalidInput(f"{path} is a worktree of another branch", field="branch")
+    elif os.path.lexists(path):
+        raise InvalidInput(f"{path} exists and is not this issue's worktree", field="branch")
+    elif git.branch_exists(root, branch):
+        git.run(["worktree", "add", "--quiet", str(path), branch], cwd=root)
+    else:
+        git.worktree_add(root, path, branch, "refs/heads/" + default_branch)
+    return git.merge_base(root, "refs/heads/" + default_branch, "refs/heads/" + branch)
+
+
+@retry_lost_read
+def list_worktrees(
+    q: Queue, repo: str | None = None, *, everything: bool = False, disk: bool = False
+) -> list[WorktreeInfo]:
+    with q.db.read() as conn:
+        stmt = select(worktrees).order_by(worktrees.c.created_at)
+        if repo is not None:
+            repository_row(conn, repo)
+            stmt = stmt.where(worktrees.c.repository == repo)
+        if not everything:
+            stmt = stmt.where(worktrees.c.state.in_(ACTIVE))
+        rows = conn.execute(stmt).all()
+    return [_listed(r, disk) for r in rows]
+
+
+def _discard(
+    q: Queue,
+    w: Any,
+    r: Any,
+    *,
+    force: bool,
+    state: str = "removed",
+    keep_branch: bool = False,
+    actor: str | None = None,
+    override: str | None = None,
+) -> bool:
+    """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when the
+    default branch already has all of its commits (unless ``keep_branch``). Whether the
+    branch was deleted. ``override``: the reason an override gave, recorded."""
+    root, path = Path(r.path), Path(w.path)
+    if path.is_dir():
+        known = {wt.path.resolve() for wt in git.worktrees(root)}
+        if path.resolve() in known:
+            if not force and git.dirty_paths(path):
+                raise WorktreeDirty(
+                    f"worktree {w.id} ({path}) has uncommitted changes", worktree_id=w.id
+                )
+            git.worktree_remove(root, path, force=True)
+        elif path.parent == Path(r.worktree_dir) and not path.is_symlink():
+            # What an interrupted removal left: git no longer knows it as a worktree.
+            shutil.rmtree(path)
+    elif state != "merged":
+        # Gone from disk by other means: drop git's record of it. (Not on every removal:
+        # a prune racing another process's `worktree add` can take its half-made record.)
+        git.worktree_prune(root)
+    deleted = False
+    tip = git.branch_tip(root, w.branch)
+    if tip is None:
+        deleted = True
+    elif w.branch == r.default_branch:  # never a task's to delete (a worktree made before
+        pass  # spawn refused it kept it as its branch)
+    elif not keep_branch and git.is_ancestor(root, tip, "refs/heads/" + r.default_branch):
+        git.delete_branch(root, w.branch)
+        deleted = True
+
+    def mark(conn: Connection) -> None:
+        now = q.now()
+        conn.execute(
+            update(worktrees).where(worktrees.c.id == w.id).values(state=state, updated_at=now)
+        )
+        record(
+            q,
+            conn,
+            kind="worktree_removed",
+            issue_id=w.issue_id,
+            number=w.number,
+            actor=actor,
+            now=now,
+            after={
+                "path": w.path,
+                "branch_deleted": deleted,
+                **({"override": override} if override else {}),
+            },
+        )
+
+    q.db.write(mark)
+    return deleted
+
+
+def remove(
+    q: Queue,
+    repo: str,
+    worktree_id: str,
+    *,
+    by: Authority,
+    force: bool = False,
+    actor: str | None = None,
+) -> WorktreeInfo:
+    """Remove a worktree from disk and the registry. While its issue is claimed, only the
+    holder (``by``) or an override may. Refused with uncommitted changes unless ``force``;
+    its branch is kept if it has commits the default branch lacks."""
+
+    with q.db.read() as conn:
+        r = repository_row(conn, repo)
+        w = by_id(conn, worktree_id, repo)
+    if w.state in ("removed", "merged"):
+        return _listed(w)
+    if w.number is not None:
+        with contextlib.suppress(NotFound):  # its issue deleted: nobody holds it
+            action = "remove the worktree of"
+            actor = holding.refuse_unless_held(q, w.number, by, action, unclaimed_ok=True) or actor
+    if w.state == "merging":
+        raise Conflict(
+            f"worktree {worktree_id} is being merged (or a merge of it was interrupted)",
+            worktree_id=worktree_id,
+            hint="finish the merge: agit_merge_worktree (workq merge N)",
+        )
+    _discard(q, w, r, force=force, actor=actor, override=by.override)
+    with q.db.read() as conn:
+        return _listed(by_id(conn, worktree_id))
+
+
+def _finished(conn: Connection, w: Any, now: datetime) -> bool:
+    """Whether ``w``'s issue no longer needs it: done, deleted, or released (open and
+    unclaimed) - not merely with an expired lease (a live agent may still commit)."""
+    if w.state == "creating":  # interrupted, unless another process is making it now
+        return bool(w.updated_at < now - timedelta(seconds=CREATING_GRACE_SECONDS))
+    if w.state == "merging":  # a merge to finish, not to throw away
+        return False
+    found = conn.execute(
+        select(issues.c.status, issues.c.claimed_by).where(issues.c.id == w.issue_id)
+    ).first()
+    if found is None:
+        return True
+    return bool(found.status == Status.DONE.value or found.claimed_by is None)
+
+
+def prune(q: Queue, repo: str | None = None, *, force: bool = False) -> PruneReport:
+    """Remove the worktrees of done, released or deleted issues (never one with uncommitted
+    changes unless ``force``); report the rest with their disk use."""
+    with q.db.read() as conn:
+        stmt = select(worktrees).where(worktrees.c.state.in_(ACTIVE))
+        if repo is not None:
+            repository_row(conn, repo)
+            stmt = stmt.where(worktrees.c.repository == repo)
+        now = q.now()
+        candidates = [(w, _finished(conn, w, now)) for w in conn.execute(stmt).all()]
+        repos = {r.name: r for r in conn.execute(select(repositories)).all()}
+    removed: list[WorktreeInfo] = []
+    kept: list[WorktreeInfo] = []
+    for w, finished in candidates:
+        info = _listed(w, disk=True)
+        if not finished:
+            kept.append(info)
+            continue
+        try:
+            _discard(q, w, repos[w.repository], force=force)
+        except WorktreeDirty:
+            kept.append(info)
+            continue
+        removed.append(info)
+    return PruneReport(removed=removed, kept=kept)
+
+
+def paths_of(conn: Connection, agents: Sequence[str]) -> dict[str, list[str]]:
+    """Active worktree paths by agent."""
+    found: dict[str, list[str]] = {}
+    if not agents:
+        return found
+    for w in conn.execute(
+        select(worktrees.c.agent, worktrees.c.path).where(
+            worktrees.c.agent.in_(list(agents)), worktrees.c.state.in_(ACTIVE)
+        )
+    ):
+        found.setdefault(w.agent, []).append(w.path)
+    return found
