@@ -301,7 +301,7 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
         "server/app.py": "import mcp\nimport workq\nfrom workq.services import issues\n",
         "cli/__init__.py": "",
         "cli/main.py": "import typer\nfrom workq.server.main import serve\n",
-        "cli/admin.py": "from workq.services.queue.issues import create\n",
+        "cli/maintenance.py": "from workq.services.queue.issues import create\n",
         "domain/__init__.py": "",
         "domain/rules.py": "import re\nfrom workq.errors import WorkqError\n",
     }
@@ -319,9 +319,9 @@ def test_the_checker_passes_a_tree_that_follows_the_layers(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("path", "source", "why"),
     [
-        ("cli/admin.py", "from workq.db import migrate\n", "cli may not import db"),
-        ("cli/admin.py", "from workq import db\n", "cli may not import db"),
-        ("cli/admin.py", "import workq.db.engine\n", "cli may not import db"),
+        ("cli/maintenance.py", "from workq.db import migrate\n", "cli may not import db"),
+        ("cli/maintenance.py", "from workq import db\n", "cli may not import db"),
+        ("cli/maintenance.py", "import workq.db.engine\n", "cli may not import db"),
         ("server/tools.py", "from workq.db.engine import Database\n", "server may not import db"),
         ("server/tools.py", "from workq.cli import main\n", "server may not import cli"),
         ("cli/other.py", "from workq.server import app\n", "cli may not import server"),

@@ -16,7 +16,7 @@ from tests.context.conftest import environment, status, workq, workq_json
 from tests.server.conftest import call_error, call_ok, stdio_server, text
 from workq.config import Settings
 from workq.server.app import build_server
-from workq.server.tools_coding import Scope
+from workq.server.tools.coding import Scope
 from workq.services.coding.docs_index import SCOPES
 
 pytestmark = pytest.mark.anyio

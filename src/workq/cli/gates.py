@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from workq.cli import output
-from workq.cli.plan import run_id_of
+from workq.cli.plans import run_id_of
 from workq.cli.state import state
 from workq.errors import InvalidInput
 from workq.schemas import GateReport

@@ -283,14 +283,14 @@ def load_commands() -> typer.Typer:
     global _loaded
     if not _loaded:
         from workq.cli import (
-            admin,
             claims,
-            context,
             gates,
             hooks,
             issues,
-            plan,
+            maintenance,
+            plans,
             sync,
+            work_context,
             workflow,
             workspaces,
         )
@@ -298,13 +298,13 @@ def load_commands() -> typer.Typer:
         for module in (
             issues,
             claims,
-            admin,
+            maintenance,
             sync,
-            plan,
+            plans,
             workflow,
             workspaces,
             hooks,
-            context,
+            work_context,
             gates,
         ):
             module.register(app)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from workq.cli import output
-from workq.cli.plan import run_id_of
+from workq.cli.plans import run_id_of
 from workq.cli.state import state
 from workq.domain.workflow import WorkflowPhase
 from workq.services.plans import workflow

@@ -25,28 +25,28 @@ Registrar = Callable[[Registry], None]
 # group is served: a server with the defaults does not load the others' modules (and the
 # services and schemas they import) at start.
 TOOLSETS: dict[str, tuple[str, ...]] = {
-    "queue": ("tools_issues:register", "tools_claims:register_core"),
-    "planning": ("tools_plan:register",),
-    "recovery": ("tools_claims:register_recovery",),
-    "deps": ("tools_deps:register",),
-    "notes": ("tools_notes:register",),
-    "insight": ("tools_insight:register",),
-    "coordination": ("tools_reserve:register",),
-    "workspaces": ("tools_workspaces:register",),
-    "coding": ("tools_coding:register",),
+    "queue": ("tools.issues:register", "tools.claims:register_core"),
+    "planning": ("tools.planning:register",),
+    "recovery": ("tools.claims:register_recovery",),
+    "deps": ("tools.deps:register",),
+    "notes": ("tools.notes:register",),
+    "insight": ("tools.insight:register",),
+    "coordination": ("tools.coordination:register",),
+    "workspaces": ("tools.workspaces:register",),
+    "coding": ("tools.coding:register",),
 }
 PROFILES: dict[str, tuple[str, ...]] = {
     # Contract B: the GitHub issue-priority server's seven tools.
-    "issue-priority": ("tools_workflow:register", "tools_priority:register"),
+    "issue-priority": ("profiles.issue_workflow:register", "profiles.issue_priority:register"),
     # Contract C: the GitHub tools of an agent framework, and contract E's submit_pr.
-    "github-tools": ("tools_github:register",),
+    "github-tools": ("profiles.github_tools:register",),
     # Contract D: agit's repositories, worktrees, tasks and agents.
-    "agit": ("tools_agit:register",),
+    "agit": ("profiles.agit:register",),
     # Contract E: the workflow server's context, docs search, quality gates and git steps.
     "workflow-server": (
-        "tools_context:register",
-        "tools_quality:register",
-        "tools_git:register",
+        "profiles.workflow_context:register",
+        "profiles.workflow_gates:register",
+        "profiles.workflow_git:register",
     ),
 }
 GROUPS: dict[str, tuple[str, ...]] = TOOLSETS | PROFILES

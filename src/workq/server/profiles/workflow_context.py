@@ -11,7 +11,7 @@ from mcp.types import CallToolResult
 from workq.schemas import DocResults, WorkContext
 from workq.server.params import Flag
 from workq.server.registry import Registry
-from workq.server.tools_coding import (
+from workq.server.tools.coding import (
     READ_ONLY_IDEMPOTENT,
     Query,
     Scope,

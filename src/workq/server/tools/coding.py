@@ -1,7 +1,7 @@
 """The ``coding`` toolset: where an agent stands, the repository's docs, and the quality
 gates run by the server on the issue's checkout (stored on the issue as evidence). The
-workflow server's profile (tools_context, tools_quality) answers through the same
-functions under its own names."""
+workflow server's profile (profiles/workflow_context.py, workflow_gates.py) answers
+through the same functions under its own names."""
 
 from __future__ import annotations
 

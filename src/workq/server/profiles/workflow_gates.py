@@ -11,7 +11,7 @@ from pydantic import Field
 from workq.schemas import GateReport
 from workq.server.params import Number, RunId
 from workq.server.registry import Registry, writes
-from workq.server.tools_coding import FILES_MAX, File, GateRef, gates_answer
+from workq.server.tools.coding import FILES_MAX, File, GateRef, gates_answer
 
 
 def register(reg: Registry) -> None:

@@ -1,6 +1,6 @@
 """The issue-priority server's tools (contract B) by their own names and shapes: create_issue,
 select_next_issue, release_lock, force_claim and list_backlog (advance_workflow and
-get_workflow_status live in tools_workflow). Each result carries ``success: true``; a
+get_workflow_status live in issue_workflow.py). Each result carries ``success: true``; a
 refusal is ``isError`` with contract B's error object (``success: false``, ``error``,
 ``code``, ``reason``, ``details``) in ``_meta["workq/error"]``.
 
