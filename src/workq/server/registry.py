@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, create_model
 
 from workq.server.state import ServerState
 
@@ -80,18 +82,18 @@ class Registry:
         )
 
     def _define(self, fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
+        if not self.workspaces and fn.__name__.startswith("issue_"):
+            fn = without_workspaces(fn)
         tool = Tool.from_function(
             fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
         )
         parameters = compact_input(tool.parameters)
-        metadata = TextStaysText.of(tool.fn_metadata, parameters)
-        if not self.workspaces and fn.__name__.startswith("issue_"):
-            parameters = without_workspaces(parameters)
-            if metadata.output_schema is not None:
-                metadata.output_schema = without_workspaces(metadata.output_schema)
-        tool.parameters = parameters
-        tool.fn_metadata = metadata
-        return tool
+        return tool.model_copy(
+            update={
+                "parameters": parameters,
+                "fn_metadata": TextStaysText.of(tool.fn_metadata, parameters),
+            }
+        )
 
 
 # Every field of a built tool but its function (the SDK's fields, so that one a later SDK
@@ -99,23 +101,52 @@ class Registry:
 _DEFINITION_FIELDS = tuple(name for name in Tool.model_fields if name != "fn")
 
 
-def without_workspaces(schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a schema without the workspace properties, at any depth."""
-    result = dict(schema)
-    properties = schema.get("properties")
-    if isinstance(properties, dict):
-        result["properties"] = {
-            name: _without(sub) for name, sub in properties.items() if name not in WORKSPACE_FIELDS
-        }
-        if "required" in schema:
-            result["required"] = [r for r in schema["required"] if r not in WORKSPACE_FIELDS]
-    if "anyOf" in schema:
-        result["anyOf"] = [_without(option) for option in schema["anyOf"]]
-    return result
+def without_workspaces(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The variant of an issue tool that agents outside workspaces see: the same function
+    with a signature that has no workspace parameters and answers a model without the
+    workspace fields. The SDK builds its schemas and argument model from that signature;
+    the tool itself runs with their defaults."""
+    signature = inspect.signature(fn, eval_str=True)
+    kept = [p for p in signature.parameters.values() if p.name not in WORKSPACE_FIELDS]
+    answer = signature.return_annotation
+    if get_origin(answer) is Annotated:
+        result, *metadata = get_args(answer)
+        narrowed = [_without_fields(m) if _is_model(m) else m for m in metadata]
+        answer = Annotated[(result, *narrowed)]
+
+    async def awaited(**arguments: Any) -> Any:
+        return await fn(**arguments)
+
+    def called(**arguments: Any) -> Any:
+        return fn(**arguments)
+
+    variant: Callable[..., Any] = awaited if inspect.iscoroutinefunction(fn) else called
+    variant.__name__ = variant.__qualname__ = fn.__name__
+    variant.__doc__ = fn.__doc__
+    # Read by inspect.signature, which the SDK builds the tool's schemas from.
+    setattr(  # noqa: B010
+        variant, "__signature__", signature.replace(parameters=kept, return_annotation=answer)
+    )
+    return variant
 
 
-def _without(node: Any) -> Any:
-    return without_workspaces(node) if isinstance(node, dict) else node
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
+@functools.cache
+def _without_fields(model: type[BaseModel]) -> type[BaseModel]:
+    """``model`` without its workspace fields (the same class when it has none)."""
+    dropped = WORKSPACE_FIELDS & set(model.model_fields)
+    if not dropped:
+        return model
+    kept: dict[str, Any] = {
+        name: (field.annotation, field)
+        for name, field in model.model_fields.items()
+        if name not in dropped
+    }
+    narrowed: type[BaseModel] = create_model(model.__name__, __config__=model.model_config, **kept)
+    return narrowed
 
 
 class Catalog(Registry):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -35,7 +35,6 @@ from workq.server.handshake import complete_initialize
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
-    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 log = logging.getLogger("workq.server")
 
@@ -74,6 +73,22 @@ class Unanswered:
             log.warning("workq: input ended; %d call(s) left unanswered", len(self._ids))
 
 
+class ReadStream(Protocol):
+    """What is read of the SDK's stdio read stream (its own protocol is private)."""
+
+    async def receive(self) -> SessionMessage | Exception: ...
+
+    async def aclose(self) -> None: ...
+
+
+class WriteStream(Protocol):
+    """What is written to the SDK's stdio write stream."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
@@ -98,7 +113,7 @@ class _Reader:
 
     def __init__(
         self,
-        inner: ReadStream[SessionMessage | Exception],
+        inner: ReadStream,
         pending: Unanswered,
         on_end: Callable[[], None] = lambda: None,
         reply: Callable[[SessionMessage], Awaitable[None]] | None = None,
@@ -175,7 +190,7 @@ class _Reader:
 class _Writer:
     """The write side: an answer written settles its request."""
 
-    def __init__(self, inner: WriteStream[SessionMessage], pending: Unanswered):
+    def __init__(self, inner: WriteStream, pending: Unanswered):
         self._inner = inner
         self._pending = pending
 
@@ -201,8 +216,8 @@ class _Writer:
 
 
 def wrap(
-    read: ReadStream[SessionMessage | Exception],
-    write: WriteStream[SessionMessage],
+    read: ReadStream,
+    write: WriteStream,
     on_end: Callable[[], None] = lambda: None,
 ) -> tuple[_Reader, _Writer]:
     pending = Unanswered()
