@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field
 from workq.schemas import (
     AGENT_MAX,
     DESCRIPTION_MAX,
+    FORCE_CLAIM_CONFIRMATION,
     GLOB_MAX,
     GLOBS_PER_ISSUE_MAX,
     LABEL_MAX,
@@ -62,3 +63,6 @@ Limit = Annotated[int, Field(strict=True, ge=1, le=PAGE_MAX, description="Page s
 Cursor = Annotated[str, Field(max_length=64, description="next_cursor of the previous page")]
 Flag = Annotated[bool, Field(strict=True)]
 Repo = Annotated[str, Field(min_length=1, max_length=64, description="Its repository")]
+Confirmation = Annotated[
+    str, Field(max_length=100, description=f"Exactly: {FORCE_CLAIM_CONFIRMATION}")
+]

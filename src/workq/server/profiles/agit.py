@@ -181,6 +181,14 @@ def _number(task: str) -> int:
     return number
 
 
+def _of_the_worktree(error: WorkqError) -> bool:
+    """Whether a claim was refused for its worktree (none could be made, or the issue is in
+    no repository) rather than for the task: agit words only the latter as its own."""
+    return error.facts.get("field") == "worktree" or bool(
+        {"claim_released", "claim_kept"} & set(error.facts)
+    )
+
+
 def register(reg: Registry) -> None:
     state = reg.state
 
@@ -357,7 +365,6 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ClaimedTask]:
         """Atomically claim a pending task for an agent (the agent id is the run id that
         holds it)."""
-        from workq.services.queue import claims
         from workq.services.workspaces import worktree_claims as workspaces
 
         def call() -> CallToolResult:
@@ -365,18 +372,16 @@ def register(reg: Registry) -> None:
             number = task_number(task_id)
             if number is None:
                 raise NotFound(refused)
-            q = state.queue()
             try:
-                taken = claims.claim(q, number, agent_id, plan_runs={state.run_id})
+                taken = workspaces.claim(
+                    state.queue(), number, agent_id, worktree=worktree, plan_runs={state.run_id}
+                )
             except WorkqError as exc:
+                if _of_the_worktree(exc):
+                    raise
                 return _error(exc, refused)
             state.claimed_with(agent_id)
-            try:
-                info = workspaces.attach(q, number, agent_id, worktree)
-            except WorkqError:
-                if not taken.already_held:
-                    claims.release(q, number, [agent_id], reason="its worktree could not be made")
-                raise
+            info = taken.worktree
             out = ClaimedTask(
                 claimed=True,
                 task_id=task_id,

@@ -20,8 +20,8 @@ from pydantic.alias_generators import to_camel
 
 from workq.domain.authority import Authority
 from workq.errors import AllIssuesLocked, NoIssuesAvailable, NotHolder
-from workq.schemas import FORCE_CLAIM_CONFIRMATION, Claim, Issue, IssueType, Priority, Status
-from workq.server.params import Description, Number, Title, Types
+from workq.schemas import Claim, Issue, IssueType, Priority, Status
+from workq.server.params import Confirmation, Description, Number, Title, Types
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import clip, ok, worded
 
@@ -314,9 +314,7 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=False, destructive=True))
     def force_claim(
         issueNumber: Number,
-        confirmation: Annotated[
-            str, Field(max_length=100, description=f"Exactly: {FORCE_CLAIM_CONFIRMATION}")
-        ],
+        confirmation: Confirmation,
         repository: Repository = None,
     ) -> Annotated[CallToolResult, ForceClaimed]:
         """Take an issue from the session that holds it (a stuck or dead agent); its

@@ -12,7 +12,6 @@ from pydantic import Field
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import (
-    FORCE_CLAIM_CONFIRMATION,
     NOTHING_CLAIMED,
     Claim,
     ClaimedIssue,
@@ -24,6 +23,7 @@ from workq.schemas import (
 from workq.server.outputs import Ready, Renewed, Waiting
 from workq.server.params import (
     Agent,
+    Confirmation,
     Fence,
     Flag,
     Labels,
@@ -274,9 +274,7 @@ def register_recovery(reg: Registry) -> None:
     @reg.tool(writes(idempotent=False, destructive=True))
     def issue_force_claim(
         number: Number,
-        confirmation: Annotated[
-            str, Field(max_length=100, description=f"Exactly: {FORCE_CLAIM_CONFIRMATION}")
-        ],
+        confirmation: Confirmation,
         run_id: RunId = None,
     ) -> Annotated[CallToolResult, Claim]:
         """Take an issue from whoever holds it (a stuck or dead agent). The previous

@@ -99,6 +99,7 @@ def _no_repository(number: int) -> InvalidInput:
         f"Issue #{number} belongs to no repository: no worktree can be made for it",
         number=number,
         hint="put it in one first (workq repo assign), or claim without worktree",
+        field="worktree",
     )
 
 
