@@ -12,7 +12,7 @@ times, alternating in the same run:
 - ``get_work_context`` (``work_context.gather``), without and with ``include_closed_recent``.
 
 The same pair is then timed as MCP tool calls through an in-process client of a server
-with the ``context`` toolset (``issue_ready`` against ``get_work_context``; the server's
+with the ``workflow-server`` profile (``issue_ready`` against ``get_work_context``; the server's
 checkout is this process's working directory, so the call includes its branch lookup).
 
 Reported: p50 and p99 of each, and each p50 as a ratio of its baseline's p50. The branch
@@ -97,7 +97,7 @@ def figures(times: list[float]) -> tuple[float, float]:
 
 
 async def over_mcp(db: Path, rounds: int) -> dict[str, list[float]]:
-    server = build_server(Settings(db_path=db, toolsets="default,context", run_id=ME))
+    server = build_server(Settings(db_path=db, toolsets="default,workflow-server", run_id=ME))
     calls = {"issue_ready (MCP baseline)": "issue_ready", "get_work_context (MCP)": ""}
     times: dict[str, list[float]] = {name: [] for name in calls}
     async with Client(server, mode="legacy") as client:

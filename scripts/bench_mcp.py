@@ -202,7 +202,7 @@ async def main(calls: int, spawns: int) -> None:
 
         count, size = await tools_list_bytes(workq, log)
         every, every_size = await tools_list_bytes(workq_params(db, "--toolsets", "all"), log)
-        print(f"tools/list, default toolset: {count} tools, {size:,} bytes (target: < 16,384)")
+        print(f"tools/list, default toolset: {count} tools, {size:,} bytes (target: <= 12,000)")
         print(f"tools/list, all toolsets:    {every} tools, {every_size:,} bytes")
 
 

@@ -107,7 +107,7 @@ class Settings(BaseSettings):
         description="A file whose first line is the token (keeps it out of the process list)",
     )
     github_repo: str | None = Field(
-        default=None, description="OWNER/NAME for the github toolset (else mirror, else git remote)"
+        default=None, description="OWNER/NAME for the GitHub tools (else mirror, else git remote)"
     )
     cache_dir: Path | None = Field(
         default=None,

@@ -1,4 +1,4 @@
-"""The answers of the github toolset's tools (contract C's typed results, and submit_pr's).
+"""The answers of the GitHub tools (contract C's typed results, and submit_pr's).
 
 Plain pydantic models with no I/O, so the MCP server can declare the tools' output schemas
 without loading the HTTP client until a GitHub tool is called.

@@ -106,8 +106,8 @@ class IssueListItem(IssueSummary):
 
 
 def _unset(value: object) -> bool:
-    """Workspace fields are left out of answers while unset: without the agit toolset they
-    are not in the tools' output schemas either (server/toolsets.py)."""
+    """Workspace fields are left out of answers while unset: a server without workspaces
+    does not publish them in the tools' output schemas either (server/registry.py)."""
     return value is None
 
 

@@ -203,7 +203,7 @@ async def test_refusals_carry_the_seed_codes(
 
 
 def test_start_fails_fast_without_git(tmp_path: Path) -> None:
-    """Seed 001's lesson: with the git toolset named and no git on PATH, ``workq serve``
+    """Contract C's lesson: with the git steps' profile named and no git on PATH, ``workq serve``
     refuses to start with one clear line (and nothing on stdout)."""
     bare_path = tmp_path / "bin"
     bare_path.mkdir()

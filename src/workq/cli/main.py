@@ -130,7 +130,7 @@ def serve(
         typer.Option(
             "--github-repo",
             metavar="OWNER/NAME",
-            help="The repository of the github toolset (env WORKQ_GITHUB_REPO; default: "
+            help="The repository of the GitHub tools (env WORKQ_GITHUB_REPO; default: "
             "the mirror's, else the git remote's).",
         ),
     ] = None,

@@ -31,7 +31,7 @@ def writes(*, idempotent: bool, destructive: bool = False) -> ToolAnnotations:
 
 # The issue tools' arguments and answer fields for agent workspaces (a repository, a
 # worktree per claim, releasing one with unmerged commits). Every schema byte costs every
-# agent context, so they are offered only with the agit toolset.
+# agent context, so they are offered only with the workspaces toolset (or the agit profile).
 WORKSPACE_FIELDS = frozenset({"repository", "worktree", "discard"})
 
 # Tool definitions already built, by the tool function's code, its defaults and whether
@@ -50,7 +50,8 @@ class Registry:
         self.tools: dict[str, Tool] = {}
         self.toolset_of: dict[str, str] = {}
         self.toolset = ""
-        # Whether the agit toolset is on: the issue tools then make worktrees too.
+        # Whether workspaces are on (toolsets.WITH_WORKSPACES): the issue tools then take
+        # and answer their workspace fields.
         self.workspaces = False
 
     def tool(self, annotations: ToolAnnotations) -> Callable[[F], F]:

@@ -228,7 +228,7 @@ def _no_checkout(number: int, why: str) -> QualityGateFailed:
     return QualityGateFailed(
         f"issue #{number} has no checkout to run quality gates in, {why}",
         hint=(
-            "give the issue a worktree or a repository (agit toolset), or run workq inside "
+            "give the issue a worktree or a repository (workspaces toolset), or run workq inside "
             "the repository's checkout; or trust the agent's word: serve --tests-gate trust "
             "(WORKQ_TESTS_GATE=trust)"
         ),

@@ -184,11 +184,11 @@ def intend_merge(q: Queue, number: int, commit: str) -> None:
 
 
 def check_git() -> str:
-    """The version of this machine's git, once it is known to do what the git toolset
+    """The version of this machine's git, once it is known to do what the git steps
     needs (``merge-tree --write-tree``: git 2.38).
 
     Raises:
         GitMissing: git is not on PATH, or too old.
     """
-    git.require(git.MERGE_TREE_VERSION, "the git toolset")
+    git.require(git.MERGE_TREE_VERSION, "the git steps")
     return ".".join(map(str, git.version()))
