@@ -1,4 +1,4 @@
-"""Agent workspaces (seed 003): registered repositories, an issue's repository, a git
+"""Agent workspaces (contract D, agit): registered repositories, an issue's repository, a git
 worktree per claimed issue, and registered agents.
 
 Revision ID: 0008_agit

@@ -1,4 +1,4 @@
-"""The branch an issue's work is on (seed 004's link_issue_to_branch), where it is checked
+"""The branch an issue's work is on (contract E's link_issue_to_branch), where it is checked
 out, and the commit a merge of it moves the default branch to (recorded before it moves).
 
 Revision ID: 0011_gitflow_issue_branches

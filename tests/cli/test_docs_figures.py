@@ -20,7 +20,13 @@ def test_every_source_contract_cited_in_the_code_is_summed_up() -> None:
     which a reader of this repository cannot open."""
     contracts = (ROOT / "docs" / "contracts.md").read_text()
     cited: set[str] = set()
-    for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "docs").glob("*.md"), ROOT / "README.md"]:
+    sources = [*(ROOT / "src").rglob("*.py"), *(ROOT / "migrations").rglob("*.py")]
+    for path in [
+        *sources,
+        *(ROOT / "docs").glob("*.md"),
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+    ]:
         text = path.read_text()
         cited |= {m.upper() for m in re.findall(r"\b[Cc]ontract ([A-E])\b", text)}
         if path.name != "contracts.md":  # which says what older commits called them
