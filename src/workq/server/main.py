@@ -127,8 +127,8 @@ def _check_github(state: ServerState, settings: Settings, migrate: bool | None) 
 
 
 def _check_git(settings: Settings) -> str:
-    """The GitHub tools' lesson (contract C), kept for the git steps: git present and new
-    enough, checked once before serving; what the start line adds.
+    """Contract C's fail-fast rule applied to the git steps (profile workflow-server): git
+    present and new enough, checked once before serving; what the start line adds.
 
     Raises:
         GitMissing: git is missing or too old.

@@ -242,14 +242,14 @@ _LIMITS = frozenset(
         "maximum",
         "exclusiveMinimum",
         "exclusiveMaximum",
-        "additionalProperties",
     }
 )
 
 
 def _without_keys(node: Any, keys: frozenset[str]) -> Any:
-    """``node`` without the schema keywords ``keys``, at any depth (a property of that
-    name, a dict under ``properties``, stays)."""
+    """``node`` without the schema keywords ``keys`` and without ``additionalProperties:
+    false``, at any depth (a property of such a name stays; a schema of additional
+    properties, as a dict's values have, stays too)."""
     if isinstance(node, list):
         return [_without_keys(item, keys) for item in node]
     if not isinstance(node, dict):
@@ -261,7 +261,7 @@ def _without_keys(node: Any, keys: frozenset[str]) -> Any:
             else _without_keys(value, keys)
         )
         for key, value in node.items()
-        if key not in keys or key == "properties"
+        if key not in keys and not (key == "additionalProperties" and value is False)
     }
 
 
@@ -269,7 +269,7 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
     """Output schemas that keep the types and nullability in fewer bytes: no titles,
     defaults, descriptions, formats or limits (annotations that validate nothing the
     server does not produce anyway), no enums (the same tools' input schemas list the
-    values), no ``required`` lists (docs/mcp.md says which fields every answer has), and
+    values), no ``required`` lists (a model reads the answer, it does not check it), and
     nested models written in place of their ``$ref``. A nullable
     field stays ``anyOf`` with one type per branch: a ``type`` array is shorter but
     clients that map schemas onto a single-type dialect reject it (the Inspector's

@@ -223,12 +223,12 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def agit_repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoStatus]:
         """Detailed status of a repository: its worktrees, tasks and file conflicts."""
-        from workq.services.workspaces import conflicts, repositories, worktrees
+        from workq.services.workspaces import worktree_claims as workspaces
 
         def call() -> CallToolResult:
-            q = state.queue()
-            r = repositories.get(q, repo)
-            titles = {t.id: t.description for t in _tasks(repo)}
+            r = workspaces.overview(state.queue(), repo)
+            tasks = _tasks(repo)
+            titles = {t.id: t.description for t in tasks}
             items = [
                 WorktreeItem(
                     id=w.id,
@@ -238,17 +238,16 @@ def register(reg: Registry) -> None:
                     task=titles.get(task_id(w.number)) if w.number else None,
                     path=w.path,
                 )
-                for w in worktrees.list_worktrees(q, repo)
+                for w in r.worktrees
             ]
-            report = conflicts.scan(q, repo)
             status = RepoStatus(
                 name=r.name,
                 path=r.path,
                 default_branch=r.default_branch,
                 remote_url=r.remote_url,
                 worktrees=items,
-                tasks=_tasks(repo),
-                conflicts=[c.model_dump() for c in report.conflicts],
+                tasks=tasks,
+                conflicts=[c.model_dump() for c in r.conflicts],
             )
             return _answer(status.model_dump(mode="json"), status)
 

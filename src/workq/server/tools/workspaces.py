@@ -44,9 +44,9 @@ def register(reg: Registry) -> None:
             found = workspaces.overview(state.queue(), repo)
         lines = [f"{found.name}: {found.path}, default branch {found.default_branch}"]
         lines += [f"#{w.number} {w.branch} ({w.state}) {w.path}" for w in found.worktrees]
-        lines += [
-            f"conflict: {c.file} (#{', #'.join(map(str, c.issues))})" for c in found.conflicts
-        ]
+        for c in found.conflicts:
+            who = ", ".join(f"#{n}" for n in c.issues) or ", ".join(c.worktrees)
+            lines.append(f"conflict: {c.file} ({who})")
         return ok("\n".join(lines), found)
 
     @reg.tool(writes(idempotent=True, destructive=True))
