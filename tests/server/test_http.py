@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -262,3 +263,40 @@ def test_a_hand_typed_initialize_is_completed_over_http_as_on_stdio(db: Path) ->
             timeout=10,
         )
         assert listed.status_code == 200 and "issue_create" in listed.text
+
+
+def _post(url: str, message: dict[str, object], headers: dict[str, str]) -> httpx2.Response:
+    return httpx2.post(url, json=message, headers=HEADERS | headers, timeout=30)
+
+
+def test_each_call_is_answered_as_one_json_body_not_an_event_stream(db: Path) -> None:
+    """A request's answer is its JSON body (the SDK's JSON-response mode): no SSE stream per
+    request, which cost the server about as much CPU as the call itself. A call that waits
+    for work is answered the same way once it is woken."""
+    with http_server(db) as url:
+        opened = _post(url, INITIALIZE, {})
+        assert opened.headers["content-type"].startswith("application/json"), opened.text
+        session = {
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+
+        def call(request_id: int, name: str, **arguments: object) -> httpx2.Response:
+            params = {"name": name, "arguments": arguments}
+            message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+            return _post(url, message, session)
+
+        created = call(2, "issue_create", title="answered as JSON")
+        assert created.headers["content-type"].startswith("application/json")
+        assert created.json()["result"]["structuredContent"]["number"] == 1
+
+        call(3, "issue_claim_next")  # takes #1: the next call must wait
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(call, 4, "issue_claim_next", wait_seconds=20)
+            time.sleep(1.0)
+            assert not waiting.done()
+            call(5, "issue_create", title="wakes the waiter")
+            answer = waiting.result(timeout=30)
+        assert answer.headers["content-type"].startswith("application/json")
+        assert answer.json()["result"]["structuredContent"]["number"] == 2

@@ -12,8 +12,9 @@ so that an SDK upgrade that changes one fails by name rather than somewhere down
 - ``Tool``: built by ``Tool.from_function``, its fields copied into each definition.
 - ``Annotated[CallToolResult, Model]``: Model's schema is the output schema, and a
   returned CallToolResult passes through with its own text.
-- ``streamable_http_app(host=, transport_security=)``: http.py turns the SDK's Host check
-  off (bind.py's own check is stricter).
+- ``streamable_http_app(host=, transport_security=, json_response=)``: http.py turns the
+  SDK's Host check off (bind.py's own check is stricter) and answers each request as one
+  JSON body.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def _parameters(function: object) -> list[str]:
 def test_the_methods_workq_overrides_or_calls_keep_their_shape() -> None:
     assert _parameters(MCPServer.call_tool)[:4] == ["self", "name", "arguments", "context"]
     assert _parameters(MCPServer.streamable_http_app)[:1] == ["self"]
-    assert {"host", "transport_security"} <= set(_parameters(MCPServer.streamable_http_app))
+    assert {"host", "transport_security", "json_response"} <= set(
+        _parameters(MCPServer.streamable_http_app)
+    )
     lowlevel = MCPServer("probe")._lowlevel_server
     assert _parameters(lowlevel.run)[:3] == [
         "read_stream",

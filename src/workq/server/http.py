@@ -218,8 +218,12 @@ def run(
     # Host and Origin are checked by LocalOnly, for every loopback bind (the SDK's own check
     # covers three spellings of the bound address only).
     unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # Each request is answered as one JSON body rather than an SSE stream of its own, which
+    # cost the server about as much CPU as the call (scripts/bench_http.py). No workq call
+    # sends notifications or requests of its own; the SDK still streams what must stream
+    # (a modern client's subscriptions/listen, a legacy session's GET stream).
     app: ASGIApp = CompleteInitialize(
-        server.streamable_http_app(host=host, transport_security=unchecked)
+        server.streamable_http_app(host=host, transport_security=unchecked, json_response=True)
     )
     if token:
         app = BearerToken(app, token)

@@ -1,0 +1,177 @@
+"""Benchmark one agent's claim loop over Streamable HTTP: server CPU per claim_next +
+complete pair (figures, no asserts).
+
+    .venv/bin/python scripts/bench_http.py [--pairs 300] [--rounds 3]
+
+In one run, each server a process of its own on 127.0.0.1, driven by the SDK's client in
+both protocol eras (legacy: initialize, a session; modern: stateless):
+- ``workq serve --http`` on a SQLite file, each pair a real claim and completion;
+- the SDK's floor: a bare MCPServer whose ``issue_claim_next`` and ``issue_complete`` do
+  nothing but answer a number, answering each request as one JSON body (as workq does)
+  and as the SDK does by default (an SSE stream per request).
+The server's CPU time (user + system, all threads, from /proc) over the pairs, divided by
+the pairs; rounds are interleaved so that load on a shared machine hits every server, and
+the median round is shown. ``PYTHONPATH=other/src`` measures another checkout's workq.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+from mcp import Client
+
+BARE_SERVER = """\
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel
+
+
+class Answer(BaseModel):
+    number: int
+
+
+server = MCPServer("bare")
+taken = [0]
+
+
+@server.tool()
+def issue_create(title: str) -> Answer:
+    return Answer(number=0)
+
+
+@server.tool()
+def issue_claim_next() -> Answer:
+    taken[0] += 1
+    return Answer(number=taken[0])
+
+
+@server.tool()
+def issue_complete(number: int) -> Answer:
+    return Answer(number=number)
+
+
+app = server.streamable_http_app(
+    host="127.0.0.1",
+    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    json_response=sys.argv[2] == "json",
+)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+ERAS = {"legacy": "legacy", "modern": "auto"}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def started(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    with subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as process:
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"the server did not start: {argv}") from None
+                    time.sleep(0.05)
+            yield process
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def servers(folder: Path) -> dict[str, list[str]]:
+    """Each server's command, with ``{port}`` to fill in."""
+    script = folder / "bare_http.py"
+    script.write_text(BARE_SERVER)
+    db = folder / "queue.db"
+    workq = [sys.executable, "-m", "workq.cli.main", "--db", str(db)]
+    subprocess.run([*workq, "init"], check=True, capture_output=True)
+    return {
+        "workq": [*workq, "serve", "--http", "--port", "{port}", "--run-id", "bench"],
+        "bare, JSON answers": [sys.executable, str(script), "{port}", "json"],
+        "bare, SSE answers": [sys.executable, str(script), "{port}", "sse"],
+    }
+
+
+async def pairs_cost(argv: list[str], mode: str, pairs: int) -> float:
+    """Milliseconds of server CPU per claim_next + complete pair."""
+    port = free_port()
+    with started([part.replace("{port}", str(port)) for part in argv], port) as process:
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+            for i in range(pairs + 10):
+                await client.call_tool("issue_create", {"title": f"issue {i}"})
+
+            async def pair() -> None:
+                taken = await client.call_tool("issue_claim_next", {})
+                assert not taken.is_error and taken.structured_content is not None, taken
+                number = taken.structured_content["number"]
+                done = await client.call_tool("issue_complete", {"number": number})
+                assert not done.is_error, done
+
+            for _ in range(10):
+                await pair()
+            before = cpu_seconds(process.pid)
+            for _ in range(pairs):
+                await pair()
+            return (cpu_seconds(process.pid) - before) / pairs * 1000
+
+
+async def main(pairs: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        commands = servers(Path(folder))
+        costs: dict[tuple[str, str], list[float]] = {}
+        for _ in range(rounds):
+            for era, mode in ERAS.items():
+                for name, argv in commands.items():
+                    costs.setdefault((name, era), []).append(await pairs_cost(argv, mode, pairs))
+    print(
+        f"server CPU per claim_next + complete pair over HTTP, {pairs} pairs, median of "
+        f"{rounds} round(s)"
+    )
+    print("| server | legacy client | modern client |")
+    print("|---|---|---|")
+    medians = {key: statistics.median(values) for key, values in costs.items()}
+    for name in commands:
+        print(f"| {name} | {medians[name, 'legacy']:.2f} ms | {medians[name, 'modern']:.2f} ms |")
+    for era in ERAS:
+        floor = medians["bare, JSON answers", era]
+        print(
+            f"ratio to the bare JSON floor, {era}: workq {medians['workq', era] / floor:.2f}x, "
+            f"bare SSE {medians['bare, SSE answers', era] / floor:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args()
+    anyio.run(main, options.pairs, options.rounds)
