@@ -264,9 +264,13 @@ def unreserve(
     return q.db.write(work)
 
 
+# Run at every completion and release: prepared (db/prepared.py), not compiled per call.
+_clear = Prepared(delete(reservations).where(reservations.c.issue_id == bindparam("issue_id")))
+
+
 def clear(conn: Connection, issue_id: str) -> None:
     """Drop the rows of an issue's explicit reservations (its claim ended)."""
-    conn.execute(delete(reservations).where(reservations.c.issue_id == issue_id))
+    _clear.count(conn, {"issue_id": issue_id})
 
 
 def list_live(q: Queue) -> list[Held]:

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
 from workq.db.tables import github_pulls
 from workq.domain import fields
 from workq.domain.authority import Authority
@@ -99,9 +100,13 @@ _LINK = (
 )
 
 
+# Asked by every issue_get: prepared (db/prepared.py), not compiled per call.
+_of_issue = Prepared(select(*_LINK).where(github_pulls.c.issue_id == bindparam("issue_id")))
+
+
 def of_issue_conn(conn: Connection, issue_id: str) -> PullLink | None:
-    row = conn.execute(select(*_LINK).where(github_pulls.c.issue_id == issue_id)).first()
-    return _link(row) if row else None
+    rows = _of_issue.rows(conn, {"issue_id": issue_id})
+    return PullLink.model_validate(rows[0]._asdict()) if rows else None
 
 
 @retry_lost_read

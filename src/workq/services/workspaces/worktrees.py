@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, or_, select, update
 
 from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
 from workq.db.tables import issues, repositories, worktrees
 from workq.domain import branches
 from workq.domain.authority import Authority
@@ -63,12 +64,23 @@ def _listed(r: Any, disk: bool = False) -> WorktreeInfo:
     )
 
 
+# Asked by every completion and release (refuse_unmerged) and by issue_get: prepared
+# (db/prepared.py), not compiled per call. The states are written out (an IN list is
+# compiled at each execution).
+_active = Prepared(
+    select(worktrees)
+    .where(
+        worktrees.c.number == bindparam("number"),
+        or_(*(worktrees.c.state == state for state in ACTIVE)),
+    )
+    .order_by(worktrees.c.created_at.desc())
+    .limit(1)
+)
+
+
 def active_row(conn: Connection, number: int) -> Any:
-    return conn.execute(
-        select(worktrees)
-        .where(worktrees.c.number == number, worktrees.c.state.in_(ACTIVE))
-        .order_by(worktrees.c.created_at.desc())
-    ).first()
+    found = _active.rows(conn, {"number": number})
+    return found[0] if found else None
 
 
 def of_issue(conn: Connection, number: int) -> WorkspaceInfo | None:
@@ -104,8 +116,8 @@ def refuse_unmerged(
             branch=w.branch,
             commits=ahead,
             hint=(
-                "merge them first (agit_merge_worktree, merge_to_main, workq merge), or "
-                "release with discard (the branch is kept)"
+                "merge them first (issue_merge, or 'workq merge N'), or release with discard "
+                "(the branch is kept)"
             ),
         )
 
