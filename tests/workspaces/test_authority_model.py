@@ -124,6 +124,11 @@ def _overlap(a: str, b: str) -> bool:
     return a.split("/")[0] == b.split("/")[0]
 
 
+def _matches(path: str, glob: str) -> bool:
+    """The globs this test draws: ``dir/**`` or one file."""
+    return path.startswith(glob[:-2]) if glob.endswith("/**") else path == glob
+
+
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
@@ -264,6 +269,22 @@ class AuthorityMachine(RuleBasedStateMachine):
         if not tree.path.is_dir():
             return False
         return bool(_git(tree.path, "status", "--porcelain").stdout.strip())
+
+    def _dirty_paths(self, tree: Tree) -> list[str]:
+        lines = _git(tree.path, "status", "--porcelain", "--untracked-files=all").stdout
+        return [line[3:] for line in lines.splitlines() if line.strip()]
+
+    def _reserved_by_another(self, n: int, run: str, paths: list[str]) -> bool:
+        """Whether a path is reserved exclusively by a live claim on another issue whose
+        holder is not the committer (nor one who reserved for issue ``n``)."""
+        live = self.model.reservations(self._now())
+        mine = {run} | {holder for (number, holder, _, _) in live if number == n}
+        return any(
+            _matches(path, glob)
+            for (number, holder, glob, mode) in live
+            if mode == reservations.EXCLUSIVE and number != n and holder not in mine
+            for path in paths
+        )
 
     def _conflicts(self, tree: Tree) -> bool:
         found = _git(self.repo, "merge-tree", "--write-tree", "refs/heads/main", tree.branch)
@@ -644,6 +665,8 @@ class AuthorityMachine(RuleBasedStateMachine):
                 reasons.add("NOT_HOLDER")  # another's work is not committed into
             if not self._dirty(tree):
                 legit.add("NOTHING_TO_COMMIT")
+            elif self._reserved_by_another(n, run, self._dirty_paths(tree)):
+                reasons.add("PATHS_RESERVED")  # the pre-commit check, made in process
         where = tree.path if tree is not None else self.repo
         self._call(
             f"commit_tdd_phase on #{n} as {run}",
