@@ -17,6 +17,7 @@ from mcp.types import CallToolResult
 
 from tests.conftest import migrated_sqlite
 from workq.config import Settings
+from workq.server import toolsets
 from workq.server.app import WorkqServer, build_server
 from workq.server.results import ERROR_META, OBJECT_FAILURES
 
@@ -24,8 +25,8 @@ CALL_TIMEOUT = 30.0
 # Every toolset and every profile: what the tests of one server with every tool serve.
 # A ``workq serve`` process leaves the GitHub tools out (without a token they refuse to
 # start; tests/github starts them against the fake GitHub).
-EVERYTHING = "all,issue-priority,github-tools,agit,workflow-server"
-EVERYTHING_LOCAL = "all,issue-priority,agit,workflow-server"
+EVERYTHING = ",".join(["all", *toolsets.PROFILES])
+EVERYTHING_LOCAL = ",".join(["all", *(p for p in toolsets.PROFILES if p != "github-tools")])
 
 
 @pytest.fixture
