@@ -352,6 +352,13 @@ class ServerBusy(WorkqError):
     hint = "call again without wait_seconds, or later"
 
 
+class WorkerFailed(WorkqError):
+    """A worker of ``workq serve --workers`` died as it started."""
+
+    code = "WORKER_FAILED"
+    hint = "fix what the worker reported above, then start the server again"
+
+
 class MergeBusy(Conflict):
     """Another merge into this repository is in progress."""
 

@@ -44,6 +44,15 @@ def free_port() -> int:
 @contextmanager
 def http_server(db: Path, *args: str, address: str = "127.0.0.1") -> Iterator[str]:
     """A ``workq serve --http`` process; yields its URL (on ``address``) once it accepts."""
+    with http_process(db, *args, address=address) as (url, _):
+        yield url
+
+
+@contextmanager
+def http_process(
+    db: Path, *args: str, address: str = "127.0.0.1"
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``http_server``, yielding the process too."""
     port = free_port()
     log = db.with_suffix(".http.log").open("w")
     process = subprocess.Popen(
@@ -63,7 +72,7 @@ def http_server(db: Path, *args: str, address: str = "127.0.0.1") -> Iterator[st
             except OSError:
                 assert time.monotonic() < deadline, "the HTTP server did not start"
                 time.sleep(0.05)
-        yield f"http://{address}:{port}/mcp"
+        yield f"http://{address}:{port}/mcp", process
     finally:
         process.terminate()
         process.wait(timeout=START_TIMEOUT)

@@ -94,6 +94,14 @@ def serve(
         str | None, typer.Option(help="Bearer token required over HTTP (env WORKQ_TOKEN).")
     ] = None,
     token_file: TokenFile = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="With --http, answer from this many processes on one port (one core each).",
+            min=1,
+            max=64,
+        ),
+    ] = 1,
     toolsets: Annotated[
         str | None,
         typer.Option(
@@ -187,6 +195,7 @@ def serve(
             port=port,
             migrate=True if migrate else None,
             board=board,
+            workers=workers,
         )
     finally:
         if stop_sync is not None:

@@ -163,12 +163,14 @@ def build_server(
     *,
     toolset_names: list[str] | None = None,
     migrate: bool | None = None,
+    binder: str | None = None,
 ) -> WorkqServer:
     """The server, with the toolsets of ``settings.toolsets`` unless named here.
 
-    Nothing touches the database until the server runs (see ``ServerState``).
+    Nothing touches the database until the server runs (see ``ServerState``). ``binder``:
+    the name run ids are bound under, when this process is one of several workers.
     """
-    state = ServerState(settings, migrate=migrate)
+    state = ServerState(settings, migrate=migrate, server=binder)
     registry = Registry(state)
     names = (
         toolset_names

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hmac
 import json
 import socket
+import uuid
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workq.bind import check_bind, host_allowed, is_loopback, listen, origin_allowed
 from workq.server.handshake import complete_initialize
+from workq.server.sessions import SESSION_HEADER
 
 __all__ = [
     "BearerToken",
@@ -108,10 +110,17 @@ class CompleteInitialize:
     hand-typed ``"params": {}``) gets them filled as on stdio (handshake.py), so both
     transports take the same handshake. A small POST body is read whole first (the
     transport reads it whole too); only one that mentions ``initialize`` is parsed, and
-    other requests pass unchanged."""
+    other requests pass unchanged.
 
-    def __init__(self, app: ASGIApp) -> None:
+    ``mint_sessions``, for a transport that keeps no sessions (``--workers``: any process
+    may answer any request): the answer to an ``initialize`` that names no session carries
+    a new ``mcp-session-id``, which the client then sends with every request. The transport
+    ignores it, and ``sessions.identify`` serves each session as a caller of its own,
+    whichever process answers."""
+
+    def __init__(self, app: ASGIApp, *, mint_sessions: bool = False) -> None:
         self.app = app
+        self.mint_sessions = mint_sessions
 
     # An initialize is a few hundred bytes; a body declared larger (or of unknown length)
     # goes to the transport untouched, which limits and refuses it as it does.
@@ -138,26 +147,46 @@ class CompleteInitialize:
                 break
         body = b"".join(chunks)
         if b'"initialize"' in body:
-            body = _completed(body)
+            body, is_initialize = _completed(body)
             headers = [
                 (k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"
             ]
-            scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+            headers.append((b"content-length", str(len(body)).encode()))
+            if is_initialize and self.mint_sessions and _header(scope, _SESSION) is None:
+                minted = (_SESSION, uuid.uuid4().hex.encode())
+                headers.append(minted)  # the initialize is served as its session too
+                send = _with_header(send, minted)
+            scope = {**scope, "headers": headers}
         replayed: Message = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, _replay([replayed], receive), send)
 
 
-def _completed(body: bytes) -> bytes:
+_SESSION = SESSION_HEADER.encode()
+
+
+def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """``send`` with ``header`` added to the response's headers."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), header]}
+        await send(message)
+
+    return sending
+
+
+def _completed(body: bytes) -> tuple[bytes, bool]:
+    """The body, its initialize completed; and whether it is an initialize."""
     try:
         message = json.loads(body)
     except ValueError:
-        return body  # the transport answers it: a parse error
+        return body, False  # the transport answers it: a parse error
     if not isinstance(message, dict) or message.get("method") != "initialize":
-        return body
+        return body, False
     params = complete_initialize(message.get("params"))
     if params is None:
-        return body
-    return json.dumps({**message, "params": params}).encode()
+        return body, True
+    return json.dumps({**message, "params": params}).encode(), True
 
 
 def _replay(messages: list[Message], then: Receive) -> Receive:
@@ -209,9 +238,12 @@ def run(
     token: str | None,
     board: ASGIApp | None = None,
     sock: socket.socket | None = None,
+    stateless: bool = False,
 ) -> None:
     """Serve ``server`` over Streamable HTTP on ``sock`` (bound with workq.bind.listen),
-    else on ``host``:``port``."""
+    else on ``host``:``port``; ``stateless``: the transport keeps no sessions, so that any
+    of several processes on one socket may answer any request (``CompleteInitialize``
+    mints the sessions)."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -223,7 +255,13 @@ def run(
     # sends notifications or requests of its own; the SDK still streams what must stream
     # (a modern client's subscriptions/listen, a legacy session's GET stream).
     app: ASGIApp = CompleteInitialize(
-        server.streamable_http_app(host=host, transport_security=unchecked, json_response=True)
+        server.streamable_http_app(
+            host=host,
+            transport_security=unchecked,
+            json_response=True,
+            stateless_http=stateless,
+        ),
+        mint_sessions=stateless,
     )
     if token:
         app = BearerToken(app, token)

@@ -8,6 +8,7 @@ through this process, so a live agent never loses its work to a short lease.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import threading
@@ -42,6 +43,12 @@ def new_run_id() -> str:
     return f"run-{secrets.token_hex(4)}"
 
 
+def session_run_id(session_id: str) -> str:
+    """The run id of HTTP session ``session_id``: the same in every process that serves it
+    (``--workers``), and across restarts of the server."""
+    return f"run-{hashlib.blake2b(session_id.encode(), digest_size=8).hexdigest()}"
+
+
 @dataclass
 class Caller:
     """Who a call acts as: a run id, and the run ids it claimed with (whose claims it may
@@ -62,7 +69,9 @@ _CALLER: ContextVar[Caller | None] = ContextVar("workq_caller", default=None)
 class ServerState:
     """Shared by every tool of one server. Thread-safe: tools run on worker threads."""
 
-    def __init__(self, settings: Settings, *, migrate: bool | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, migrate: bool | None = None, server: str | None = None
+    ) -> None:
         self.settings = settings
         self.own = Caller(settings.run_id or new_run_id())
         self.migrate = migrate
@@ -70,7 +79,9 @@ class ServerState:
         self._sessions: OrderedDict[str, Caller] = OrderedDict()
         # Every run id a caller of this process claimed with: the claims it renews.
         self._holders: set[str] = {self.own.run_id}
-        self.server = processes.token()
+        # Who binds run ids (services/queue/run_ids.py): this process, or the supervisor of
+        # the workers it is one of (they act as one server).
+        self.server = server or processes.token()
         # run id -> until when (time.monotonic) its binding to this server needs no check
         self._bound: dict[str, float] = {}
         self._future: Future[Queue] | None = None
@@ -90,12 +101,12 @@ class ServerState:
         return (_CALLER.get() or self.own).run_id
 
     def session(self, session_id: str) -> Caller:
-        """The caller of HTTP session ``session_id``: a run id of its own, minted when the
-        session is first seen, so that sessions which name no run id do not act as one."""
+        """The caller of HTTP session ``session_id``: a run id of its own (``session_run_id``),
+        so that sessions which name no run id do not act as one."""
         with self._lock:
             caller = self._sessions.get(session_id)
             if caller is None:
-                caller = self._sessions[session_id] = Caller(new_run_id())
+                caller = self._sessions[session_id] = Caller(session_run_id(session_id))
                 if len(self._sessions) > HOLDERS_MAX:
                     self._sessions.popitem(last=False)
             return caller

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
+from workq.db.prepared import Prepared
 from workq.db.tables import issues, repositories
 from workq.errors import Conflict, InvalidInput, WorkqError
 from workq.schemas import Claim, ClaimedIssue, ReadyFilter, RepoOverview, WorkspaceInfo
@@ -19,18 +20,21 @@ from workq.services.workspaces import conflicts, worktrees
 from workq.services.workspaces import repositories as repository_service
 from workq.services.workspaces.worktrees import check_branch, get_for_issue, spawn
 
+# Asked after every claim_next: prepared (db/prepared.py).
+_placed = Prepared(
+    select(issues.c.repository, repositories.c.auto_worktree)
+    .select_from(issues.outerjoin(repositories, repositories.c.name == issues.c.repository))
+    .where(issues.c.number == bindparam("number"))
+)
+
 
 def _repository_of(q: Queue, number: int) -> tuple[str | None, bool] | None:
     """The issue's repository and whether it makes a worktree per claim; None: no issue."""
     with q.db.read() as conn:
-        found = conn.execute(
-            select(issues.c.repository, repositories.c.auto_worktree)
-            .select_from(issues.outerjoin(repositories, repositories.c.name == issues.c.repository))
-            .where(issues.c.number == number)
-        ).first()
-    if found is None:
+        found = _placed.rows(conn, {"number": number})
+    if not found:
         return None
-    return found.repository, bool(found.auto_worktree)
+    return found[0].repository, bool(found[0].auto_worktree)
 
 
 def per_claim(q: Queue, number: int) -> bool:
