@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 from workq.config import Settings
-from workq.services.queue import claims, issues, waiting
+from workq.services.queue import claims, issues, ready_queue, waiting
 from workq.services.runtime import open_queue
 
 WAIT = 120
@@ -51,7 +51,12 @@ def waiter(where: str, i: int, results: Any, stop: Event) -> None:
     queue = open_queue(_settings(where))
     try:
         while not stop.is_set():
-            got = waiting.until_found(queue, lambda: claims.claim_next(queue, f"w{i}"), WAIT)
+            got = waiting.until_found(
+                queue,
+                lambda: claims.claim_next(queue, f"w{i}"),
+                WAIT,
+                lambda: bool(ready_queue.ready(queue, holder=f"w{i}")),  # as the server does
+            )
             if got is not None:
                 results.put((got.number, time.time()))
     finally:

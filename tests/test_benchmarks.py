@@ -21,11 +21,13 @@ TOY: dict[str, tuple[str, ...]] = {
     "bench_context.py": ("--issues", "100", "--rounds", "2"),
     "bench_core.py": ("--sizes", "200", "--claims", "20", "--samples", "20"),
     "bench_docs_search.py": ("--docs", "30", "--rounds", "2", "--cold", "1"),
+    "bench_fleet.py": ("--agents", "3", "--servers", "1,2", "--pairs", "6"),
     "bench_http.py": ("--pairs", "5", "--rounds", "1"),
     "bench_mcp.py": ("--calls", "10", "--spawns", "1"),
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
     "bench_transfer.py": ("--issues", "200"),
+    "bench_writers.py": ("--writers", "1,2", "--seconds", "0.5", "--held", "20", "--issues", "50"),
     "bench_wait.py": (
         "--waiters",
         "1",

@@ -16,7 +16,7 @@ import pytest
 
 from workq.config import Settings
 from workq.errors import InvalidInput
-from workq.schemas import ClaimedIssue
+from workq.schemas import ClaimedIssue, ReadyFilter
 from workq.services.handle import Queue
 from workq.services.queue import claims, dependencies, issues, ready_queue, waiting
 
@@ -83,6 +83,43 @@ def test_one_new_issue_wakes_every_waiter_and_one_claims_it(queue: Queue) -> Non
     group.join()
     numbers = sorted(g.number for g in group.got.values() if g is not None)
     assert numbers == list(range(1, WAITERS + 1))  # each issue to exactly one
+
+
+def test_a_woken_waiter_claims_again_only_when_something_is_there_for_it(queue: Queue) -> None:
+    """A change that brings nothing this waiter may claim (here, an issue for another
+    agent) wakes it, but it only reads: the claim, a write, is tried again when it would
+    find something."""
+    attempts: list[ClaimedIssue | None] = []
+    looked = threading.Event()
+    wanted = ReadyFilter(agent="codex")
+
+    def attempt() -> ClaimedIssue | None:
+        attempts.append(claims.claim_next(queue, "waiter", wanted))
+        return attempts[-1]
+
+    def worth_trying() -> bool:
+        looked.set()
+        return bool(ready_queue.ready(queue, wanted, holder="waiter"))
+
+    got: list[ClaimedIssue | None] = []
+    thread = threading.Thread(
+        target=lambda: got.append(waiting.until_found(queue, attempt, LONG, worth_trying))
+    )
+    thread.start()
+    deadline = time.monotonic() + LONG
+    while not attempts:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for n in range(3):
+        issues.create(queue, title=f"for claude {n}", agent="claude")
+    while not looked.is_set():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert attempts == [None]  # woken, looked, did not try to claim
+    issues.create(queue, title="for codex", agent="codex")
+    thread.join(timeout=LONG)
+    assert got[0] is not None and got[0].title == "for codex"
+    assert len(attempts) == 2
 
 
 def test_a_completed_blocker_wakes_a_waiter(queue: Queue) -> None:

@@ -356,12 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         if verbose:
             raise
         said = steps.for_person(exc.describe(steps.command), _command_word(args))
-        output.errors.print(f"error: {said}", markup=False)
+        output.errors().print(f"error: {said}", markup=False)
         return 1
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        output.errors.print("Aborted.")
+        output.errors().print("Aborted.")
         return 1
     except KeyboardInterrupt:
         return 130
@@ -371,10 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, UnicodeError) as exc:  # a file named on the command line; non-UTF-8 bytes
         if verbose:
             raise
-        output.errors.print(f"error: {_input_error(exc).describe()}", markup=False)
+        output.errors().print(f"error: {_input_error(exc).describe()}", markup=False)
         return 1
     except typer.TyperException as exc:  # usage errors: bad option values and the like
-        output.errors.print(f"error: {_usage(exc)}", markup=False)
+        output.errors().print(f"error: {_usage(exc)}", markup=False)
         return int(getattr(exc, "exit_code", 2))
     return code if isinstance(code, int) else 0
 

@@ -106,7 +106,7 @@ def export(
             out.write(text + "\n")
             count += 1
             advance(1)
-    output.errors.print(f"Wrote {count} lines to {path}")
+    output.errors().print(f"Wrote {count} lines to {path}")
 
 
 def import_(

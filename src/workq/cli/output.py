@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from rich.console import Console
-from rich.segment import Segment
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 
 class StdoutClosed(Exception):
     """The reader of stdout left (`workq export | head -1`): not an error of ours."""
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:  # rich exits 1 here
-        raise StdoutClosed()
+# Made on first use: importing rich's console costs a command that prints no table (and
+# `workq serve`, which prints nothing on stdout) about 0.1 s.
+@functools.cache
+def console() -> Console:
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1 here
+            raise StdoutClosed()
+
+    return _Console(highlight=False, soft_wrap=True)
 
 
-console = _Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+@functools.cache
+def errors() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(value: Any) -> None:
@@ -63,19 +76,24 @@ def table(
         if name is None or _fits(grid):
             break
         shown.remove(name)
-    console.print(grid)
+    console().print(grid)
 
 
 def _fits(grid: Table) -> bool:
     """Whether ``grid`` drawn takes no more cells than the terminal is wide (measured on
     its segments: a captured string would count a colour terminal's escape codes)."""
-    lines = Segment.split_lines(console.render(grid, console.options))
-    return all(Segment.get_line_length(line) <= console.width for line in lines)
+    from rich.segment import Segment
+
+    out = console()
+    lines = Segment.split_lines(out.render(grid, out.options))
+    return all(Segment.get_line_length(line) <= out.width for line in lines)
 
 
 def _grid(
     columns: Sequence[str], shown: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None
 ) -> Table:
+    from rich.table import Table
+
     grid = Table(title=title, show_edge=False, header_style="bold")
     for column in shown:
         if column in FREE_TEXT:  # keeps room to be read on a narrow terminal
@@ -94,12 +112,12 @@ def counts(found: dict[str, int]) -> str:
 
 
 def line(text: str) -> None:
-    console.print(text, markup=False)
+    console().print(text, markup=False)
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> None:
     width = max(len(k) for k, _ in pairs)
     for key, value in pairs:
         shown = when(value) if isinstance(value, datetime) else ("-" if value is None else value)
-        console.print(f"[bold]{key.ljust(width)}[/bold]  ", end="")
-        console.print(str(shown), markup=False)
+        console().print(f"[bold]{key.ljust(width)}[/bold]  ", end="")
+        console().print(str(shown), markup=False)

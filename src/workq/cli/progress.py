@@ -30,7 +30,7 @@ def _ignore(_: int) -> None:
 def counting(what: str, *, total: int | None = None, in_bytes: bool = False) -> Iterator[Advance]:
     """A function to call with how much more is done (rows, or bytes with ``in_bytes``);
     a bar when ``total`` is known, a running count when not."""
-    if not output.errors.is_terminal:
+    if not output.errors().is_terminal:
         yield _ignore
         return
     columns: list[ProgressColumn] = [SpinnerColumn(), TextColumn(what)]
@@ -38,6 +38,6 @@ def counting(what: str, *, total: int | None = None, in_bytes: bool = False) -> 
         columns.append(BarColumn())
     columns.append(DownloadColumn() if in_bytes else MofNCompleteColumn())
     columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=output.errors, transient=True) as bar:
+    with Progress(*columns, console=output.errors(), transient=True) as bar:
         task = bar.add_task(what, total=total)
         yield lambda done: bar.advance(task, done)

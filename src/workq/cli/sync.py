@@ -80,7 +80,7 @@ class _Bar:
         self.tasks: dict[str, object] = {}
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
-        if (total or done) < PROGRESS_FROM or not output.errors.is_terminal:
+        if (total or done) < PROGRESS_FROM or not output.errors().is_terminal:
             return
         if self.display is None:
             self.display = Progress(
@@ -88,7 +88,7 @@ class _Bar:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=output.errors,
+                console=output.errors(),
                 transient=True,
             )
             self.display.start()
@@ -124,7 +124,7 @@ def _summary(result: PassResult) -> None:
                 f"{i.pull_requests} pull requests skipped"
             )
         for error in i.errors:
-            output.errors.print(f"  {error}", markup=False)
+            output.errors().print(f"  {error}", markup=False)
     if result.merged:
         done = ", ".join(f"#{n}" for n in result.merged)
         output.line(f"Merged pull requests completed {done}")
@@ -142,7 +142,7 @@ def _summary(result: PassResult) -> None:
             "see 'workq sync status'"
         )
     if p.dead:
-        output.errors.print(f"{p.dead} parked as dead: see 'workq sync status'", markup=False)
+        output.errors().print(f"{p.dead} parked as dead: see 'workq sync status'", markup=False)
 
 
 def _quiet_summary(result: PassResult) -> None:

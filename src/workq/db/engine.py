@@ -63,6 +63,10 @@ class Database:
         self._reader_conns: list[Connection] = []
         self._reader_lock = threading.Lock()
         self._read_engine: Engine | None = None
+        # SQLite takes one writer at a time. This process's threads queue for it here,
+        # handing it on as each commits, rather than each polling the file's lock in
+        # SQLite's busy handler (sleeps of 1, 2, 5, 10 ... ms) while another thread holds it.
+        self._one_writer = threading.RLock() if self.dialect == "sqlite" else None
         if self.dialect == "sqlite":
             self.engine = _sqlite_engine(url, busy_timeout_ms, synchronous)
             if make_url(url).database not in (None, "", ":memory:"):
@@ -167,6 +171,20 @@ class Database:
             raise error from exc
 
     def _write_once(self, work: Callable[[Connection], T]) -> T:
+        gate = self._one_writer
+        if gate is None:
+            return self._write_now(work)
+        if not gate.acquire(timeout=self.busy_timeout_ms / 1000):
+            raise Busy(
+                "another write of this process held the database for "
+                f"{self.busy_timeout_ms / 1000:.0f} s"
+            )
+        try:
+            return self._write_now(work)
+        finally:
+            gate.release()
+
+    def _write_now(self, work: Callable[[Connection], T]) -> T:
         written: dialect.Transaction | None = None
         committing = False
         try:

@@ -102,10 +102,14 @@ def _bell(state: ServerState) -> _Bell:
 
 
 async def until_found(
-    state: ServerState, attempt: Callable[[], T | None], wait_seconds: int
+    state: ServerState,
+    attempt: Callable[[], T | None],
+    wait_seconds: int,
+    worth_trying: Callable[[], bool] | None = None,
 ) -> T | None:
     """``attempt()`` on a worker thread; while it finds nothing, wait for the queue to
-    change, up to ``wait_seconds``."""
+    change, up to ``wait_seconds``, trying again when ``worth_trying()`` (see
+    services/queue/waiting.py ``Waiter.try_now``)."""
     if wait_seconds == 0:
         return await anyio.to_thread.run_sync(attempt)
     from workq.services.queue.waiting import Waiter
@@ -123,7 +127,7 @@ async def until_found(
     try:
         while not state.waits_ended():
             seen = waiter.mark()
-            found = await anyio.to_thread.run_sync(attempt)
+            found = await anyio.to_thread.run_sync(lambda: waiter.try_now(attempt, worth_trying))
             if found is not None:
                 return found
             pause = await anyio.to_thread.run_sync(waiter.pause)

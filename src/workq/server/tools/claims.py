@@ -155,8 +155,11 @@ def register_core(reg: Registry) -> None:
                 state.queue(), holder, wanted, worktree=worktree, plan_runs={state.run_id}
             )
 
+        def worth_trying() -> bool:
+            return workspaces.claimable(state.queue(), holder, wanted, worktree=worktree)
+
         with worded("Could not claim the next issue"):
-            issue = await until_found(state, attempt, wait_seconds or 0)
+            issue = await until_found(state, attempt, wait_seconds or 0, worth_trying)
         if issue is None:
             return ok(NOTHING_READY, NOTHING_CLAIMED)
         state.claimed_with(holder)

@@ -57,6 +57,7 @@ class Waiter:
         self.q = q
         self.deadline = time.monotonic() + seconds(wait_seconds)
         self._watch = q.db.changes.watching()
+        self._tried = False
 
     def __enter__(self) -> Self:
         self._watch.__enter__()
@@ -90,11 +91,24 @@ class Waiter:
         """Sleep up to ``pause`` seconds; True if the queue changed meanwhile."""
         return self.q.db.changes.wait_past(seen, pause)
 
-    def run(self, attempt: Callable[[], T | None]) -> T | None:
-        """``attempt()`` until it finds something or the wait is over."""
+    def try_now(
+        self, attempt: Callable[[], T | None], worth_trying: Callable[[], bool] | None = None
+    ) -> T | None:
+        """``attempt()``, except after the first try when ``worth_trying()`` (a read) says
+        nothing is there for it: a change wakes every waiter, and an attempt (a claim) is
+        a write, which one new issue then costs each of them."""
+        if self._tried and worth_trying is not None and not worth_trying():
+            return None
+        self._tried = True
+        return attempt()
+
+    def run(
+        self, attempt: Callable[[], T | None], worth_trying: Callable[[], bool] | None = None
+    ) -> T | None:
+        """``try_now`` until it finds something or the wait is over."""
         while True:
             seen = self.mark()
-            found = attempt()
+            found = self.try_now(attempt, worth_trying)
             if found is not None:
                 return found
             pause = self.pause()
@@ -103,12 +117,18 @@ class Waiter:
             self.sleep(seen, pause)
 
 
-def until_found(q: Queue, attempt: Callable[[], T | None], wait_seconds: int) -> T | None:
-    """``attempt()``; while it finds nothing, wait for changes, up to ``wait_seconds``."""
+def until_found(
+    q: Queue,
+    attempt: Callable[[], T | None],
+    wait_seconds: int,
+    worth_trying: Callable[[], bool] | None = None,
+) -> T | None:
+    """``attempt()``; while it finds nothing, wait for changes, up to ``wait_seconds``,
+    trying again when ``worth_trying()`` (see ``Waiter.run``)."""
     if seconds(wait_seconds) == 0:
         return attempt()
     with Waiter(q, wait_seconds) as waiter:
-        return waiter.run(attempt)
+        return waiter.run(attempt, worth_trying)
 
 
 @retry_lost_read

@@ -14,7 +14,7 @@ from workq.errors import Conflict, InvalidInput, WorkqError
 from workq.schemas import Claim, ClaimedIssue, ReadyFilter, RepoOverview, WorkspaceInfo
 from workq.services.handle import Queue
 from workq.services.plans import plans
-from workq.services.queue import claims
+from workq.services.queue import claims, ready_queue
 from workq.services.queue import issues as issue_service
 from workq.services.workspaces import conflicts, worktrees
 from workq.services.workspaces import repositories as repository_service
@@ -165,8 +165,7 @@ def claim_next(
     """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it (when
     ``worktree``, or when its repository makes one per claim). Asked for a worktree, only
     issues that belong to a repository are considered."""
-    if worktree and not (f and f.repository):
-        f = (f or ReadyFilter()).model_copy(update={"in_a_repository": True})
+    f = _for_worktree(f, worktree)
     taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
     if taken is None:
         return None
@@ -181,6 +180,19 @@ def claim_next(
             raise
         raise given_back(q, taken.number, run_id, exc) from None
     return taken.model_copy(update={"worktree": info}) if info else taken
+
+
+def claimable(q: Queue, run_id: str, f: ReadyFilter | None, *, worktree: bool | None) -> bool:
+    """Whether ``claim_next`` would find an issue now: a read, which takes no write lock.
+    A waiting call asks it before trying again, so that one new issue costs its many
+    waiters one claim each (a write) only when it is there to take."""
+    return bool(ready_queue.ready(q, _for_worktree(f, worktree), holder=run_id))
+
+
+def _for_worktree(f: ReadyFilter | None, worktree: bool | None) -> ReadyFilter | None:
+    if worktree and not (f and f.repository):
+        return (f or ReadyFilter()).model_copy(update={"in_a_repository": True})
+    return f
 
 
 def overview(q: Queue, name: str) -> RepoOverview:
