@@ -6,8 +6,9 @@
 1. The write lock, in one process: how long a claim_next and a complete hold it, from
    ``BEGIN IMMEDIATE`` to ``COMMIT`` (sqlite3's trace callback, so exactly the
    transaction), over ``--held`` of each, against raw sqlite3 running the very statements
-   workq ran (recorded with their values, replayed on a copy of the same database), in the
-   same run. The commit itself costs both the same and is not counted.
+   workq ran (recorded with their values, replayed with those values as parameters on a
+   copy of the same database), in the same run. The commit itself costs both the same and
+   is not counted.
 2. K stdio servers on one file: K ``workq serve`` processes, each driven by its own
    client process looping claim_next -> complete for ``--seconds``, against K bare
    MCPServers whose two tools only answer a number (the SDK's floor), driven the same way:
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -36,6 +38,7 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
@@ -126,21 +129,42 @@ def held(db: Path, count: int) -> tuple[list[float], list[float], list[list[str]
     return claiming, completing, [statements for statements, _ in seen.done]
 
 
+# A literal of the traced SQL: a quoted string, or a number standing alone.
+_LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+
+
+def parameterized(statement: str) -> tuple[str, list[Any]]:
+    """The traced statement (values written in) with its values as parameters again, so
+    that raw sqlite3 prepares each statement once, as workq's driver does."""
+    values: list[Any] = []
+
+    def take(found: re.Match[str]) -> str:
+        text = found.group(0)
+        if text.startswith("'"):
+            values.append(text[1:-1].replace("''", "'"))
+        else:
+            values.append(float(text) if "." in text else int(text))
+        return "?"
+
+    return _LITERAL.sub(take, statement), values
+
+
 def replayed(db: Path, transactions: list[list[str]]) -> list[float]:
     """Raw sqlite3: each transaction's statements between BEGIN IMMEDIATE and COMMIT."""
-    conn = sqlite3.connect(db, isolation_level=None)
+    conn = sqlite3.connect(db, isolation_level=None, cached_statements=512)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    took = []
-    for statements in transactions:
-        began = time.perf_counter()
+    prepared = [[parameterized(statement) for statement in t] for t in transactions]
+    # Timed as workq's are, by the trace callback (whose own cost both then carry).
+    seen = Transactions()
+    conn.set_trace_callback(seen.tracer(conn))
+    for statements in prepared:
         conn.execute("BEGIN IMMEDIATE")
-        for statement in statements:
-            conn.execute(statement).fetchall()
-        took.append((time.perf_counter() - began) * 1000)
+        for sql, values in statements:
+            conn.execute(sql, values).fetchall()
         conn.execute("COMMIT")
     conn.close()
-    return took
+    return [ms for _, ms in seen.done]
 
 
 def lock_figures(folder: Path, issues_count: int, count: int) -> None:
@@ -171,7 +195,14 @@ def lock_figures(folder: Path, issues_count: int, count: int) -> None:
 
 
 async def _loop(params: StdioServerParameters, go: Event, seconds: float, results: Any) -> None:
-    async with Client(params, mode="legacy") as client:
+    with open(os.devnull, "w") as quiet:  # the servers' start lines
+        await _timed(
+            Client(stdio_client(params, errlog=quiet), mode="legacy"), go, seconds, results
+        )
+
+
+async def _timed(connecting: Client, go: Event, seconds: float, results: Any) -> None:
+    async with connecting as client:
         for _ in range(3):  # warm up
             await _pair(client)
         results.put(None)

@@ -1,13 +1,19 @@
-"""The change feed: a counter that moves when the queue may have changed, and a way to
-sleep until it moves, shared by every waiting call of one process.
+"""The change feed: counters that move when the queue may have changed, and a way to
+sleep until they move, shared by every waiting call of one process.
 
-Every change that can make an issue ready writes an event (an issue created, completed,
-unblocked, released ...), so "the events table grew" is the signal:
+Every change writes an event (an issue created, claimed, completed, commented ...), so
+"the events table grew" is the signal:
 
 - SQLite: one thread polls ``max(events.id)`` (an index lookup) every ``POLL_SECONDS``
-  while anyone waits, in an autocommit read that holds no lock between polls.
+  while anyone waits, in an autocommit read that holds no lock between polls; when it
+  moved, one more lookup asks whether a new event is of a kind that wakes waiters.
 - PostgreSQL: one connection LISTENs on ``CHANNEL``; a row trigger on ``events``
-  (revision 0006_wait_fence) NOTIFYs at each commit that wrote events.
+  (revisions 0006_wait_fence, 0014_notify_event_kind) NOTIFYs each kind of event a commit
+  wrote.
+
+Two counters: ``version`` moves on every change (the board shows them all), ``work`` only
+on a change that may make an issue claimable. Waiting calls sleep on ``work``: a claim,
+a comment or a heartbeat of one agent does not wake every waiting agent to look again.
 
 The thread runs only while somebody watches; it stops by itself after the last one left.
 (Writes of this process are seen the same way: a write that found nothing to do, such as
@@ -33,6 +39,26 @@ LISTEN_SLICE_SECONDS = 0.5
 RETRY_SECONDS = 1.0
 START_TIMEOUT_SECONDS = 10.0
 LATEST = "SELECT max(id) FROM events"
+# Kinds of event after which no issue can be claimable that was not before: taking an
+# issue, talking about it, recording work on it. Any other kind (or one added later) wakes
+# the waiting calls.
+QUIET_KINDS = frozenset(
+    {
+        "claimed",
+        "claim_takeover",
+        "force_claimed",
+        "commented",
+        "progress",
+        "gates_run",
+        "check_run",
+        "worktree_created",
+        "branch_linked",
+        "pull_request_opened",
+    }
+)
+_QUIET_LIST = ", ".join(f"'{kind}'" for kind in sorted(QUIET_KINDS))
+# Whether an event after ``?`` (SQLite's writes commit in id order) may wake a waiter.
+WAKING_AFTER = f"SELECT 1 FROM events WHERE id > ? AND kind NOT IN ({_QUIET_LIST}) LIMIT 1"
 
 
 class Source(Protocol):
@@ -51,6 +77,7 @@ class ChangeFeed:
         self._db = db
         self._cond = threading.Condition()
         self._version = 0
+        self._work = 0
         self._watchers = 0
         self._stop: threading.Event | None = None
         self._started = threading.Event()
@@ -59,14 +86,25 @@ class ChangeFeed:
     # -- the counter -------------------------------------------------------------------
 
     def version(self) -> int:
+        """Moves on every change."""
         with self._cond:
             return self._version
 
     def wait_past(self, seen: int, timeout: float) -> bool:
-        """Sleep until the counter passes ``seen`` or ``timeout`` seconds went by; whether
+        """Sleep until ``version`` passes ``seen`` or ``timeout`` seconds went by; whether
         it moved."""
         with self._cond:
             return self._cond.wait_for(lambda: self._version != seen, timeout=max(0.0, timeout))
+
+    def work(self) -> int:
+        """Moves on a change that may make an issue claimable (see ``QUIET_KINDS``)."""
+        with self._cond:
+            return self._work
+
+    def wait_work_past(self, seen: int, timeout: float) -> bool:
+        """``wait_past`` for ``work``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._work != seen, timeout=max(0.0, timeout))
 
     # -- watching ----------------------------------------------------------------------
 
@@ -98,7 +136,7 @@ class ChangeFeed:
                     self._stop = None
 
     def listen(self, ring: Callable[[], None]) -> Callable[[], None]:
-        """Call ``ring`` (from the feed's thread; it must not block) each time the counter
+        """Call ``ring`` (from the feed's thread; it must not block) each time ``work``
         moves, until the function returned is called: how an event loop wakes its waiting
         coroutines without a thread each."""
         with self._cond:
@@ -111,11 +149,13 @@ class ChangeFeed:
 
         return stop
 
-    def _moved(self) -> None:
+    def _moved(self, work: bool = True) -> None:
         with self._cond:
             self._version += 1
+            if work:
+                self._work += 1
             self._cond.notify_all()
-            listeners = list(self._listeners)
+            listeners = list(self._listeners) if work else []
         for ring in listeners:
             try:
                 ring()
@@ -142,8 +182,11 @@ class ChangeFeed:
             while not stop.wait(POLL_SECONDS):
                 now = sqlite.execute(LATEST).fetchone()[0]
                 if now != last:
+                    waking = last is None or now is None or now < last
+                    if not waking:  # (ids only grow, unless the file was replaced)
+                        waking = sqlite.execute(WAKING_AFTER, (last,)).fetchone() is not None
                     last = now
-                    self._moved()
+                    self._moved(work=waking)
         finally:
             raw.close()
 
@@ -156,7 +199,8 @@ class ChangeFeed:
             pg.execute(f"LISTEN {CHANNEL}")
             started.set()
             while not stop.is_set():
-                for _ in pg.notifies(timeout=LISTEN_SLICE_SECONDS, stop_after=1):
-                    self._moved()
+                for note in pg.notifies(timeout=LISTEN_SLICE_SECONDS, stop_after=1):
+                    # An empty payload: a trigger older than 0014_notify_event_kind.
+                    self._moved(work=note.payload not in QUIET_KINDS)
         finally:
             raw.close()

@@ -33,6 +33,7 @@ REVISIONS: tuple[str, ...] = (
     "0011_gitflow_issue_branches",
     "0012_run_bindings",
     "0013_claims_have_leases",
+    "0014_notify_event_kind",
 )
 HEAD = REVISIONS[-1]
 

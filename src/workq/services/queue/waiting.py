@@ -72,8 +72,9 @@ class Waiter:
         self._watch.__exit__(kind, error, trace)
 
     def mark(self) -> int:
-        """Read before an attempt: a change after it ends the next sleep at once."""
-        return self.q.db.changes.version()
+        """Read before an attempt: a change after it ends the next sleep at once (one that
+        may make an issue claimable: db/changes.py ``work``)."""
+        return self.q.db.changes.work()
 
     def pause(self) -> float:
         """How long to sleep after a fruitless attempt: 0 when the wait is over."""
@@ -89,7 +90,7 @@ class Waiter:
 
     def sleep(self, seen: int, pause: float) -> bool:
         """Sleep up to ``pause`` seconds; True if the queue changed meanwhile."""
-        return self.q.db.changes.wait_past(seen, pause)
+        return self.q.db.changes.wait_work_past(seen, pause)
 
     def try_now(
         self, attempt: Callable[[], T | None], worth_trying: Callable[[], bool] | None = None
