@@ -53,7 +53,7 @@ def supervise(
         InvalidInput, StorageError, ...: as ``serve`` does, before any worker starts.
     """
     from workq.server import http
-    from workq.server.main import prepare, starting
+    from workq.server.startup import prepare, starting
     from workq.services.preflight import check_storage
     from workq.services.queue import processes
     from workq.services.runtime import open_queue
@@ -135,7 +135,7 @@ def _worker(
 ) -> None:
     """One worker: the server built and checked as ``serve`` builds it, then served on the
     shared socket until the supervisor stops it."""
-    from workq.server.main import log_to_stderr, prepare, serve_http, starting
+    from workq.server.startup import log_to_stderr, prepare, serve_http, starting
 
     log_to_stderr()
     with starting():
