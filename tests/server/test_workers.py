@@ -105,9 +105,30 @@ def test_stopping_the_server_stops_every_worker(db: Path) -> None:
         process.terminate()
         process.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while any(Path(f"/proc/{pid}").exists() for pid in workers):
+    while any(alive(pid) for pid in workers):
         assert time.monotonic() < deadline, "a worker outlived its server"
         time.sleep(0.1)
+
+
+def test_workers_end_with_a_killed_server(db: Path) -> None:
+    """kill -9 of the server leaves no worker serving under its run id."""
+    with http_process(db, "--workers", "2") as (_, process):
+        workers = workers_of(process, 2)
+        process.kill()
+        process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its killed server"
+        time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
 
 
 def test_workers_need_http(db: Path) -> None:

@@ -11,16 +11,18 @@ workers are writers on one file, as several stdio servers are.
 
 The supervisor only watches: a worker that dies after it served is replaced; one that
 dies within ``SETTLE_SECONDS`` of its start stops them all (it would die again). SIGTERM
-or SIGINT stops every worker.
+or SIGINT stops every worker; a worker whose supervisor was killed stops by itself.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import sys
+import threading
 import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
@@ -36,6 +38,7 @@ log = logging.getLogger("workq.server")
 # A worker that dies this soon after its start is not restarted: it would die again.
 SETTLE_SECONDS = 10.0
 STOP_SECONDS = 10.0
+PARENT_POLL_SECONDS = 1.0
 
 
 def supervise(
@@ -130,14 +133,25 @@ def _stop_all(workers: list[BaseProcess]) -> None:
             worker.join()
 
 
+def _end_with(supervisor: int) -> None:
+    """Stop this worker (as SIGTERM does) once its supervisor is gone, killed without the
+    chance to stop it: the run id it serves under is then free to be taken."""
+    while os.getppid() == supervisor:
+        time.sleep(PARENT_POLL_SECONDS)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _worker(
     settings: Settings, sock: socket.socket, host: str, port: int, board: bool, server: str
 ) -> None:
     """One worker: the server built and checked as ``serve`` builds it, then served on the
-    shared socket until the supervisor stops it."""
+    shared socket until the supervisor stops it, or is gone."""
     from workq.server.startup import log_to_stderr, prepare, serve_http, starting
 
     log_to_stderr()
+    threading.Thread(
+        target=_end_with, args=(os.getppid(),), name="workq-supervisor", daemon=True
+    ).start()
     with starting():
         built, _ = prepare(settings, migrate=None, server=server)
     serve_http(built, settings, host=host, port=port, sock=sock, board=board, stateless=True)
