@@ -181,3 +181,23 @@ def test_a_lapsing_lease_wakes_a_waiter(db_path: Path) -> None:
         assert got is not None and got.previous_holder == "dead" and got.fence == 2
     finally:
         queue.db.dispose()
+
+
+def test_a_watcher_of_every_change_wakes_for_a_claim(queue: Queue, settings: Settings) -> None:
+    """``workq watch`` prints every change: its waiter wakes for a claim, which a waiter
+    for work sleeps through."""
+    from workq.services.runtime import open_queue
+
+    other = open_queue(settings)
+    try:
+        issues.create(other, title="to claim")
+        with (
+            waiting.Waiter(queue, LONG, every_change=True) as watcher,
+            waiting.Waiter(queue, LONG) as for_work,
+        ):
+            seen, work = watcher.mark(), for_work.mark()
+            claims.claim(other, 1, "someone")
+            assert watcher.sleep(seen, LONG)
+            assert not for_work.sleep(work, 1.0)
+    finally:
+        other.db.dispose()

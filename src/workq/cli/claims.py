@@ -385,7 +385,7 @@ def watch(
     q = state(ctx).queue()
     last = waiting.latest_event(q) if since is None else since
     shown = 0
-    with waiting.Waiter(q, waiting.WAIT_MAX) as feed:
+    with waiting.Waiter(q, waiting.WAIT_MAX, every_change=True) as feed:
         while count is None or shown < count:
             seen = feed.mark()
             batch = waiting.events_after(q, last, limit=WATCH_BATCH)

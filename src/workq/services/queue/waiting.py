@@ -53,8 +53,11 @@ class Waiter:
     """``with Waiter(q, 60) as w:`` then ``w.run(attempt)``; or drive it step by step
     (``seen = w.mark()``, attempt, ``w.pause()``, ``w.sleep(seen, s)``) from an event loop."""
 
-    def __init__(self, q: Queue, wait_seconds: int) -> None:
+    def __init__(self, q: Queue, wait_seconds: int, *, every_change: bool = False) -> None:
+        """``every_change``: wake for any change (``workq watch``), not only for one that
+        may make an issue claimable."""
         self.q = q
+        self.every_change = every_change
         self.deadline = time.monotonic() + seconds(wait_seconds)
         self._watch = q.db.changes.watching()
         self._tried = False
@@ -74,7 +77,8 @@ class Waiter:
     def mark(self) -> int:
         """Read before an attempt: a change after it ends the next sleep at once (one that
         may make an issue claimable: db/changes.py ``work``)."""
-        return self.q.db.changes.work()
+        feed = self.q.db.changes
+        return feed.version() if self.every_change else feed.work()
 
     def pause(self) -> float:
         """How long to sleep after a fruitless attempt: 0 when the wait is over."""
@@ -90,7 +94,10 @@ class Waiter:
 
     def sleep(self, seen: int, pause: float) -> bool:
         """Sleep up to ``pause`` seconds; True if the queue changed meanwhile."""
-        return self.q.db.changes.wait_work_past(seen, pause)
+        feed = self.q.db.changes
+        if self.every_change:
+            return feed.wait_past(seen, pause)
+        return feed.wait_work_past(seen, pause)
 
     def try_now(
         self, attempt: Callable[[], T | None], worth_trying: Callable[[], bool] | None = None
