@@ -34,7 +34,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -52,6 +52,7 @@ from workq.services.queue import issues
 from workq.services.runtime import open_queue
 
 MODES = {"legacy": "legacy", "modern": "auto"}
+CONNECTING = 20
 
 
 @dataclass
@@ -83,12 +84,22 @@ async def _agents(
     errors = 0
     finished = anyio.Event()
     done = 0
+    # Agents connect a few at a time (a fleet does not start in one millisecond); then all
+    # start together on ``go``.
+    connecting = anyio.Semaphore(CONNECTING)
+
+    def finish() -> None:
+        nonlocal done
+        done += 1
+        if done == count:
+            results.put((latencies, errors, time.perf_counter()))
+            finished.set()
 
     async def agent(index: int) -> None:
-        nonlocal errors, done
+        nonlocal errors
         arguments = {"run_id": f"agent-{index}"} if named else {}
 
-        async def pair() -> float:
+        async def pair(client: Client) -> float:
             nonlocal errors
             started_at = time.perf_counter()
             taken = await client.call_tool("issue_claim_next", arguments)
@@ -103,18 +114,28 @@ async def _agents(
             errors += completed.is_error
             return took
 
-        async with Client(url, mode=MODES[era], read_timeout_seconds=600) as client:
-            await pair()  # warm-up, not measured: the session's and run id's first use
-            connected.put(1)
-            await anyio.to_thread.run_sync(go.wait)
-            latencies.extend([await pair() for _ in range(pairs)])
-            done += 1
-            if done == count:
-                results.put((latencies, errors, time.perf_counter()))
-                finished.set()
-            await finished.wait()
-            # Sessions end after the server's CPU was read: closing is not measured.
-            await anyio.to_thread.run_sync(close.wait)
+        told = False
+        try:
+            async with AsyncExitStack() as stack:
+                async with connecting:
+                    client = await stack.enter_async_context(
+                        Client(url, mode=MODES[era], read_timeout_seconds=600)
+                    )
+                    await pair(client)  # warm-up, not measured: first use of session, run id
+                connected.put(1)
+                told = True
+                await anyio.to_thread.run_sync(go.wait)
+                latencies.extend([await pair(client) for _ in range(pairs)])
+                finish()
+                await finished.wait()
+                # Sessions end after the server's CPU was read: closing is not measured.
+                await anyio.to_thread.run_sync(close.wait)
+        except Exception:  # a connection refused or reset: counted, never a hang
+            errors += 1
+            if not told:
+                connected.put(1)
+            if not finished.is_set():
+                finish()
 
     async with anyio.create_task_group() as group:
         for index in range(first, first + count):

@@ -13,7 +13,7 @@ Every change writes an event (an issue created, claimed, completed, commented ..
 
 Two counters: ``version`` moves on every change (the board shows them all), ``work`` only
 on a change that may make an issue claimable. Waiting calls sleep on ``work``: a claim,
-a comment or a heartbeat of one agent does not wake every waiting agent to look again.
+a comment or a progress note of one agent does not wake every waiting agent to look again.
 
 The thread runs only while somebody watches; it stops by itself after the last one left.
 (Writes of this process are seen the same way: a write that found nothing to do, such as
