@@ -76,7 +76,7 @@ class Waiter:
 
     def mark(self) -> int:
         """Read before an attempt: a change after it ends the next sleep at once (one that
-        may make an issue claimable: db/changes.py ``work``)."""
+        may make an issue claimable, db/changes.py ``work``; any, with ``every_change``)."""
         feed = self.q.db.changes
         return feed.version() if self.every_change else feed.work()
 
