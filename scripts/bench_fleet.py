@@ -13,7 +13,7 @@ least ``--pairs`` pairs. The server is
 fresh SQLite file or PostgreSQL database (``--url``, else $WORKQ_TEST_PG_URL; with
 ``--engines postgresql`` and neither, a throwaway server from scripts/pg_start.sh). The
 floor, in the same run: the SDK's bare MCPServer (scripts/bench_http.py), one process,
-whose two tools only answer a number, driven by the same agents.
+whose tools only answer a number, driven by the same agents.
 
 Printed per run: pairs/s (wall clock, start signal to the last answer), claim latency
 p50/p99, the server's CPU per pair (every process of it, from /proc) and its ratio to the

@@ -31,12 +31,10 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-BARE_SERVER = """\
-import sys
-
-import uvicorn
+# The SDK's floor: a bare MCPServer whose tools only answer a number (bench_writers.py
+# serves the same tools over stdio).
+BARE_TOOLS = """\
 from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel
 
 
@@ -62,7 +60,15 @@ def issue_claim_next() -> Answer:
 @server.tool()
 def issue_complete(number: int) -> Answer:
     return Answer(number=number)
+"""
 
+BARE_SERVER = (
+    BARE_TOOLS
+    + """
+import sys
+
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
 
 app = server.streamable_http_app(
     host="127.0.0.1",
@@ -71,6 +77,7 @@ app = server.streamable_http_app(
 )
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
+)
 
 ERAS = {"legacy": "legacy", "modern": "auto"}
 

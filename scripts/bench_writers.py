@@ -11,7 +11,7 @@
    is not counted.
 2. K stdio servers on one file: K ``workq serve`` processes, each driven by its own
    client process looping claim_next -> complete for ``--seconds``, against K bare
-   MCPServers whose two tools only answer a number (the SDK's floor), driven the same way:
+   MCPServers whose tools only answer a number (the SDK's floor), driven the same way:
    pairs per second, and their ratio.
 
 Every figure comes from this run; compare ratios, not absolute numbers (a shared 2-core
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bench_http import BARE_TOOLS
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from sqlalchemy import event
@@ -47,32 +48,7 @@ from workq.domain.authority import Authority
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
-BARE_SERVER = """\
-from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
-
-
-class Answer(BaseModel):
-    number: int
-
-
-server = MCPServer("bare")
-taken = [0]
-
-
-@server.tool()
-def issue_claim_next() -> Answer:
-    taken[0] += 1
-    return Answer(number=taken[0])
-
-
-@server.tool()
-def issue_complete(number: int) -> Answer:
-    return Answer(number=number)
-
-
-server.run()
-"""
+BARE_SERVER = BARE_TOOLS + "\nserver.run()\n"
 
 
 # -- 1. the write lock --------------------------------------------------------------------
