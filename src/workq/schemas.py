@@ -443,6 +443,17 @@ class Repository(_Model):
     worktree_dir: str
     auto_worktree: bool = Field(description="Every claim of its issues makes a worktree")
     merge_mode: str = Field(description="merge (fast-forward when possible) or squash")
+    land: str = Field(
+        default="local",
+        description="local (the merge queue moves the default branch) or pr (a pull request)",
+    )
+    github_repo: str | None = Field(default=None, description="Where pull requests land")
+    on_refused: str = Field(
+        default="return", description="A refused landing: return (to its holder) or block"
+    )
+    update_branch: bool = Field(
+        default=True, description="Bring a pull request behind its base up to date on GitHub"
+    )
     worktree_count: int = 0
     task_count: int = 0
 
@@ -486,6 +497,29 @@ class RepoOverview(Repository):
     conflicts: list[FileConflict]
 
 
+LandingState = Literal["queued", "open", "merging", "merged", "landed", "refused"]
+LAND_MODES = ("local", "pr")
+ON_REFUSED = ("return", "block")
+
+
+class LandingStatus(_Model):
+    """Where an issue's landing through a pull request stands."""
+
+    number: int
+    repository: str
+    branch: str
+    state: LandingState = Field(
+        description="queued, open (checks running), merging, merged, landed, or refused"
+    )
+    detail: str | None = Field(default=None, description="What it waits for, or why refused")
+    head_sha: str = Field(description="The branch tip it lands")
+    pr_number: int | None = None
+    pr_url: str | None = None
+    merge_sha: str | None = Field(default=None, description="The commit GitHub merged it as")
+    requested_by: str | None = None
+    updated_at: datetime
+
+
 class MergeResult(_Model):
     merged: bool
     branch: str
@@ -495,6 +529,9 @@ class MergeResult(_Model):
     already_merged: bool = Field(default=False, description="An earlier run had merged it")
     number: int | None = None
     note: str | None = Field(default=None, description="What the merge did not check")
+    landing: LandingStatus | None = Field(
+        default=None, description="Through a pull request: where the landing stands"
+    )
 
 
 class PruneReport(_Model):
@@ -742,3 +779,6 @@ class MergedToMain(_Model):
         default=False, description="Merged by an earlier call: nothing was done now"
     )
     note: str | None = Field(default=None, description="What the merge did not check")
+    landing: LandingStatus | None = Field(
+        default=None, description="Through a pull request: where the landing stands"
+    )

@@ -20,7 +20,14 @@ What it serves (GitHub's shapes, a subset of the fields): ``GET /user``, ``GET /
 create; get; patch), issue labels (GET/POST/PUT/DELETE), repository labels (422
 ``already_exists`` on duplicates, case-insensitive), comments, and pull requests
 (``tests/github_fake/pulls.py``: create, get, the diff media type, reviews, check runs,
-combined commit statuses, merging). Every API response carries
+combined commit statuses, ``PUT /pulls/{n}/merge`` (200; 405 not mergeable or a merge
+conflict; 409 when ``sha`` is not the head; 422 for an unknown ``merge_method``), ``GET
+/pulls/{n}/merge`` (204 merged, else 404) and ``PUT /pulls/{n}/update-branch`` (202; 422 when
+``expected_head_sha`` is not the head or on a conflict)). With a bare git repository set by
+``set_git_dir`` (the remote tests push to), merges and branch updates are real commits there,
+head and base shas follow its branches and ``mergeable_state`` is computed; the control
+operation ``protect_branch`` adds branch protection (required checks, up to date) and a
+``pre-receive`` hook refusing pushes to the branch. Every API response carries
 ``x-ratelimit-*`` headers. 401 without a valid ``Authorization: Bearer|token <token>``; 404
 for unknown repositories and routes; 410 for deleted issues and 301 for transferred ones.
 
@@ -66,25 +73,36 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ParamSpec, Self, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from tests.github_fake.pulls import (
     CHECK_CONCLUSIONS,
     CHECK_STATUSES,
     DIFF_MEDIA_TYPE,
+    MERGE_METHODS,
     MERGEABLE_STATES,
     PULL_OPS,
     REVIEW_STATES,
     STATUS_STATES,
+    GitError,
+    Protection,
     PullsControl,
     PullState,
     RepoPulls,
     Text,
+    check_outcomes,
+    checks_verdict,
     combined_state,
+    commit_tree,
     fake_sha,
     git_branches,
     git_diff,
+    is_ancestor,
+    land,
+    merge_tree,
+    update_ref,
+    write_protection_hook,
 )
 
 DEFAULT_TOKEN = "ghp_fake0000000000000000000000000000000000"
@@ -106,6 +124,8 @@ FAULT_KINDS = ("error", "timeout", "disconnect", "rate_limit", "secondary_rate_l
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 STATE_REASONS = ("completed", "not_planned", "reopened", "duplicate")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------------------------
@@ -921,7 +941,32 @@ class FakeGitHub(ControlAPI):
         return r.pr.branches[name]
 
     def _op_set_git_dir(self, path: str, repo: str | None = None) -> None:
-        self._repo(repo).pr.git_dir = path
+        r = self._repo(repo)
+        r.pr.git_dir = path
+        if r.pr.protection:
+            write_protection_hook(path, r.pr.protection)
+
+    def _op_protect_branch(
+        self,
+        name: str,
+        required_checks: Sequence[str] = (),
+        up_to_date: bool = False,
+        repo: str | None = None,
+    ) -> dict[str, Any]:
+        r = self._repo(repo)
+        if isinstance(required_checks, str):
+            raise ValueError("required_checks must be a list of check names")
+        rule = Protection(tuple(required_checks), bool(up_to_date))
+        r.pr.protection[name] = rule
+        hook = None
+        if r.pr.git_dir is not None:
+            hook = write_protection_hook(r.pr.git_dir, r.pr.protection)
+        return {
+            "branch": name,
+            "required_checks": list(rule.required_checks),
+            "up_to_date": rule.up_to_date,
+            "hook": hook,
+        }
 
     def _new_pull(
         self,
@@ -959,7 +1004,6 @@ class FakeGitHub(ControlAPI):
             base=base,
             base_sha=branches.get(base) or fake_sha(f"{r.full_name}:{base}"),
             draft=draft,
-            mergeable_state="draft" if draft else "clean",
         )
         return issue
 
@@ -989,18 +1033,32 @@ class FakeGitHub(ControlAPI):
 
     def _op_set_pull(self, number: int, changes: dict[str, Any], repo: str | None = None) -> None:
         _, pull = self._pull_of(self._repo(repo), number)
-        for key, value in changes.items():
+        for key in changes:
             if key not in ("mergeable", "mergeable_state", "diff", "draft"):
                 raise ValueError(f"cannot set {key!r} of a pull request")
-            if key == "mergeable_state" and value not in MERGEABLE_STATES:
-                raise ValueError(f"bad mergeable_state {value!r}")
-            setattr(pull, key, value)
+        if "mergeable_state" in changes:
+            state = changes["mergeable_state"]
+            if state is None:  # computed again, and so is mergeable
+                pull.forced.clear()
+            elif state in MERGEABLE_STATES:
+                pull.forced["mergeable_state"] = state
+            else:
+                raise ValueError(f"bad mergeable_state {state!r}")
+        if "mergeable" in changes:
+            if changes["mergeable"] not in (True, False, None):
+                raise ValueError(f"bad mergeable {changes['mergeable']!r}")
+            pull.forced["mergeable"] = changes["mergeable"]
+        if "diff" in changes:
+            pull.diff = str(changes["diff"])
+        if "draft" in changes:
+            pull.draft = bool(changes["draft"])
 
     def _op_add_review(
         self, number: int, state: str, user: str = "reviewer", repo: str | None = None
     ) -> dict[str, Any]:
         r = self._repo(repo)
-        _, pull = self._pull_of(r, number)
+        issue, pull = self._pull_of(r, number)
+        self._follow_branches(r, issue, pull)
         if state not in REVIEW_STATES:
             raise ValueError(f"bad review state {state!r}")
         review_id = self._next_id()
@@ -1078,19 +1136,76 @@ class FakeGitHub(ControlAPI):
     def _op_merge_pull(self, number: int, repo: str | None = None) -> dict[str, Any]:
         r = self._repo(repo)
         issue, pull = self._pull_of(r, number)
+        self._record_merge(issue, pull, None)
+        return self._pull_json(r, issue)
+
+    def _record_merge(self, issue: _Issue, pull: PullState, sha: str | None) -> None:
+        """The pull request is merged (by ``sha``, if a real commit) and its issue closed."""
         now = self._now()
         pull.merged_at = now
-        pull.mergeable = None
-        pull.mergeable_state = "unknown"
+        pull.merge_commit_sha = sha
+        pull.forced.clear()  # merged: mergeable null, mergeable_state "unknown"
         issue.state = "closed"
         issue.state_reason = None
         issue.closed_at = now
         issue.updated_at = now
-        return self._pull_json(r, issue)
 
     def _op_pulls(self, repo: str | None = None) -> list[dict[str, Any]]:
         r = self._repo(repo)
-        return [self._pull_json(r, r.issues[n]) for n in sorted(r.pr.pulls)]
+        branches = self._branches(r)
+        return [self._pull_json(r, r.issues[n], branches) for n in sorted(r.pr.pulls)]
+
+    def _follow_branches(
+        self,
+        repo: _Repo,
+        issue: _Issue,
+        pull: PullState,
+        branches: dict[str, str] | None = None,
+    ) -> dict[str, str]:
+        """With a git directory, an open pull request's head and base shas are its branches'
+        tips (as on GitHub, where a push updates ``head.sha``); the branches."""
+        if branches is None:
+            branches = self._branches(repo)
+        if repo.pr.git_dir is not None and issue.state == "open" and pull.merged_at is None:
+            pull.head_sha = branches.get(pull.head, pull.head_sha)
+            pull.base_sha = branches.get(pull.base, pull.base_sha)
+        return branches
+
+    def _mergeability(
+        self, repo: _Repo, pull: PullState, branches: dict[str, str]
+    ) -> tuple[bool | None, str]:
+        """(``mergeable``, ``mergeable_state``): the forced values, else computed."""
+        state = pull.forced.get("mergeable_state") or self._computed_state(repo, pull, branches)
+        if "mergeable" in pull.forced:
+            return pull.forced["mergeable"], state
+        return {"dirty": False, "unknown": None}.get(state, True), state
+
+    def _computed_state(self, repo: _Repo, pull: PullState, branches: dict[str, str]) -> str:
+        """GitHub's ``mergeable_state``, from the git directory (without one only merged,
+        draft or clean): merged "unknown", "draft", a conflict "dirty", "behind" the base
+        when protection wants it up to date, a required check not passed "blocked", a check
+        failed "unstable", else "clean"."""
+        if pull.merged_at is not None:
+            return "unknown"
+        if pull.draft:
+            return "draft"
+        git_dir = repo.pr.git_dir
+        if git_dir is None:
+            return "clean"
+        if pull.head not in branches or pull.base not in branches:
+            return "unknown"
+        rule = repo.pr.protection.get(pull.base, Protection())
+        try:
+            if merge_tree(git_dir, pull.base_sha, pull.head_sha) is None:
+                return "dirty"
+            if rule.up_to_date and not is_ancestor(git_dir, pull.base_sha, pull.head_sha):
+                return "behind"
+        except GitError:
+            return "unknown"
+        outcomes = check_outcomes(
+            repo.pr.check_runs.get(pull.head_sha, []), repo.pr.statuses.get(pull.head_sha, [])
+        )
+        return checks_verdict(outcomes, rule.required_checks)
 
     def _merged_at(self, repo: _Repo, number: int) -> str | None:
         pull = repo.pr.pulls.get(number)
@@ -1105,8 +1220,13 @@ class FakeGitHub(ControlAPI):
             "repo": self._repo_json(repo),
         }
 
-    def _pull_json(self, repo: _Repo, issue: _Issue) -> dict[str, Any]:
+    def _pull_json(
+        self, repo: _Repo, issue: _Issue, branches: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         pull = repo.pr.pulls[issue.number]
+        branches = self._follow_branches(repo, issue, pull, branches)
+        mergeable, mergeable_state = self._mergeability(repo, pull, branches)
+        merge_sha = pull.merge_commit_sha or fake_sha(f"merge:{pull.head_sha}:{pull.base_sha}")
         api = f"{self._repo_api_url(repo)}/pulls/{issue.number}"
         html = f"{HTML_BASE}/{repo.full_name}/pull/{issue.number}"
         return {
@@ -1128,14 +1248,14 @@ class FakeGitHub(ControlAPI):
             "updated_at": _iso(issue.updated_at),
             "closed_at": _iso(issue.closed_at) if issue.closed_at else None,
             "merged_at": _iso(pull.merged_at) if pull.merged_at else None,
-            "merge_commit_sha": fake_sha(f"merge:{pull.head_sha}:{pull.base_sha}"),
+            "merge_commit_sha": merge_sha,
             "head": self._ref_json(repo, pull.head, pull.head_sha),
             "base": self._ref_json(repo, pull.base, pull.base_sha),
             "draft": pull.draft,
             "merged": pull.merged_at is not None,
-            "mergeable": pull.mergeable,
-            "rebaseable": pull.mergeable,
-            "mergeable_state": pull.mergeable_state,
+            "mergeable": mergeable,
+            "rebaseable": mergeable,
+            "mergeable_state": mergeable_state,
             "comments": issue.comments,
             "review_comments": 0,
             "commits": 1,
@@ -1159,8 +1279,9 @@ class FakeGitHub(ControlAPI):
             if method == "GET":
                 state = _first(query, "state") or "open"
                 head = _first(query, "head")
+                branches = self._branches(repo)
                 items = [
-                    self._pull_json(repo, repo.issues[n])
+                    self._pull_json(repo, repo.issues[n], branches)
                     for n in sorted(repo.pr.pulls, reverse=True)
                     if state in ("all", repo.issues[n].state)
                     and (head is None or f"{repo.owner}:{repo.pr.pulls[n].head}" == head)
@@ -1177,6 +1298,15 @@ class FakeGitHub(ControlAPI):
                 return 200, self._pull_json(repo, issue), {}
             if sub == ["reviews"] and method == "GET":
                 return self._paginate(list(pull.reviews), path, query)
+            if sub == ["merge"]:
+                if method == "PUT":
+                    return 200, self._merge(repo, issue, pull, body), {}
+                if method == "GET":
+                    if pull.merged_at is None:
+                        raise ApiError(404, "Not Found")
+                    return 204, None, {}
+            if sub == ["update-branch"] and method == "PUT":
+                return 202, self._update_branch(repo, issue, pull, body), {}
         if len(rest) == 3 and rest[0] == "commits" and method == "GET":
             sha = self._branches(repo).get(rest[1], rest[1])
             if rest[2] == "check-runs":
@@ -1199,6 +1329,84 @@ class FakeGitHub(ControlAPI):
                     {},
                 )
         raise ApiError(404, "Not Found")
+
+    def _merge(self, repo: _Repo, issue: _Issue, pull: PullState, body: Any) -> dict[str, Any]:
+        """``PUT /pulls/{n}/merge``: with a git directory the base branch moves to a real
+        merge, squash or rebased commit; without one the merge is only recorded."""
+        body = {} if body is None else body
+        commit_title = _field(body, "commit_title", str, resource="PullRequest")
+        commit_message = _field(body, "commit_message", str, resource="PullRequest")
+        sha = _field(body, "sha", str, resource="PullRequest")
+        method = _field(body, "merge_method", str, resource="PullRequest") or "merge"
+        if method not in MERGE_METHODS:
+            raise _invalid("merge_method", "PullRequest")
+        branches = self._follow_branches(repo, issue, pull)
+        if pull.merged_at is not None or issue.state != "open":
+            raise _not_mergeable()
+        if sha is not None and sha != pull.head_sha:
+            raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+        if pull.draft:
+            raise _not_mergeable()
+        git_dir = repo.pr.git_dir
+        if git_dir is not None:
+            if pull.head not in branches or pull.base not in branches:
+                raise _not_mergeable()
+            if _git_or_500(merge_tree, git_dir, pull.base_sha, pull.head_sha) is None:
+                raise _not_mergeable("Merge conflict")
+        mergeable, state = self._mergeability(repo, pull, branches)
+        if mergeable is False or state in ("dirty", "blocked", "behind"):
+            raise _not_mergeable()
+        if method == "merge":
+            source = f"{repo.owner}/{pull.head}"
+            title = commit_title or f"Merge pull request #{issue.number} from {source}"
+            text = issue.title if commit_message is None else commit_message
+        else:
+            title = commit_title or f"{issue.title} (#{issue.number})"
+            text = commit_message or ""
+        message = f"{title}\n\n{text}" if text else title
+        if git_dir is None:
+            merged = fake_sha(f"{method}:{pull.base_sha}:{pull.head_sha}:{self._next_id()}")
+        else:
+            new = _git_or_500(land, git_dir, method, pull.base_sha, pull.head_sha, message)
+            if new is None:
+                raise _not_mergeable("Merge conflict")
+            if not _git_or_500(update_ref, git_dir, f"refs/heads/{pull.base}", new, pull.base_sha):
+                raise ApiError(405, "Base branch was modified. Review and try the merge again.")
+            merged = new
+        self._record_merge(issue, pull, merged)
+        return {"sha": merged, "merged": True, "message": "Pull Request successfully merged"}
+
+    def _update_branch(
+        self, repo: _Repo, issue: _Issue, pull: PullState, body: Any
+    ) -> dict[str, Any]:
+        """``PUT /pulls/{n}/update-branch``: merge the base's tip into the head branch, at
+        once (GitHub answers 202 and does it soon after)."""
+        body = {} if body is None else body
+        expected = _field(body, "expected_head_sha", str, resource="PullRequest")
+        branches = self._follow_branches(repo, issue, pull)
+        if pull.merged_at is not None or issue.state != "open":
+            raise ApiError(422, "Pull request is closed")
+        if expected is not None and expected != pull.head_sha:
+            raise ApiError(422, "expected_head_sha is not the head of the branch")
+        git_dir = repo.pr.git_dir
+        if git_dir is None:
+            pull.head_sha = fake_sha(f"update:{pull.head_sha}:{pull.base_sha}:{self._next_id()}")
+            if pull.head in repo.pr.branches:
+                repo.pr.branches[pull.head] = pull.head_sha
+        elif pull.head not in branches or pull.base not in branches:
+            raise ApiError(422, "merge conflict between base and head")
+        elif not _git_or_500(is_ancestor, git_dir, pull.base_sha, pull.head_sha):
+            tree = _git_or_500(merge_tree, git_dir, pull.head_sha, pull.base_sha)
+            if tree is None:
+                raise ApiError(422, "merge conflict between base and head")
+            message = f"Merge branch '{pull.base}' into {pull.head}"
+            new = _git_or_500(commit_tree, git_dir, tree, [pull.head_sha, pull.base_sha], message)
+            if not _git_or_500(update_ref, git_dir, f"refs/heads/{pull.head}", new, pull.head_sha):
+                raise ApiError(422, "expected_head_sha is not the head of the branch")
+            pull.head_sha = new
+        issue.updated_at = self._now()
+        html = f"{HTML_BASE}/{repo.full_name}/pull/{issue.number}"
+        return {"message": "Updating pull request branch.", "url": html}
 
     def _create_pull(self, repo: _Repo, body: Any, login: str) -> dict[str, Any]:
         title = _field(body, "title", str, resource="PullRequest")
@@ -1939,6 +2147,18 @@ def _invalid(name: str, resource: str = "Issue") -> ApiError:
         "Validation Failed",
         errors=[{"resource": resource, "code": "invalid", "field": name}],
     )
+
+
+def _not_mergeable(message: str = "Pull Request is not mergeable") -> ApiError:
+    return ApiError(405, message)
+
+
+def _git_or_500(run: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """A git step of the fake; a failure it does not expect is a 500 naming the command."""
+    try:
+        return run(*args, **kwargs)
+    except GitError as exc:
+        raise ApiError(500, f"the fake GitHub's git failed: {exc}") from None
 
 
 def _field(

@@ -44,6 +44,7 @@ from workq.services.handle import Queue
 from workq.services.plans import plans
 from workq.services.queue import blocking, board, claims, issues, notes, search
 from workq.services.sync import mirror
+from workq.services.workspaces import landings
 
 HERE = Path(__file__).parent
 KEEPALIVE = 15.0
@@ -239,6 +240,7 @@ class Board:
             "comments": notes.comments(self.queue, number, limit=200),
             "history": history,
             "link": mirror.github_link(self.queue, number),
+            "landing": landings.get(self.queue, number),
             "priorities": list(Priority),
             "confirmation": FORCE_CLAIM_CONFIRMATION,
             "last_event": board.last_change(self.queue),

@@ -28,6 +28,7 @@ COMMANDS: dict[Step, str] = {
     Step.SKIP_JUSTIFICATION: "--skip-justification",
     Step.RUN_GATES: "workq gates run {number}",
     Step.MAKE_WORKTREE: "workq worktree spawn {number}",
+    Step.MERGE: "workq merge {number}",
 }
 
 

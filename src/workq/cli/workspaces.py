@@ -11,10 +11,10 @@ import typer
 from workq.cli import output
 from workq.cli.state import state
 from workq.errors import NotFound
-from workq.schemas import MERGE_MODES, WorktreeInfo
+from workq.schemas import LAND_MODES, MERGE_MODES, ON_REFUSED, LandingStatus, WorktreeInfo
 from workq.services.handle import Queue
 from workq.services.queue import agents, issues
-from workq.services.workspaces import conflicts, merges, repositories, worktrees
+from workq.services.workspaces import conflicts, landings, merges, repositories, worktrees
 from workq.services.workspaces import worktree_claims as workspaces
 
 repo_app = typer.Typer(help="Registered git repositories.", no_args_is_help=True)
@@ -24,6 +24,26 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts."
 RepoArg = Annotated[str, typer.Argument(help="The repository's name.")]
 RepoOpt = Annotated[str | None, typer.Option("--repo", help="Only this repository.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
+LandOpt = Annotated[
+    str,
+    typer.Option(
+        "--land",
+        help="local: merge into the default branch here; pr: through a pull request on GitHub.",
+    ),
+]
+GitHubOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--github", help="OWNER/NAME pull requests go to (default: the one origin names)."
+    ),
+]
+OnRefusedOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-refused",
+        help="A refused landing: return (to its holder, with a comment) or block (the issue).",
+    ),
+]
 RunId = Annotated[
     str | None,
     typer.Option("--run-id", help="Whom you act for (default: WORKQ_RUN_ID or --as)."),
@@ -83,6 +103,9 @@ def repo_add(
     merge_mode: Annotated[
         str, typer.Option("--merge-mode", help=f"One of {', '.join(MERGE_MODES)}.")
     ] = "merge",
+    land: LandOpt = "local",
+    github: GitHubOpt = None,
+    on_refused: OnRefusedOpt = "return",
     json_: JsonFlag = False,
 ) -> None:
     """Register a local git repository."""
@@ -94,11 +117,64 @@ def repo_add(
         worktree_dir=folder,
         auto_worktree=auto_worktree,
         merge_mode=merge_mode,
+        land=land,
+        github_repo=github,
+        on_refused=on_refused,
     )
     if json_:
         output.emit_json(repo)
         return
     output.line(f"Registered {repo.name}: {repo.path} (default branch {repo.default_branch})")
+    if repo.land == "pr":
+        output.line(f"Its issues land through pull requests on {repo.github_repo}")
+
+
+@repo_app.command("set")
+def repo_set(
+    ctx: typer.Context,
+    name: RepoArg,
+    land: Annotated[
+        str | None, typer.Option("--land", help=f"One of {', '.join(LAND_MODES)}.")
+    ] = None,
+    github: GitHubOpt = None,
+    on_refused: Annotated[
+        str | None, typer.Option("--on-refused", help=f"One of {', '.join(ON_REFUSED)}.")
+    ] = None,
+    update_branch: Annotated[
+        bool | None,
+        typer.Option(
+            "--update-branch/--no-update-branch",
+            help="Bring a pull request behind its base up to date on GitHub.",
+        ),
+    ] = None,
+    merge_mode: Annotated[
+        str | None, typer.Option("--merge-mode", help=f"One of {', '.join(MERGE_MODES)}.")
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Change how a repository lands its issues' work (what is not given stays)."""
+    s = state(ctx)
+    repo = repositories.configure(
+        s.queue(),
+        name,
+        merge_mode=merge_mode,
+        land=land,
+        github_repo=github,
+        on_refused=on_refused,
+        update_branch=update_branch,
+        actor=s.actor,
+    )
+    if json_:
+        output.emit_json(repo)
+        return
+    if repo.land != "pr":
+        output.line(f"{repo.name} lands locally (the merge queue moves its default branch)")
+        return
+    output.line(
+        f"{repo.name} lands through pull requests on {repo.github_repo}; a refused landing "
+        + ("blocks its issue" if repo.on_refused == "block" else "goes back to its holder")
+        + ("; a branch behind is updated on GitHub" if repo.update_branch else "")
+    )
 
 
 @repo_app.command("list")
@@ -135,6 +211,10 @@ def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> N
             ("remote", repo.remote_url),
             ("worktree folder", repo.worktree_dir),
             ("merge mode", repo.merge_mode),
+            (
+                "lands",
+                f"through pull requests on {repo.github_repo}" if repo.land == "pr" else "locally",
+            ),
             ("tasks", repo.task_count),
         ]
     )
@@ -286,12 +366,26 @@ def merge_command(
     force: Annotated[
         bool, typer.Option(help="Merge it whoever holds it (admin; recorded in its history).")
     ] = False,
+    status: Annotated[
+        bool, typer.Option("--status", help="Show where its landing stands; change nothing.")
+    ] = False,
     json_: JsonFlag = False,
 ) -> None:
     """Merge an issue's worktree into its repository's default branch, complete the issue,
     remove the worktree and branch. Only its holder merges it (--run-id, WORKQ_RUN_ID or
-    --as), unless --force. Waits for a merge in progress; rerun after a crash."""
+    --as), unless --force. Waits for a merge in progress; rerun after a crash.
+
+    In a repository that lands through pull requests (workq repo set NAME --land pr), the
+    branch is queued: the GitHub worker (workq sync github --watch, or the server's) pushes
+    it, opens its pull request, waits for its checks and merges it; --status follows it."""
     s = state(ctx)
+    if status:
+        found = landings.require(s.queue(), number)
+        if json_:
+            output.emit_json(found)
+        else:
+            _landing(found)
+        return
     by = s.acting(run_id, override="workq merge --force" if force else None)
     done = merges.merge_issue(
         s.queue(), number, by=by, actor=s.actor, lease_seconds=s.settings().merge_lease_seconds
@@ -299,10 +393,29 @@ def merge_command(
     if json_:
         output.emit_json(done)
         return
+    if done.landing is not None:
+        _landing(done.landing)
+        return
     again = " (already merged: cleaned up)" if done.already_merged else ""
     output.line(f"Merged {done.branch} into {done.into} at {done.commit}{again}")
     if done.note:
         output.line(f"Note: {done.note}")
+
+
+def _landing(found: LandingStatus) -> None:
+    pull = f"pull request #{found.pr_number} ({found.pr_url})" if found.pr_number else None
+    output.fields(
+        [
+            ("issue", f"#{found.number}"),
+            ("branch", f"{found.branch} at {found.head_sha[:12]}"),
+            ("state", found.state),
+            ("detail", found.detail),
+            ("pull request", pull),
+            ("merged as", found.merge_sha),
+            ("asked by", found.requested_by),
+            ("updated", f"{found.updated_at:%Y-%m-%d %H:%M:%SZ}"),
+        ]
+    )
 
 
 def register(app: typer.Typer) -> None:

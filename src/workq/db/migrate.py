@@ -34,6 +34,7 @@ REVISIONS: tuple[str, ...] = (
     "0012_run_bindings",
     "0013_claims_have_leases",
     "0014_notify_event_kind",
+    "0015_landings",
 )
 HEAD = REVISIONS[-1]
 

@@ -352,6 +352,39 @@ repositories = Table(
     Column("merge_holder", String(128)),
     Column("merge_expires_at", UTCDateTime),
     Column("created_at", UTCDateTime, nullable=False),
+    # How its issues' work lands (migration 0015_landings): "local" (the merge queue moves
+    # the default branch of the checkout) or "pr" (a pull request on ``github_repo``).
+    Column("land", String(8), nullable=False, server_default="local"),
+    Column("github_repo", String(200)),
+    Column("on_refused", String(8), nullable=False, server_default="return"),  # or block
+    Column("update_branch", Boolean, nullable=False, server_default=text("true")),
+)
+
+# An issue's work on its way through a pull request (services/workspaces/landings.py).
+# ``state``: queued (to push and open), open (waiting for checks and mergeability),
+# merging (the merge was asked of GitHub), merged (at ``merge_sha``: the issue is to be
+# completed and cleaned up), landed, refused (``detail`` says why).
+landings = Table(
+    "landings",
+    metadata,
+    Column("issue_id", ForeignKey("issues.id", ondelete="CASCADE"), primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("repository", ForeignKey("repositories.name", ondelete="CASCADE"), nullable=False),
+    Column("worktree_id", String(36)),
+    Column("branch", String(255), nullable=False),
+    Column("requested_by", String(128)),
+    Column("fence", Integer, nullable=False),
+    Column("head_sha", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("detail", Text),
+    Column("pr_number", Integer),
+    Column("pr_url", String(500)),
+    Column("merge_sha", String(64)),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_landings_state", "state", "next_attempt_at"),
 )
 
 # A git worktree made for one issue. ``state``: creating (recorded before git makes it),

@@ -541,6 +541,31 @@ class GitHubClient:
             params["head"] = head
         return self._page(GhPull, f"{_repo_path(repo)}/pulls", params, None).items
 
+    def merge_pull(
+        self,
+        repo: str,
+        number: int,
+        *,
+        sha: str,
+        merge_method: str,
+        commit_title: str | None = None,
+    ) -> str:
+        """``PUT /repos/{o}/{r}/pulls/{n}/merge``, only while the head is ``sha`` (409
+        otherwise; 405 when GitHub finds it not mergeable). The merge commit's sha. Sent
+        again, GitHub refuses a merged pull request (405): it never merges twice."""
+        payload: dict[str, str] = {"sha": sha, "merge_method": merge_method}
+        if commit_title:
+            payload["commit_title"] = commit_title
+        response = self._send("PUT", f"{_pull_path(repo, number)}/merge", json=payload)
+        return str(self._json(response)["sha"])
+
+    def update_pull_branch(self, repo: str, number: int, *, expected_head_sha: str) -> None:
+        """``PUT /repos/{o}/{r}/pulls/{n}/update-branch``: merge the base into the head
+        branch (202: GitHub does it shortly); 422 when the head is no longer
+        ``expected_head_sha``."""
+        payload = {"expected_head_sha": expected_head_sha}
+        self._send("PUT", f"{_pull_path(repo, number)}/update-branch", json=payload)
+
     def get_pull_diff(self, repo: str, number: int) -> str:
         """``GET /repos/{o}/{r}/pulls/{n}`` as ``application/vnd.github.diff``: the diff."""
         response = self._send("GET", _pull_path(repo, number), headers={"Accept": DIFF_MEDIA_TYPE})

@@ -119,6 +119,7 @@ class GhPull(_GhModel):
     draft: bool = False
     merged: bool = False
     merged_at: datetime | None = None
+    merge_commit_sha: str | None = None
     # null while GitHub is still computing whether it merges cleanly.
     mergeable: bool | None = None
     mergeable_state: str = "unknown"

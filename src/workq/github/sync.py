@@ -16,6 +16,7 @@ from workq.github import merges
 from workq.github.auth import GitHubUnreachable, api_url, check_repo_name, preflight, resolve_token
 from workq.github.client import DEFAULT_TIMEOUT, AuthFailed, GitHubCallError, GitHubClient
 from workq.github.importer import Importer, ImportReport
+from workq.github.landing import Lander, LandReport
 from workq.github.worker import Options, Progress, PushReport, Worker, WorkerBusy
 from workq.services.handle import Queue
 from workq.services.sync import outbox
@@ -30,6 +31,7 @@ class Session:
     client: GitHubClient
     worker: Worker
     queued: int  # rows queued when the mirror was (re)configured
+    lander: Lander
 
     @property
     def repo(self) -> str:
@@ -77,7 +79,8 @@ def connect(
     except BaseException:
         client.close()
         raise
-    return Session(client=client, worker=worker, queued=queued)
+    lander = Lander(q, client, worker.repo, pace=worker.pace)
+    return Session(client=client, worker=worker, queued=queued, lander=lander)
 
 
 @dataclass
@@ -85,11 +88,12 @@ class PassResult:
     imported: ImportReport | None
     pushed: PushReport
     merged: list[int] = field(default_factory=list)  # issues done by a merged pull request
+    landed: LandReport = field(default_factory=LandReport)
 
 
 def run_pass(session: Session, *, with_import: bool, with_merges: bool = True) -> PassResult:
-    """Import (if asked), settle merged pull requests (if asked), then push every due row
-    once.
+    """Import (if asked), move the landing queue, settle merged pull requests (if asked),
+    then push every due row once.
 
     Raises:
         AuthFailed: GitHub refused the token meanwhile (the worker stops).
@@ -104,10 +108,11 @@ def run_pass(session: Session, *, with_import: bool, with_merges: bool = True) -
         except GitHubCallError as exc:
             outbox.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
             log.warning("import failed: %s", exc.message)
-    # Before the push, so that the same pass mirrors the issues it completes.
+    # Before the push, so that the same pass mirrors the issues they complete.
+    landed = session.lander.run_pass()
     merged = merges.settle(worker.q, worker.client, worker.repo) if with_merges else []
     pushed = worker.push_pass()
-    return PassResult(imported=imported, pushed=pushed, merged=merged)
+    return PassResult(imported=imported, pushed=pushed, merged=merged, landed=landed)
 
 
 def watch(

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from workq.schemas import ReadyIssue
+from workq.schemas import LandingStatus, ReadyIssue
 
 # Contract A shows issue_get, issue_list and issue_ready answering JSON: its keys, in its
 # order, come first; workq's other facts follow when they say something (not null, empty
@@ -68,3 +68,18 @@ def issue_text(data: dict[str, Any]) -> str:
 
 def numbers(values: Sequence[int]) -> str:
     return ", ".join(f"#{n}" for n in values)
+
+
+def landing_text(landing: LandingStatus) -> str:
+    """A merge answered by the landing queue: where it stands, and that the agent may go on."""
+    pull = f", pull request #{landing.pr_number}" if landing.pr_number else ""
+    detail = f" ({landing.detail})" if landing.detail else ""
+    text = f"Issue #{landing.number} lands through a pull request: {landing.state}{pull}{detail}. "
+    if landing.state in ("queued", "open", "merging", "merged"):
+        text += (
+            "The GitHub worker pushes, waits for checks and merges it, then completes the "
+            "issue; claim your next issue meanwhile."
+        )
+    elif landing.state == "refused":
+        text += "Fix what it says, commit, and merge again."
+    return text

@@ -215,13 +215,29 @@ def remotes(path: Path) -> list[str]:
     return run(["remote"], cwd=path).lines
 
 
-def push(path: Path, remote: str, branch: str, *, timeout: float = 120.0) -> None:
-    """Push ``branch`` to the same name on ``remote`` (no force); hooks stay off."""
+def push(
+    path: Path, remote: str, branch: str, *, force: bool = False, timeout: float = 120.0
+) -> None:
+    """Push ``branch`` to the same name on ``remote`` (``force``: whatever is there);
+    hooks stay off."""
+    spec = f"{'+' if force else ''}refs/heads/{branch}:refs/heads/{branch}"
+    run(["push", "--porcelain", remote, spec], cwd=path, timeout=timeout)
+
+
+def fetch(path: Path, remote: str, branch: str, *, timeout: float = 120.0) -> str | None:
+    """Fetch ``branch`` of ``remote`` into its remote-tracking ref; its tip (None: the
+    remote has no such branch)."""
     run(
-        ["push", "--porcelain", remote, f"refs/heads/{branch}:refs/heads/{branch}"],
+        ["fetch", "--quiet", remote, f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"],
         cwd=path,
         timeout=timeout,
     )
+    done = run(
+        ["rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}^{{commit}}"],
+        cwd=path,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 # --- worktrees, refs and merges ------------------------------------------------------------

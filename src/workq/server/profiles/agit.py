@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
-from workq.schemas import RUN_ID_MAX, ConflictReport, Issue, Status
+from workq.schemas import RUN_ID_MAX, ConflictReport, Issue, LandingStatus, Status
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import ERROR_META, failure
 
@@ -129,6 +129,7 @@ class Merged(BaseModel):
     commit: str | None = None
     already_merged: bool = False
     note: str | None = None
+    landing: LandingStatus | None = None  # through a pull request: where it stands
 
 
 class Registered(BaseModel):
@@ -438,8 +439,9 @@ def register(reg: Registry) -> None:
                 commit=done.commit,
                 already_merged=done.already_merged,
                 note=done.note,
+                landing=done.landing,
             )
-            return _answer(out.model_dump(exclude_none=True), out)
+            return _answer(out.model_dump(mode="json", exclude_none=True), out)
 
         return _guarded(call)
 

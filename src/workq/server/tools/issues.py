@@ -119,20 +119,27 @@ def register(reg: Registry) -> None:
         """Get one issue in full: description, claim, blockers, labels."""
         from workq.services.queue import issues
         from workq.services.sync import pulls
+        from workq.services.workspaces import landings
 
         q = state.queue()
         issue = issues.get(q, number)
         pull = pulls.of_issue(q, number)
-        if pull is None:
+        landing = landings.get(q, number)
+        if pull is None and landing is None:
             return ok(issue_text(issue.model_dump(mode="json")), issue)
-        # The pull request submit_pr opened: an extra key, so the output schema (and the
-        # default tools/list) stays as it is.
+        # The pull request submit_pr or the landing queue opened, and where the landing
+        # stands: extra keys, so the output schema (and the default tools/list) stays.
         data = issue.model_dump(mode="json")
-        data["pull_request"] = {
-            "number": pull.pr_number,
-            "url": pull.url,
-            "merged": pull.merged_at is not None,
-        }
+        if pull is not None:
+            data["pull_request"] = {
+                "number": pull.pr_number,
+                "url": pull.url,
+                "merged": pull.merged_at is not None,
+            }
+        if landing is not None:
+            data["landing"] = landing.model_dump(
+                mode="json", include={"state", "detail", "pr_number", "merge_sha", "head_sha"}
+            )
         return ok(issue_text(data), data)
 
     @reg.tool(writes(idempotent=True))

@@ -13,6 +13,7 @@ from workq.domain.authority import Authority
 from workq.schemas import MergeResult, RepoOverview, Repository
 from workq.server.params import Fence, Number, RunId
 from workq.server.registry import READ_ONLY, Registry, writes
+from workq.server.render import landing_text
 from workq.server.results import ok, worded
 
 RepoName = Annotated[str, Field(min_length=1, max_length=64)]
@@ -73,6 +74,8 @@ def register(reg: Registry) -> None:
                 lease_seconds=state.settings.merge_lease_seconds,
                 strategy=strategy,
             )
+        if done.landing is not None:
+            return ok(landing_text(done.landing), done)
         at = (done.commit or "")[:12]
         again = " (already merged)" if done.already_merged else ""
         text = f"Merged issue #{number}: {done.branch} into {done.into} at {at}{again}"

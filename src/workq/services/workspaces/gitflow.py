@@ -38,6 +38,7 @@ from workq.schemas import (
     Comment,
     Issue,
     IssueContext,
+    LandingStatus,
     MergedToMain,
     Status,
     TddCommit,
@@ -476,7 +477,16 @@ def merge_to_main(
             strategy=chosen,
             keep_branch=not delete_branch,
         )
+        if done.landing is not None:
+            return _queued(work, n, done.landing)
         head, note = done.commit or "", done.note  # the merge queue said what it checked
+    elif work.repo is not None and repositories.get(q, work.repo).land == "pr":
+        with q.db.read() as conn:
+            r = repositories.row(conn, work.repo)
+        branch = merges.Branch(n, work.branch, work.base_commit, work.path, None)
+        queued = merges.queue_landing(q, r, branch, actor, by)
+        assert queued.landing is not None
+        return _queued(work, n, queued.landing)
     else:
         head = _merge_checkout(q, work, issue, chosen, delete_branch, actor, by, lease_seconds)
         note = unconfigured(q, work.root, head) if head else None
@@ -487,6 +497,19 @@ def merge_to_main(
         issue_number=n,
         branch_deleted=git.branch_tip(work.root, work.branch) is None,
         note=note,
+    )
+
+
+def _queued(work: Work, number: int, landing: LandingStatus) -> MergedToMain:
+    """The answer of a merge that goes through a pull request: queued, not merged yet."""
+    return MergedToMain(
+        merged_branch=work.branch,
+        target_branch=work.into,
+        commit_hash=landing.merge_sha or "",
+        issue_number=number,
+        branch_deleted=False,
+        note=f"landing through a pull request: {landing.state}",
+        landing=landing,
     )
 
 

@@ -43,6 +43,7 @@ from workq.schemas import MergeResult
 from workq.services.coding.gates import MergeCandidate, merge_gate, unconfigured
 from workq.services.handle import Queue, record
 from workq.services.queue import claims, holding, processes
+from workq.services.workspaces import landings
 from workq.services.workspaces.repositories import row as repository_row
 from workq.services.workspaces.worktrees import _discard, by_id, latest_for_issue
 from workq.vcs import git
@@ -156,6 +157,8 @@ def merge(
         w = by_id(conn, worktree_id, repo)
     if w.number is not None and w.state != "merged":  # before any other answer
         actor = holding.refuse_unless_held(q, w.number, by, "merge") or actor
+    if r.land == "pr" and w.state != "merged":
+        return _through_pull_request(q, r, w, actor, by)
     _check_early(q, Path(r.path), r.default_branch, w, actor, by)
     with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
         return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch)
@@ -346,6 +349,114 @@ def _merge_locked(
         number=w.number,
         note=None if already else unconfigured(q, root, head),
     )
+
+
+def _through_pull_request(
+    q: Queue, r: Any, w: Any, actor: str | None, by: Authority
+) -> MergeResult:
+    if w.number is None:
+        raise Conflict(
+            f"worktree {w.id} belongs to no issue: only an issue's work lands through a pull "
+            "request",
+            worktree_id=w.id,
+        )
+    if w.state != "active":
+        raise Conflict(f"worktree {w.id} is {w.state}: nothing to land", worktree_id=w.id)
+    branch = Branch(w.number, w.branch, w.base_commit, Path(w.path), w.id)
+    return queue_landing(q, r, branch, actor, by)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """An issue's branch to land, and where it is checked out."""
+
+    number: int
+    name: str
+    base_commit: str | None  # where it started: a tip still there has no work
+    checkout: Path
+    worktree_id: str | None  # None: a shared checkout (contract E's merge_to_main)
+
+
+def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority) -> MergeResult:
+    """Queue ``b`` to land through a pull request (its repository ``r`` lands with "pr"):
+    checked here as a local merge is (clean, ahead, no conflict with the default branch as
+    this checkout knows it, the gates on its tip), then answered at once; the GitHub
+    worker moves it (github/landing.py)."""
+    root = Path(r.path)
+    tip, head = git.branch_tip(root, b.name), git.branch_tip(root, r.default_branch)
+    if tip is None:
+        raise NotFound(f"branch {b.name!r} is gone", branch=b.name)
+    if b.checkout.is_dir() and git.dirty_paths(b.checkout):
+        raise WorktreeDirty(
+            f"the checkout of {b.name} at {b.checkout} has uncommitted changes: commit them "
+            "before landing",
+            branch=b.name,
+        )
+    if tip == b.base_commit or (head is not None and git.is_ancestor(root, tip, head)):
+        raise Conflict(
+            f"branch {b.name} has no commits the default branch lacks: nothing to land",
+            branch=b.name,
+            hint="commit the issue's work on its branch first",
+        )
+    if head is not None:
+        refuse_conflicts(root, head, tip, b.name)
+    check_gates(q, MergeCandidate(root, b.checkout, tip, None, b.number, actor, by))
+    status = landings.queue(
+        q,
+        b.number,
+        repo=r.name,
+        branch=b.name,
+        worktree_id=b.worktree_id,
+        tip=tip,
+        by=by,
+        actor=actor,
+    )
+    return MergeResult(
+        merged=status.state == "landed",
+        branch=b.name,
+        into=r.default_branch,
+        worktree_cleaned=False,
+        commit=status.merge_sha,
+        number=b.number,
+        landing=status,
+    )
+
+
+def finish_landing(
+    q: Queue,
+    number: int,
+    repo: str,
+    worktree_id: str | None,
+    branch: str,
+    *,
+    merged: str,
+    pushed: str,
+    actor: str,
+) -> None:
+    """After GitHub merged the issue's pull request (as commit ``merged``): complete the
+    issue (on the pull request's authority: it merged, whoever holds the issue now), record
+    where it landed, remove its worktree, and delete its branch if it is still at
+    ``pushed`` and checked out nowhere (a commit made after it was not part of the merge).
+    Each step is one a rerun may repeat."""
+    upstream = Authority.overriding("its pull request was merged")
+    with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
+        claims.complete(q, number, upstream, actor=actor)
+    with q.db.read() as conn:
+        r = repository_row(conn, repo)
+        w = by_id(conn, worktree_id, repo) if worktree_id is not None else None
+    root = Path(r.path)
+    if w is not None and w.state != "merged":
+        record_merge(q, w, actor, False, merged)
+        q.db.write(  # what a merge run again answers: the commit GitHub merged it as
+            lambda conn: conn.execute(
+                update(worktrees).where(worktrees.c.id == w.id).values(merge_commit=merged)
+            )
+        )
+        _discard(q, w, r, force=True, state="merged", keep_branch=True)
+    checked_out = {wt.branch for wt in git.worktrees(root)}
+    unused = branch != r.default_branch and branch not in checked_out
+    if unused and git.branch_tip(root, branch) == pushed:
+        git.delete_branch(root, branch)
 
 
 def check_gates(q: Queue, candidate: MergeCandidate) -> None:

@@ -13,11 +13,21 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, repositories, worktrees
 from workq.errors import Conflict, GitFailed, InvalidInput, NotFound
-from workq.schemas import MERGE_MODES, REPOSITORY_NAME_MAX, Issue, Repository
+from workq.schemas import (
+    LAND_MODES,
+    MERGE_MODES,
+    ON_REFUSED,
+    REPOSITORY_NAME_MAX,
+    Issue,
+    Repository,
+)
 from workq.services.handle import Queue, load, record, to_issue
 from workq.vcs import git
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_GITHUB_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+# git@github.com:OWNER/NAME.git, https://github.com/OWNER/NAME(.git), ssh://git@github.com/...
+_GITHUB_REMOTE = re.compile(r"github\.com[:/]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 WORKTREE_FOLDER = ".worktrees"
 ACTIVE = ("creating", "active", "merging")
 
@@ -74,13 +84,17 @@ def add(
     worktree_dir: Path | None = None,
     auto_worktree: bool = False,
     merge_mode: str = "merge",
+    land: str = "local",
+    github_repo: str | None = None,
+    on_refused: str = "return",
 ) -> Repository:
-    """Register the repository at ``path`` as ``name``."""
+    """Register the repository at ``path`` as ``name``. ``land="pr"``: its issues' work
+    lands through pull requests on ``github_repo`` (by default the GitHub repository its
+    ``origin`` remote names)."""
     validate_name(name)
-    if merge_mode not in MERGE_MODES:
-        raise InvalidInput(
-            f"merge mode must be one of {', '.join(MERGE_MODES)}", field="merge_mode"
-        )
+    _check_setting("merge_mode", merge_mode, MERGE_MODES)
+    _check_setting("land", land, LAND_MODES)
+    _check_setting("on_refused", on_refused, ON_REFUSED)
     root = main_worktree(path.expanduser().resolve())
     branch = default_branch or git.current_branch(root)
     if branch is None:
@@ -94,6 +108,7 @@ def add(
     if folder == root or root.is_relative_to(folder):
         raise InvalidInput("the worktree folder must not contain the repository", field="dir")
     remote = git.remote_url(root)
+    github_repo = _github_repo(land, github_repo, remote)
     now = q.now()
 
     def work(conn: Connection) -> None:
@@ -116,6 +131,9 @@ def add(
                 worktree_dir=str(folder),
                 auto_worktree=auto_worktree,
                 merge_mode=merge_mode,
+                land=land,
+                github_repo=github_repo,
+                on_refused=on_refused,
                 created_at=now,
             )
         )
@@ -133,6 +151,88 @@ def add(
     q.db.write(work)
     folder.mkdir(parents=True, exist_ok=True)
     _exclude_worktree_folder(root, folder)
+    return get(q, name)
+
+
+def _check_setting(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        shown = name.replace("_", " ")
+        raise InvalidInput(f"{shown} must be one of {', '.join(allowed)}", field=name)
+
+
+def _github_repo(land: str, given: str | None, remote: str | None) -> str | None:
+    """The GitHub repository pull requests land on: ``given`` (checked), else the one the
+    ``origin`` remote names; required when ``land`` is "pr"."""
+    if given is not None:
+        given = given.strip()
+        if not _GITHUB_REPO.fullmatch(given):
+            raise InvalidInput(
+                f"a GitHub repository is OWNER/NAME, not {given!r:.80}", field="github"
+            )
+        return given
+    found = _GITHUB_REMOTE.search(remote or "")
+    if found is not None:
+        return found.group(1)
+    if land == "pr":
+        raise InvalidInput(
+            "landing through pull requests needs the GitHub repository they go to",
+            field="github",
+            hint="name it with --github OWNER/NAME",
+        )
+    return None
+
+
+def configure(
+    q: Queue,
+    name: str,
+    *,
+    merge_mode: str | None = None,
+    land: str | None = None,
+    github_repo: str | None = None,
+    on_refused: str | None = None,
+    update_branch: bool | None = None,
+    actor: str | None = None,
+) -> Repository:
+    """Change how repository ``name`` lands its issues' work; what is not given stays.
+    Landings already queued go on as they were asked."""
+    validate_name(name)
+    changes: dict[str, Any] = {}
+    for field, value, allowed in (
+        ("merge_mode", merge_mode, MERGE_MODES),
+        ("land", land, LAND_MODES),
+        ("on_refused", on_refused, ON_REFUSED),
+    ):
+        if value is not None:
+            _check_setting(field, value, allowed)
+            changes[field] = value
+    if update_branch is not None:
+        changes["update_branch"] = update_branch
+
+    def work(conn: Connection) -> None:
+        current = row(conn, name)
+        wanted = changes.get("land", current.land)
+        if github_repo is not None:
+            changes["github_repo"] = _github_repo(wanted, github_repo, None)
+        elif current.github_repo is None:  # refused for "pr" when nothing names one
+            derived = _github_repo(wanted, None, current.remote_url)
+            if derived is not None:
+                changes["github_repo"] = derived
+        if not changes:
+            return
+        conn.execute(update(repositories).where(repositories.c.name == name).values(**changes))
+        record(
+            q,
+            conn,
+            kind="repository_configured",
+            issue_id=None,
+            number=None,
+            actor=actor,
+            now=q.now(),
+            before={k: current._mapping[k] for k in changes},
+            after=changes,
+        )
+
+    q.db.write(work)
     return get(q, name)
 
 
@@ -174,6 +274,10 @@ def _model(r: Any, wt: dict[str, int], tasks: dict[str, int]) -> Repository:
         worktree_dir=r.worktree_dir,
         auto_worktree=bool(r.auto_worktree),
         merge_mode=r.merge_mode,
+        land=r.land,
+        github_repo=r.github_repo,
+        on_refused=r.on_refused,
+        update_branch=bool(r.update_branch),
         worktree_count=wt.get(r.name, 0),
         task_count=tasks.get(r.name, 0),
     )

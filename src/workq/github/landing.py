@@ -1,0 +1,411 @@
+"""Moving the landing queue through GitHub: each pass of the sync worker takes the landings
+that are due (services/workspaces/landings.py) one step or more further.
+
+queued  -> the claim that asked is still the issue's; the branch is pushed (forced: the
+           issue's branch is its holder's); the pull request is found by its branch, or
+           opened (marked first: after a lost answer it is looked up, never opened twice)
+open    -> GitHub's answer read: merged already, closed, behind (brought up to date when the
+           repository allows), conflicting (the files named), checks failing (the first
+           failing one named), or waiting (checks running, reviews, GitHub computing); once
+           clean with every check passed, the claim is asked again and the merge recorded
+merging -> ``PUT .../merge`` with the head it checked (GitHub refuses a moved head and a
+           second merge); after a lost answer the pull request is read again
+merged  -> the issue completed, the worktree and branch removed (merges.finish_landing)
+
+Failures are the mirror's: a rate limit ends the pass (the worker holds its requests), a
+5xx or a lost answer retries the step later with backoff, a refusal of GitHub that waiting
+cannot mend refuses the landing. A refused landing goes back to its holder with a comment
+(or blocks the issue, as the repository says); the holder lands again with a new commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workq.domain.authority import Authority
+from workq.errors import GitFailed, NotFound, WorkqError
+from workq.github.client import (
+    GitHubCallError,
+    GitHubClient,
+    GitHubRejected,
+    NotFoundOnGitHub,
+    RateLimited,
+    Unclear,
+)
+from workq.github.models import GhPull
+from workq.github.submit import REMOTE, pr_body
+from workq.services.handle import Queue
+from workq.services.queue import blocking, issues, notes
+from workq.services.sync import mirror, pulls
+from workq.services.workspaces import landings, merges
+from workq.services.workspaces.landings import Due
+from workq.vcs import git
+
+log = logging.getLogger("workq.github")
+ACTOR = "workq-land"
+# Check conclusions that fail a landing (GitHub's "neutral" and "skipped" do not).
+FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure"})
+MERGE_METHODS = {"merge": "merge", "squash": "squash"}
+
+
+@dataclass(frozen=True)
+class LandOptions:
+    check_interval: float = 10.0  # seconds between looks at a pull request that waits
+    backoff_base: float = 5.0  # first wait after a 5xx or a lost answer, doubled per attempt
+    backoff_max: float = 600.0
+    max_attempts: int = 8  # failed attempts at one step before the landing is refused
+
+
+@dataclass
+class LandReport:
+    moved: int = 0  # steps taken
+    merged: list[int] = field(default_factory=list)  # issues whose pull request merged
+    landed: list[int] = field(default_factory=list)  # issues completed and cleaned up
+    refused: list[int] = field(default_factory=list)
+    waiting: int = 0
+    held: bool = False  # a rate limit ended the pass
+
+
+class _Wait(Exception):
+    """The landing waits (checks running, GitHub computing): look again later."""
+
+    def __init__(self, why: str, seconds: float | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.seconds = seconds
+
+
+class _Refuse(Exception):
+    """The landing cannot go on until its holder acts: say why."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class Lander:
+    """Moves the landings into one GitHub repository. Not thread-safe: one per worker."""
+
+    def __init__(
+        self,
+        q: Queue,
+        client: GitHubClient,
+        repo: str,
+        *,
+        options: LandOptions | None = None,
+        pace: Callable[[], None] | None = None,
+    ) -> None:
+        self.q = q
+        self.client = client
+        self.repo = repo
+        self.options = options or LandOptions()
+        self.pace = pace or (lambda: None)
+
+    def run_pass(self) -> LandReport:
+        """Take every due landing as far as it goes now. A rate limit ends the pass."""
+        report = LandReport()
+        landings.keep_leases(self.q, self.repo)
+        for item in landings.due(self.q, self.repo):
+            try:
+                self._advance(item, report)
+            except RateLimited as exc:
+                log.warning("landing #%d: %s", item.number, exc.message)
+                landings.move(
+                    self.q, item, item.state, detail=exc.message, retry_in=_until(self.q, exc)
+                )
+                report.held = True
+                break
+        return report
+
+    def _advance(self, item: Due, report: LandReport) -> None:
+        while item.state in landings.ACTIVE:
+            before = item.state
+            try:
+                self._step(item, report)
+            except _Wait as wait:
+                landings.move(
+                    self.q,
+                    item,
+                    item.state,
+                    detail=wait.why,
+                    retry_in=wait.seconds
+                    if wait.seconds is not None
+                    else self.options.check_interval,
+                )
+                report.waiting += 1
+                return
+            except _Refuse as refusal:
+                self._refuse(item, refusal.why)
+                report.refused.append(item.number)
+                return
+            except RateLimited:
+                raise
+            except (Unclear, GitFailed) as exc:  # lost answers, 5xx, a push that failed
+                self._retry(item, exc.message, report)
+                return
+            except GitHubCallError as exc:
+                self._refuse(item, f"GitHub refused: {exc.message}")
+                report.refused.append(item.number)
+                return
+            report.moved += 1
+            if item.state == before:  # nothing moved: the row changed under us
+                return
+
+    def _retry(self, item: Due, why: str, report: LandReport) -> None:
+        if item.attempts + 1 >= self.options.max_attempts:
+            self._refuse(item, f"gave up after {item.attempts + 1} attempts: {why}")
+            report.refused.append(item.number)
+            return
+        delay = min(self.options.backoff_max, self.options.backoff_base * 2**item.attempts)
+        log.warning("landing #%d (%s): %s; retrying", item.number, item.state, why)
+        landings.move(
+            self.q,
+            item,
+            item.state,
+            detail=f"retrying: {why}",
+            retry_in=delay * random.uniform(0.8, 1.2),
+            count_attempt=True,
+        )
+
+    # the steps ---------------------------------------------------------------------------
+
+    def _step(self, item: Due, report: LandReport) -> None:
+        if item.state == "queued":
+            self._open(item)
+        elif item.state == "open":
+            self._check(item)
+        elif item.state == "merging":
+            self._merge(item, report)
+        elif item.state == "merged":
+            self._finish(item, report)
+
+    def _still_asked(self, item: Due) -> None:
+        try:
+            landings.still_asked(self.q, item)
+        except NotFound:
+            raise _Refuse("the issue was deleted") from None
+        except WorkqError as exc:
+            raise _Refuse(f"the claim that asked to land it ended: {exc.message}") from None
+
+    def _open(self, item: Due) -> None:
+        """Push the branch, then find or open its pull request."""
+        self._still_asked(item)
+        root = Path(item.root)
+        if git.branch_tip(root, item.branch) is None:
+            raise _Refuse(f"branch {item.branch} is gone")
+        self.pace()
+        git.push(root, REMOTE, item.branch, force=True)
+        pull = self._find_or_open(item)
+        pulls.opened(
+            self.q,
+            item.number,
+            repo=self.repo,
+            pr_number=pull.number,
+            url=pull.html_url,
+            branch=item.branch,
+            actor=ACTOR,
+        )
+        if item.pr_number != pull.number:
+            notes.comment(
+                self.q,
+                item.number,
+                f"Landing through pull request #{pull.number}: {pull.html_url}",
+                kind="progress",
+                author=ACTOR,
+            )
+        landings.move(
+            self.q,
+            item,
+            "open",
+            detail="pushed; waiting for checks",
+            pr_number=pull.number,
+            pr_url=pull.html_url,
+        )
+
+    def _find_or_open(self, item: Due) -> GhPull:
+        if item.pr_number is not None:
+            try:
+                known = self.client.get_pull(self.repo, item.pr_number)
+            except NotFoundOnGitHub:
+                known = None
+            if known is not None and known.state == "open":
+                return known
+        owner = self.repo.split("/", 1)[0]
+        found = self.client.list_pulls(self.repo, head=f"{owner}:{item.branch}")
+        if found:
+            return found[0]
+        issue = issues.get(self.q, item.number)
+        link = mirror.github_link(self.q, item.number)
+        fixes = (
+            link.gh_number if link is not None and link.repo.lower() == self.repo.lower() else None
+        )
+        self.pace()
+        try:
+            return self.client.create_pull(
+                self.repo,
+                title=issue.title,
+                body=pr_body(issue, None, fixes),
+                head=item.branch,
+                base=item.default_branch,
+            )
+        except GitHubRejected as exc:
+            if any("already exists" in str(e.get("message", "")) for e in exc.errors):
+                found = self.client.list_pulls(self.repo, head=f"{owner}:{item.branch}")
+                if found:
+                    return found[0]
+            raise
+
+    def _check(self, item: Due) -> None:
+        """Read the pull request and its checks; merge it when it is ready."""
+        assert item.pr_number is not None
+        pull = self.client.get_pull(self.repo, item.pr_number)
+        if pull.merged:
+            self._merged(item, pull.merge_commit_sha or "")
+            return
+        if pull.state == "closed":
+            raise _Refuse(f"pull request #{pull.number} was closed without merging")
+        head = pull.head.sha
+        if head != item.head_sha and item.update_branch is False:
+            raise _Refuse(
+                f"the pull request's head moved to {head[:12]}, not the tip asked to land"
+            )
+        failing, pending = self._checks(head)
+        if failing:
+            raise _Refuse(f"check {failing[0]} failed on {head[:12]}")
+        state = pull.mergeable_state
+        if state == "dirty" or pull.mergeable is False:
+            raise _Refuse(self._conflicts(item, pull))
+        if state == "behind":
+            if not item.update_branch:
+                raise _Refuse(
+                    f"branch {item.branch} is behind {pull.base.ref}: merge it in and land again"
+                )
+            self.pace()
+            self.client.update_pull_branch(self.repo, pull.number, expected_head_sha=head)
+            raise _Wait(f"bringing {item.branch} up to date with {pull.base.ref}")
+        if pull.draft or state == "draft":
+            raise _Wait("the pull request is a draft")
+        if pending:
+            raise _Wait(f"waiting for checks: {', '.join(pending)}")
+        if state == "blocked":
+            raise _Wait("waiting for required reviews or checks")
+        if state not in ("clean", "unstable", "has_hooks"):
+            raise _Wait(f"GitHub is computing mergeability ({state})", seconds=2.0)
+        self._still_asked(item)
+        landings.move(self.q, item, "merging", detail=f"merging {head[:12]}", merge_sha=head)
+
+    def _checks(self, sha: str) -> tuple[list[str], list[str]]:
+        """The names of the failing and of the running checks (check runs and commit
+        statuses) on ``sha``."""
+        failing: list[str] = []
+        pending: list[str] = []
+        for run in self.client.list_check_runs(self.repo, sha).check_runs:
+            if run.status != "completed":
+                pending.append(run.name)
+            elif run.conclusion in FAILED:
+                failing.append(run.name)
+        for status in self.client.get_combined_status(self.repo, sha).statuses:
+            if status.state in ("failure", "error"):
+                failing.append(status.context)
+            elif status.state == "pending":
+                pending.append(status.context)
+        return failing, pending
+
+    def _conflicts(self, item: Due, pull: GhPull) -> str:
+        """Why the pull request does not merge, with the conflicting files when this
+        checkout can tell (its branch merged in memory into the fetched base)."""
+        root = Path(item.root)
+        try:
+            base = git.fetch(root, REMOTE, pull.base.ref)
+            tip = git.branch_tip(root, item.branch)
+            check = git.merge_tree(root, base, tip) if base and tip else None
+        except GitFailed:
+            check = None
+        if check is not None and check.conflicts:
+            return f"merge conflicts with {pull.base.ref} in {', '.join(check.conflicts)}"
+        return f"GitHub cannot merge pull request #{pull.number} into {pull.base.ref}"
+
+    def _merge(self, item: Due, report: LandReport) -> None:
+        """Merge with the head checked (``merge_sha`` holds it until the merge answers)."""
+        assert item.pr_number is not None and item.merge_sha is not None
+        pull = self.client.get_pull(self.repo, item.pr_number)
+        if pull.merged:  # an earlier answer was lost
+            self._merged(item, pull.merge_commit_sha or "")
+            report.merged.append(item.number)
+            return
+        if pull.state == "closed":
+            raise _Refuse(f"pull request #{pull.number} was closed without merging")
+        self.pace()
+        try:
+            sha = self.client.merge_pull(
+                self.repo,
+                item.pr_number,
+                sha=item.merge_sha,
+                merge_method=MERGE_METHODS.get(item.merge_mode, "merge"),
+                commit_title=f"{pull.title} (#{pull.number})",
+            )
+        except GitHubRejected as exc:
+            if exc.status in (405, 409):  # not mergeable after all, or the head moved
+                landings.move(
+                    self.q, item, "open", detail=f"not merged: {exc.message}", merge_sha=None
+                )
+                return
+            raise
+        self._merged(item, sha)
+        report.merged.append(item.number)
+
+    def _merged(self, item: Due, sha: str) -> None:
+        landings.move(self.q, item, "merged", detail=f"merged at {sha[:12]}", merge_sha=sha)
+
+    def _finish(self, item: Due, report: LandReport) -> None:
+        assert item.merge_sha is not None
+        root = Path(item.root)
+        merges.finish_landing(
+            self.q,
+            item.number,
+            item.repository,
+            item.worktree_id,
+            item.branch,
+            merged=item.merge_sha,
+            pushed=item.head_sha,
+            actor=ACTOR,
+        )
+        if item.pr_number is not None:
+            link = pulls.of_issue(self.q, item.number)
+            if link is not None and link.merged_at is None:
+                pulls.merged(self.q, link, self.q.now(), actor=ACTOR)
+        try:  # the checkout learns what landed; a failed fetch leaves it for the next one
+            git.fetch(root, REMOTE, item.default_branch)
+        except GitFailed as exc:
+            log.warning("landing #%d: fetch after the merge failed: %s", item.number, exc.message)
+        landings.move(self.q, item, "landed", detail=f"landed at {item.merge_sha[:12]}")
+        report.landed.append(item.number)
+
+    def _refuse(self, item: Due, why: str) -> None:
+        """Refused: back to its holder with a comment, or the issue blocked, as the
+        repository says. A new tip asked to land moves it again."""
+        if not landings.move(self.q, item, "refused", detail=why, actor=ACTOR):
+            return
+        log.info("landing #%d refused: %s", item.number, why)
+        text = f"Landing refused: {why}"
+        try:
+            if item.on_refused == "block":
+                blocking.block(
+                    self.q,
+                    item.number,
+                    text,
+                    by=Authority.overriding("its landing was refused", fence=item.fence),
+                    actor=ACTOR,
+                )
+            else:
+                notes.comment(self.q, item.number, text, kind="progress", author=ACTOR)
+        except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
+            log.info("landing #%d: %s", item.number, exc.message)
+
+
+def _until(q: Queue, exc: RateLimited) -> float:
+    return max(1.0, (exc.retry_at - q.now()).total_seconds())

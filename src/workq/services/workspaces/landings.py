@@ -1,0 +1,291 @@
+"""Landing through pull requests: the record of an issue's work on its way to a protected
+default branch, for a repository registered with ``land="pr"``.
+
+The merge queue (merges.py) checks and queues a landing (``queue``: the holder's authority,
+asked again in the transaction that writes the row), and answers at once. The GitHub worker
+then moves it (github/landing.py): push, open or find the pull request, wait for checks
+and mergeability, merge, then ``merges.finish_landing`` completes the issue and cleans up.
+Each step is recorded before (an intent) or after (an outcome) it runs, so a rerun after a
+crash finishes the job: see the states in db/models.py's ``landings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Connection, exists, func, insert, select, update
+
+from workq.db.engine import retry_lost_read
+from workq.db.tables import issues, landings, repositories
+from workq.domain import fields
+from workq.domain.authority import Authority
+from workq.errors import NotFound, Step
+from workq.schemas import LandingStatus
+from workq.services.handle import Queue, load, record
+from workq.services.queue import holding, predicates
+
+# What the worker still has to move; "landed" and "refused" wait for nobody.
+ACTIVE = ("queued", "open", "merging", "merged")
+EVENT = "landing"
+
+
+def _status(row: Any) -> LandingStatus:
+    return LandingStatus(
+        number=row.number,
+        repository=row.repository,
+        branch=row.branch,
+        state=row.state,
+        detail=row.detail,
+        head_sha=row.head_sha,
+        pr_number=row.pr_number,
+        pr_url=row.pr_url,
+        merge_sha=row.merge_sha,
+        requested_by=row.requested_by,
+        updated_at=row.updated_at,
+    )
+
+
+def _row(conn: Connection, issue_id: str) -> Any:
+    return conn.execute(select(landings).where(landings.c.issue_id == issue_id)).first()
+
+
+def queue(
+    q: Queue,
+    number: int,
+    *,
+    repo: str,
+    branch: str,
+    worktree_id: str | None,
+    tip: str,
+    by: Authority,
+    actor: str | None,
+) -> LandingStatus:
+    """Queue issue ``number``'s ``branch`` (at ``tip``) to land through a pull request, on
+    the authority of its holder (or an override). Asked again with a new tip, the landing
+    goes back to the queue with it (its pull request is reused); asked again with the same
+    tip while it moves, it is answered as it stands.
+
+    Raises:
+        NotHolder, StaleClaim, LeaseLapsed: ``by`` may not act on the issue's claim.
+    """
+    fields.number(number)
+
+    def work(conn: Connection) -> LandingStatus:
+        row = load(conn, number, for_update=True)
+        now = q.now()
+        if by.override is None:
+            holder: str | None = holding.held_now(row, by, number, now, "land")
+        else:
+            holding.check_fence(row, by.fence, number)
+            holder = row.claimed_by
+        current = _row(conn, row.id)
+        if current is not None and current.state in ACTIVE and current.head_sha == tip:
+            return _status(current)
+        if current is not None and current.state in ("merging", "merged"):
+            return _status(current)  # GitHub may be merging the old tip: let it finish
+        values = {
+            "repository": repo,
+            "branch": branch,
+            "worktree_id": worktree_id,
+            "requested_by": holder,
+            "fence": row.fence,
+            "head_sha": tip,
+            "state": "queued",
+            "detail": None,
+            "merge_sha": None,
+            "attempts": 0,
+            "next_attempt_at": now,
+            "updated_at": now,
+        }
+        if current is None:
+            conn.execute(
+                insert(landings).values(issue_id=row.id, number=number, created_at=now, **values)
+            )
+        else:  # the pull request (if one was opened) is kept: the new tip is pushed to it
+            conn.execute(update(landings).where(landings.c.issue_id == row.id).values(**values))
+        after = {"state": "queued", "branch": branch, "head": tip, "repository": repo}
+        if by.override is not None:
+            after["override"] = by.override
+        record(
+            q, conn, kind=EVENT, issue_id=row.id, number=number, actor=actor, now=now, after=after
+        )
+        found = _row(conn, row.id)
+        return _status(found)
+
+    return q.db.write(work)
+
+
+@retry_lost_read
+def get(q: Queue, number: int) -> LandingStatus | None:
+    """Issue ``number``'s landing, or None when it never asked to land through a pull
+    request."""
+    with q.db.read() as conn:
+        row = load(conn, fields.number(number))
+        found = _row(conn, row.id)
+    return _status(found) if found is not None else None
+
+
+def require(q: Queue, number: int) -> LandingStatus:
+    """Issue ``number``'s landing, or NotFound."""
+    found = get(q, number)
+    if found is None:
+        raise NotFound(
+            f"Issue #{number} has no landing through a pull request",
+            number=number,
+            hint=("land it with ", Step.MERGE, " in a repository registered with --land pr"),
+        )
+    return found
+
+
+class Due:
+    """A landing the worker moves now, with its repository's settings."""
+
+    def __init__(self, row: Any) -> None:
+        self.issue_id: str = row.issue_id
+        self.number: int = row.number
+        self.repository: str = row.repository
+        self.worktree_id: str | None = row.worktree_id
+        self.branch: str = row.branch
+        self.requested_by: str | None = row.requested_by
+        self.fence: int = row.fence
+        self.head_sha: str = row.head_sha
+        self.state: str = row.state
+        self.pr_number: int | None = row.pr_number
+        self.pr_url: str | None = row.pr_url
+        self.merge_sha: str | None = row.merge_sha
+        self.attempts: int = row.attempts
+        self.root: str = row.path
+        self.default_branch: str = row.default_branch
+        self.merge_mode: str = row.merge_mode
+        self.on_refused: str = row.on_refused
+        self.update_branch: bool = bool(row.update_branch)
+
+
+@retry_lost_read
+def due(q: Queue, github_repo: str, *, limit: int = 50) -> Sequence[Due]:
+    """The landings into GitHub repository ``github_repo`` whose next step is due, oldest
+    first."""
+    with q.db.read() as conn:
+        rows = conn.execute(
+            select(
+                landings,
+                repositories.c.path,
+                repositories.c.default_branch,
+                repositories.c.merge_mode,
+                repositories.c.on_refused,
+                repositories.c.update_branch,
+            )
+            .join(repositories, repositories.c.name == landings.c.repository)
+            .where(
+                func.lower(repositories.c.github_repo) == github_repo.lower(),
+                landings.c.state.in_(ACTIVE),
+                landings.c.next_attempt_at <= q.now(),
+            )
+            .order_by(landings.c.created_at)
+            .limit(limit)
+        ).all()
+    return [Due(r) for r in rows]
+
+
+def move(
+    q: Queue,
+    item: Due,
+    state: str,
+    *,
+    detail: str | None = None,
+    retry_in: float | None = None,
+    count_attempt: bool = False,
+    actor: str | None = None,
+    **changes: Any,
+) -> bool:
+    """Move ``item`` from the state it was read in to ``state`` (with ``changes``), the
+    next step due in ``retry_in`` seconds (now when None). False when it had moved
+    meanwhile (a new tip queued by its holder): the caller drops it. A change of state is
+    recorded in the issue's history; waiting in one is not."""
+
+    def work(conn: Connection) -> bool:
+        now = q.now()
+        values: dict[str, Any] = {
+            "state": state,
+            "detail": detail,
+            "updated_at": now,
+            "next_attempt_at": now + timedelta(seconds=retry_in or 0),
+            "attempts": (
+                landings.c.attempts + 1
+                if count_attempt
+                else (landings.c.attempts if state == item.state else 0)
+            ),
+            **changes,
+        }
+        moved = conn.execute(
+            update(landings)
+            .where(
+                landings.c.issue_id == item.issue_id,
+                landings.c.state == item.state,
+                landings.c.head_sha == item.head_sha,
+            )
+            .values(**values)
+        ).rowcount
+        if moved and (state != item.state or changes.get("pr_number")):
+            after = {"state": state, "detail": detail, **changes}
+            record(
+                q,
+                conn,
+                kind=EVENT,
+                issue_id=item.issue_id,
+                number=item.number,
+                actor=actor,
+                now=now,
+                before={"state": item.state},
+                after=after,
+            )
+        return bool(moved)
+
+    if q.db.write(work):
+        item.state = state
+        for key, value in changes.items():
+            setattr(item, key, value)
+        return True
+    return False
+
+
+def still_asked(q: Queue, item: Due) -> None:
+    """NotHolder or StaleClaim unless the claim that asked to land is still the issue's
+    (asked before the branch is pushed and before the merge: a claim taken over or
+    released meanwhile does not land). A lapsed lease does not stop it: the work was handed
+    over while the claim was live."""
+    with q.db.read() as conn:
+        row = load(conn, item.number)
+    if row.status == "done":
+        return
+    holding.check_fence(row, item.fence, item.number)
+    if item.requested_by is not None:
+        holding.check_holder(row, Authority.of([item.requested_by]), item.number, "land")
+
+
+def keep_leases(q: Queue, github_repo: str) -> int:
+    """Extend the leases of the claims whose work waits in the landing queue (the agent
+    went on to other work, or ended): while its landing moves, nobody else may take the
+    issue. Only live leases of the very claim that asked."""
+
+    def work(conn: Connection) -> int:
+        now = q.now()
+        waiting = exists().where(
+            landings.c.issue_id == issues.c.id,
+            landings.c.state.in_(ACTIVE),
+            landings.c.fence == issues.c.fence,
+            landings.c.requested_by == issues.c.claimed_by,
+            repositories.c.name == landings.c.repository,
+            func.lower(repositories.c.github_repo) == github_repo.lower(),
+        )
+        return int(
+            conn.execute(
+                update(issues)
+                .where(waiting, predicates.claim_live(now))
+                .values(lease_expires_at=q.lease_until(now))
+            ).rowcount
+        )
+
+    return q.db.write(work)

@@ -1,0 +1,279 @@
+"""Landing through pull requests, against the fake GitHub whose repository is a real bare git
+repository on disk with a protected ``main`` (a direct push is refused): the merge queue
+queues the branch and answers at once, and the sync worker's passes push it, open (or find)
+its one pull request, wait for its checks, merge it through the REST API, then complete the
+issue and remove its worktree and branch. Refusals (a failing check, a conflict, another
+agent asking) change nothing they should not; a 502 after the create opens no second pull
+request; a lost merge answer merges once."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.github.mirror_helpers import FAST, REPO, env_for
+from tests.github.tools_helpers import git
+from tests.github_fake.server import FakeGitHub
+from workq.config import Settings
+from workq.domain.authority import Authority
+from workq.errors import NotHolder, WorktreeDirty
+from workq.github.landing import LandOptions, LandReport
+from workq.github.sync import Session, connect
+from workq.schemas import LandingStatus, Status
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues, notes
+from workq.services.runtime import open_queue
+from workq.services.sync import pulls
+from workq.services.workspaces import landings, merges, repositories, worktrees
+
+AGENT = "run-a"
+QUICK = LandOptions(check_interval=0.0, backoff_base=0.0)
+
+
+@dataclass
+class Landing:
+    """A queue whose repository ``app`` lands through pull requests on the fake."""
+
+    q: Queue
+    fake: FakeGitHub
+    session: Session
+    work: Path  # the repository's main checkout
+    bare: Path  # its origin, which the fake serves
+
+    def land_pass(self) -> LandReport:
+        return self.session.lander.run_pass()
+
+    def issue(self, title: str, path: str, text: str, *, run_id: str = AGENT) -> int:
+        """An issue of ``app`` claimed by ``run_id`` in its own worktree, with one commit
+        writing ``text`` to ``path``."""
+        number = issues.create(self.q, title=title, repository="app").number
+        claims.claim(self.q, number, run_id)
+        spawned = worktrees.spawn(self.q, "app", number, agent=run_id)
+        self.commit(number, path, text)
+        assert spawned.branch
+        return number
+
+    def commit(self, number: int, path: str, text: str) -> str:
+        info = worktrees.get_for_issue(self.q, number)
+        assert info is not None
+        where = Path(info.path)
+        (where / path).write_text(text)
+        git(where, "add", path)
+        git(where, "commit", "-q", "-m", f"#{number}: {path}")
+        return git(where, "rev-parse", "HEAD")
+
+    def land(self, number: int, *, run_id: str = AGENT) -> LandingStatus:
+        done = merges.merge_issue(self.q, number, by=Authority.of([run_id]))
+        assert done.merged is False and done.landing is not None
+        return done.landing
+
+    def main_files(self) -> list[str]:
+        return git(self.bare, "ls-tree", "--name-only", "main").split()
+
+
+def _repository(root: Path) -> tuple[Path, Path]:
+    bare = root / "remote.git"
+    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
+    work = root / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    (work / "README").write_text("hello\n")
+    git(work, "add", "README")
+    git(work, "commit", "-q", "-m", "first")
+    git(work, "remote", "add", "origin", str(bare))
+    git(work, "push", "-q", "origin", "main")
+    return work, bare
+
+
+@pytest.fixture
+def landing(tmp_path: Path, fake_github: FakeGitHub) -> Iterator[Landing]:
+    work, bare = _repository(tmp_path)
+    fake_github.set_git_dir(str(bare))
+    fake_github.protect_branch("main")
+    settings = Settings(db_path=tmp_path / "queue.db", lease_seconds=600, tests_gate="trust")
+    q = open_queue(settings, migrate=True)
+    repositories.add(q, "app", work, land="pr", github_repo=REPO)
+    session = connect(q, REPO, env=env_for(fake_github, fake_github.url), options=FAST)
+    session.lander.options = QUICK
+    try:
+        yield Landing(q=q, fake=fake_github, session=session, work=work, bare=bare)
+    finally:
+        session.close()
+        q.db.dispose()
+
+
+def test_a_direct_push_to_the_protected_branch_is_refused(landing: Landing) -> None:
+    (landing.work / "README").write_text("pushed straight to main\n")
+    git(landing.work, "commit", "-q", "-am", "straight")
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        git(landing.work, "push", "origin", "main")
+    assert "GH006: Protected branch update failed for refs/heads/main" in refused.value.stderr
+
+
+def test_landing_answers_at_once_then_the_worker_merges_completes_and_cleans(
+    landing: Landing,
+) -> None:
+    number = landing.issue("Add a feature", "feature.py", "x = 1\n")
+    info = worktrees.get_for_issue(landing.q, number)
+    assert info is not None
+    tip = git(Path(info.path), "rev-parse", "HEAD")
+
+    queued = landing.land(number)
+    assert (queued.state, queued.head_sha, queued.pr_number) == ("queued", tip, None)
+    assert landing.fake.pulls() == []  # nothing pushed or opened yet: the agent is free
+    assert issues.get(landing.q, number).status == Status.IN_PROGRESS
+
+    report = landing.land_pass()
+    assert report.landed == [number]
+    (pull,) = landing.fake.pulls()
+    assert pull["merged"] and pull["head"]["ref"] == info.branch
+    assert f"workq issue #{number}: Add a feature" in pull["body"]
+    assert "feature.py" in landing.main_files()
+
+    done = landings.require(landing.q, number)
+    assert (done.state, done.pr_number) == ("landed", pull["number"])
+    assert done.merge_sha == git(landing.bare, "rev-parse", "main")
+    assert issues.get(landing.q, number).status == Status.DONE
+    assert not Path(info.path).exists()
+    assert git(landing.work, "branch", "--list", info.branch) == ""
+    link = pulls.of_issue(landing.q, number)
+    assert link is not None and link.merged_at is not None
+    # The checkout fetched what landed.
+    assert git(landing.work, "rev-parse", "refs/remotes/origin/main") == done.merge_sha
+    kinds = [e.kind for e in notes.history(landing.q, number)]
+    assert kinds.count("completed") == 1 and kinds.count("worktree_merged") == 1
+
+    again = landing.land_pass()
+    assert again == LandReport()  # nothing left to move
+    rerun = merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
+    assert rerun.already_merged and rerun.commit == done.merge_sha
+
+
+def test_only_the_holder_lands_and_a_refusal_changes_nothing(landing: Landing) -> None:
+    number = landing.issue("Mine", "mine.py", "a = 1\n")
+    with pytest.raises(NotHolder):
+        merges.merge_issue(landing.q, number, by=Authority.of(["run-b"]))
+    assert landings.get(landing.q, number) is None
+    info = worktrees.get_for_issue(landing.q, number)
+    assert info is not None
+    (Path(info.path) / "mine.py").write_text("a = 2\n")  # uncommitted
+    with pytest.raises(WorktreeDirty):
+        landing.land(number)
+    assert landings.get(landing.q, number) is None
+    assert landing.land_pass() == LandReport()
+    assert landing.fake.pulls() == []
+
+
+def test_a_failing_check_returns_it_to_its_holder_and_a_new_commit_lands(
+    landing: Landing,
+) -> None:
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Fix the bug", "bug.py", "broken = True\n")
+    landing.land(number)
+    first = landing.land_pass()
+    assert first.waiting == 1 and first.landed == []
+    (pull,) = landing.fake.pulls()
+    head = pull["head"]["sha"]
+    status = landings.require(landing.q, number)
+    assert status.state == "open" and "waiting" in (status.detail or "")
+
+    landing.fake.add_check_run(head, "ci", conclusion="failure")
+    assert landing.land_pass().refused == [number]
+    status = landings.require(landing.q, number)
+    assert status.state == "refused" and "check ci failed" in (status.detail or "")
+    issue = issues.get(landing.q, number)
+    assert issue.status == Status.IN_PROGRESS and issue.claimed_by == AGENT
+    said = [c.body for c in notes.comments(landing.q, number)]
+    assert any("Landing refused: check ci failed" in body for body in said)
+    assert not landing.fake.pulls()[0]["merged"]
+
+    fixed = landing.commit(number, "bug.py", "broken = False\n")
+    assert landing.land(number).state == "queued"
+    assert landing.land_pass().waiting == 1
+    (pull,) = landing.fake.pulls()  # the same pull request, with the new head
+    assert pull["head"]["sha"] == fixed
+    landing.fake.add_check_run(fixed, "ci", conclusion="success")
+    assert landing.land_pass().landed == [number]
+    assert issues.get(landing.q, number).status == Status.DONE
+    assert git(landing.bare, "show", "main:bug.py") == "broken = False"
+
+
+def test_a_502_after_the_create_opens_no_second_pull_request(landing: Landing) -> None:
+    number = landing.issue("Once", "once.py", "one = 1\n")
+    landing.land(number)
+    landing.fake.inject_fault("POST", "/repos/*/*/pulls", kind="error", status=502, when="after")
+    report = landing.land_pass()
+    assert report.landed == [] and report.refused == []
+    assert len(landing.fake.pulls()) == 1
+    assert "retrying" in (landings.require(landing.q, number).detail or "")
+
+    assert landing.land_pass().landed == [number]
+    assert len(landing.fake.pulls()) == 1
+
+
+def test_a_lost_merge_answer_merges_once(landing: Landing) -> None:
+    number = landing.issue("Lost", "lost.py", "lost = 1\n")
+    landing.land(number)
+    landing.fake.inject_fault(
+        "PUT", "/repos/*/*/pulls/*/merge", kind="error", status=502, when="after"
+    )
+    report = landing.land_pass()
+    assert report.landed == []
+    assert landings.require(landing.q, number).state == "merging"
+    main = git(landing.bare, "rev-parse", "main")
+    assert landing.land_pass().landed == [number]
+    assert git(landing.bare, "rev-parse", "main") == main  # merged once, not twice
+    assert landings.require(landing.q, number).merge_sha == main
+
+
+def test_a_conflict_is_refused_with_its_files(landing: Landing) -> None:
+    first = landing.issue("First", "shared.py", "first\n")
+    second = landing.issue("Second", "shared.py", "second\n")
+    landing.land(first)
+    landing.land(second)
+    report = landing.land_pass()
+    assert report.landed == [first] and report.refused == [second]
+    why = landings.require(landing.q, second).detail or ""
+    assert "shared.py" in why, why
+    assert issues.get(landing.q, second).claimed_by == AGENT
+
+
+def test_a_refused_landing_blocks_its_issue_when_the_repository_says_so(
+    landing: Landing,
+) -> None:
+    repositories.configure(landing.q, "app", on_refused="block")
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Blocked", "b.py", "b = 1\n")
+    landing.land(number)
+    landing.land_pass()
+    (pull,) = landing.fake.pulls()
+    landing.fake.add_check_run(pull["head"]["sha"], "ci", conclusion="failure")
+    landing.land_pass()
+    issue = issues.get(landing.q, number)
+    assert issue.is_blocked and "check ci failed" in (issue.blocked_reason or "")
+    assert issue.claimed_by is None
+
+
+def test_a_claim_that_ended_does_not_land(landing: Landing) -> None:
+    number = landing.issue("Gave up", "g.py", "g = 1\n")
+    landing.land(number)
+    claims.release(landing.q, number, [AGENT], discard=True)
+    assert landing.land_pass().refused == [number]
+    assert landing.fake.pulls() == []
+    assert "claim that asked" in (landings.require(landing.q, number).detail or "")
+
+
+def test_a_branch_behind_its_base_is_brought_up_to_date(landing: Landing) -> None:
+    landing.fake.protect_branch("main", up_to_date=True)
+    first = landing.issue("One", "one.py", "1\n")
+    second = landing.issue("Two", "two.py", "2\n")
+    landing.land(first)
+    landing.land(second)
+    report = landing.land_pass()
+    assert report.landed == [first]
+    assert landing.land_pass().landed == [second]
+    assert {"one.py", "two.py"} <= set(landing.main_files())
