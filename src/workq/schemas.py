@@ -443,17 +443,10 @@ class Repository(_Model):
     worktree_dir: str
     auto_worktree: bool = Field(description="Every claim of its issues makes a worktree")
     merge_mode: str = Field(description="merge (fast-forward when possible) or squash")
-    land: str = Field(
-        default="local",
-        description="local (the merge queue moves the default branch) or pr (a pull request)",
-    )
-    github_repo: str | None = Field(default=None, description="Where pull requests land")
-    on_refused: str = Field(
-        default="return", description="A refused landing: return (to its holder) or block"
-    )
-    update_branch: bool = Field(
-        default=True, description="Bring a pull request behind its base up to date on GitHub"
-    )
+    land: str = Field(default="local", description="local, or pr (through pull requests)")
+    github_repo: str | None = None
+    on_refused: str = Field(default="return", description="return (to the holder) or block")
+    update_branch: bool = True
     worktree_count: int = 0
     task_count: int = 0
 
@@ -529,9 +522,9 @@ class MergeResult(_Model):
     already_merged: bool = Field(default=False, description="An earlier run had merged it")
     number: int | None = None
     note: str | None = Field(default=None, description="What the merge did not check")
-    landing: LandingStatus | None = Field(
-        default=None, description="Through a pull request: where the landing stands"
-    )
+    # Through a pull request: where the landing stands (left out of the schema: the
+    # answer's text says it, and three merge tools would carry its schema).
+    landing: SkipJsonSchema[LandingStatus | None] = Field(default=None, exclude_if=_unset)
 
 
 class PruneReport(_Model):
@@ -779,6 +772,6 @@ class MergedToMain(_Model):
         default=False, description="Merged by an earlier call: nothing was done now"
     )
     note: str | None = Field(default=None, description="What the merge did not check")
-    landing: LandingStatus | None = Field(
-        default=None, description="Through a pull request: where the landing stands"
-    )
+    # Through a pull request: where the landing stands (left out of the schema: the
+    # answer's text says it, and three merge tools would carry its schema).
+    landing: SkipJsonSchema[LandingStatus | None] = Field(default=None, exclude_if=_unset)

@@ -10,100 +10,48 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.github.landing_helpers import AGENT, Origin, make_origin
 from tests.github.mirror_helpers import FAST, REPO, env_for
 from tests.github.tools_helpers import git
 from tests.github_fake.server import FakeGitHub
-from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import NotHolder, WorktreeDirty
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
-from workq.schemas import LandingStatus, Status
-from workq.services.handle import Queue
+from workq.schemas import Status
 from workq.services.queue import claims, issues, notes
-from workq.services.runtime import open_queue
 from workq.services.sync import pulls
 from workq.services.workspaces import landings, merges, repositories, worktrees
 
-AGENT = "run-a"
 QUICK = LandOptions(check_interval=0.0, backoff_base=0.0)
 
 
-@dataclass
-class Landing:
-    """A queue whose repository ``app`` lands through pull requests on the fake."""
+class Landing(Origin):
+    """An ``Origin`` with a sync session whose passes move its landings."""
 
-    q: Queue
-    fake: FakeGitHub
-    session: Session
-    work: Path  # the repository's main checkout
-    bare: Path  # its origin, which the fake serves
+    def __init__(self, origin: Origin, fake: FakeGitHub, session: Session) -> None:
+        super().__init__(q=origin.q, work=origin.work, bare=origin.bare)
+        self.fake = fake
+        self.session = session
 
     def land_pass(self) -> LandReport:
         return self.session.lander.run_pass()
 
-    def issue(self, title: str, path: str, text: str, *, run_id: str = AGENT) -> int:
-        """An issue of ``app`` claimed by ``run_id`` in its own worktree, with one commit
-        writing ``text`` to ``path``."""
-        number = issues.create(self.q, title=title, repository="app").number
-        claims.claim(self.q, number, run_id)
-        spawned = worktrees.spawn(self.q, "app", number, agent=run_id)
-        self.commit(number, path, text)
-        assert spawned.branch
-        return number
-
-    def commit(self, number: int, path: str, text: str) -> str:
-        info = worktrees.get_for_issue(self.q, number)
-        assert info is not None
-        where = Path(info.path)
-        (where / path).write_text(text)
-        git(where, "add", path)
-        git(where, "commit", "-q", "-m", f"#{number}: {path}")
-        return git(where, "rev-parse", "HEAD")
-
-    def land(self, number: int, *, run_id: str = AGENT) -> LandingStatus:
-        done = merges.merge_issue(self.q, number, by=Authority.of([run_id]))
-        assert done.merged is False and done.landing is not None
-        return done.landing
-
-    def main_files(self) -> list[str]:
-        return git(self.bare, "ls-tree", "--name-only", "main").split()
-
-
-def _repository(root: Path) -> tuple[Path, Path]:
-    bare = root / "remote.git"
-    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
-    work = root / "work"
-    work.mkdir()
-    git(work, "init", "-q", "-b", "main")
-    (work / "README").write_text("hello\n")
-    git(work, "add", "README")
-    git(work, "commit", "-q", "-m", "first")
-    git(work, "remote", "add", "origin", str(bare))
-    git(work, "push", "-q", "origin", "main")
-    return work, bare
-
 
 @pytest.fixture
 def landing(tmp_path: Path, fake_github: FakeGitHub) -> Iterator[Landing]:
-    work, bare = _repository(tmp_path)
-    fake_github.set_git_dir(str(bare))
-    fake_github.protect_branch("main")
-    settings = Settings(db_path=tmp_path / "queue.db", lease_seconds=600, tests_gate="trust")
-    q = open_queue(settings, migrate=True)
-    repositories.add(q, "app", work, land="pr", github_repo=REPO)
-    session = connect(q, REPO, env=env_for(fake_github, fake_github.url), options=FAST)
+    origin = make_origin(tmp_path, fake_github)
+    session = connect(origin.q, REPO, env=env_for(fake_github, fake_github.url), options=FAST)
     session.lander.options = QUICK
     try:
-        yield Landing(q=q, fake=fake_github, session=session, work=work, bare=bare)
+        yield Landing(origin, fake_github, session)
     finally:
         session.close()
-        q.db.dispose()
+        origin.q.db.dispose()
 
 
 def test_a_direct_push_to_the_protected_branch_is_refused(landing: Landing) -> None:

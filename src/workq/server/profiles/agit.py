@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
@@ -129,7 +130,7 @@ class Merged(BaseModel):
     commit: str | None = None
     already_merged: bool = False
     note: str | None = None
-    landing: LandingStatus | None = None  # through a pull request: where it stands
+    landing: SkipJsonSchema[LandingStatus | None] = None  # through a pull request
 
 
 class Registered(BaseModel):

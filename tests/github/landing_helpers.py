@@ -1,0 +1,78 @@
+"""A repository that lands through pull requests on the fake GitHub: a bare ``origin`` on
+disk (which the fake serves) and its clone, registered with ``land="pr"``; issues claimed
+in worktrees of their own, with commits, queued to land."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.github.mirror_helpers import REPO
+from tests.github.tools_helpers import git
+from tests.github_fake.server import FakeGitHub
+from workq.config import Settings
+from workq.domain.authority import Authority
+from workq.schemas import LandingStatus
+from workq.services.handle import Queue
+from workq.services.queue import claims, issues
+from workq.services.runtime import open_queue
+from workq.services.workspaces import merges, repositories, worktrees
+
+AGENT = "run-a"
+
+
+@dataclass
+class Origin:
+    """Queue ``q`` whose repository ``app`` (checkout ``work``, origin ``bare``) lands
+    through pull requests on the fake."""
+
+    q: Queue
+    work: Path
+    bare: Path
+
+    def issue(self, title: str, path: str, text: str, *, run_id: str = AGENT) -> int:
+        """An issue of ``app`` claimed by ``run_id`` in its own worktree, with one commit
+        writing ``text`` to ``path``."""
+        number = issues.create(self.q, title=title, repository="app").number
+        claims.claim(self.q, number, run_id)
+        worktrees.spawn(self.q, "app", number, agent=run_id)
+        self.commit(number, path, text)
+        return number
+
+    def commit(self, number: int, path: str, text: str) -> str:
+        info = worktrees.get_for_issue(self.q, number)
+        assert info is not None
+        where = Path(info.path)
+        (where / path).write_text(text)
+        git(where, "add", path)
+        git(where, "commit", "-q", "-m", f"#{number}: {path}")
+        return git(where, "rev-parse", "HEAD")
+
+    def land(self, number: int, *, run_id: str = AGENT) -> LandingStatus:
+        done = merges.merge_issue(self.q, number, by=Authority.of([run_id]))
+        assert done.merged is False and done.landing is not None
+        return done.landing
+
+    def main_files(self) -> list[str]:
+        return git(self.bare, "ls-tree", "--name-only", "main").split()
+
+
+def make_origin(root: Path, fake: FakeGitHub) -> Origin:
+    """A bare repository with ``main`` (protected on the fake) and a clone of it, registered
+    as ``app`` in a new queue at ``root/queue.db`` (the tests gate trusted)."""
+    bare = root / "remote.git"
+    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
+    work = root / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    (work / "README").write_text("hello\n")
+    git(work, "add", "README")
+    git(work, "commit", "-q", "-m", "first")
+    git(work, "remote", "add", "origin", str(bare))
+    git(work, "push", "-q", "origin", "main")
+    fake.set_git_dir(str(bare))
+    fake.protect_branch("main")
+    settings = Settings(db_path=root / "queue.db", lease_seconds=600, tests_gate="trust")
+    q = open_queue(settings, migrate=True)
+    repositories.add(q, "app", work, land="pr", github_repo=REPO)
+    return Origin(q=q, work=work, bare=bare)
