@@ -4,12 +4,15 @@ in worktrees of their own, with commits, queued to land."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.github.mirror_helpers import REPO
 from tests.github.tools_helpers import git
-from tests.github_fake.server import FakeGitHub
+from tests.github_fake.server import PROJECT_ROOT, FakeGitHub
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.schemas import LandingStatus
@@ -76,3 +79,29 @@ def make_origin(root: Path, fake: FakeGitHub) -> Origin:
     q = open_queue(settings, migrate=True)
     repositories.add(q, "app", work, land="pr", github_repo=REPO)
     return Origin(q=q, work=work, bare=bare)
+
+
+def sync_worker(db: Path, fake: FakeGitHub, *args: str) -> subprocess.Popen[bytes]:
+    """The real ``workq sync github --repo REPO ARGS`` on ``db`` against the fake, in a
+    process group of its own (its git children die with it); stderr to ``worker.log``."""
+    env = {
+        **os.environ,
+        "GITHUB_TOKEN": fake.token,
+        "GITHUB_API_URL": fake.url,
+        "WORKQ_GITHUB_PACE": "0",
+        "PYTHONPATH": str(PROJECT_ROOT / "src"),
+    }
+    argv = [sys.executable, "-m", "workq.cli.main", "--db", str(db), "sync", "github"]
+    with (db.parent / "worker.log").open("a") as log:
+        return subprocess.Popen(
+            [*argv, "--repo", REPO, *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+
+
+def worker_log(db: Path) -> str:
+    return (db.parent / "worker.log").read_text()

@@ -9,17 +9,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.github.landing_helpers import Origin, make_origin
-from tests.github.mirror_helpers import REPO
+from tests.github.landing_helpers import Origin, make_origin, sync_worker, worker_log
 from tests.github.tools_helpers import git
-from tests.github_fake.server import PROJECT_ROOT, FakeGitHub
+from tests.github_fake.server import FakeGitHub
 from workq.schemas import Status
 from workq.services.queue import issues, notes
 from workq.services.workspaces import landings, worktrees
@@ -27,35 +25,11 @@ from workq.services.workspaces import landings, worktrees
 DEADLINE = 60.0
 
 
-def _worker(db: Path, fake: FakeGitHub) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "GITHUB_TOKEN": fake.token,
-        "GITHUB_API_URL": fake.url,
-        "WORKQ_GITHUB_PACE": "0",
-        "PYTHONPATH": str(PROJECT_ROOT / "src"),
-    }
-    argv = [sys.executable, "-m", "workq.cli.main", "--db", str(db)]
-    with (db.parent / "worker.log").open("a") as log:
-        return subprocess.Popen(
-            [*argv, "sync", "github", "--repo", REPO, "--once"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,  # its git children die with it
-        )
-
-
-def _log(db: Path) -> str:
-    return (db.parent / "worker.log").read_text()
-
-
 def _until(what: Callable[[], bool], process: subprocess.Popen[bytes], db: Path) -> None:
     deadline = time.monotonic() + DEADLINE
     while not what():
         if process.poll() is not None:
-            raise AssertionError(f"the worker ended first: {_log(db)}")
+            raise AssertionError(f"the worker ended first: {worker_log(db)}")
         assert time.monotonic() < deadline, "the worker never reached the step"
         time.sleep(0.05)
 
@@ -114,7 +88,7 @@ def test_kill_9_in_each_step_then_a_rerun_lands_once(
             reached = _asked(fake_github, "PUT", "/merge", applied=True)
 
         db = tmp_path / "queue.db"
-        worker = _worker(db, fake_github)
+        worker = sync_worker(db, fake_github, "--once")
         try:
             _until(reached, worker, db)
         finally:
@@ -128,8 +102,8 @@ def test_kill_9_in_each_step_then_a_rerun_lands_once(
             assert issues.get(origin.q, number).status == Status.IN_PROGRESS
 
         for _ in range(3):  # a rerun (or the next pass) finishes the job
-            rerun = _worker(db, fake_github)
-            assert rerun.wait(timeout=120) == 0, _log(db)
+            rerun = sync_worker(db, fake_github, "--once")
+            assert rerun.wait(timeout=120) == 0, worker_log(db)
             if landings.require(origin.q, number).state == "landed":
                 break
         done = landings.require(origin.q, number)
