@@ -23,6 +23,7 @@ TOY: dict[str, tuple[str, ...]] = {
     "bench_docs_search.py": ("--docs", "30", "--rounds", "2", "--cold", "1"),
     "bench_fleet.py": ("--agents", "3", "--servers", "1,2", "--pairs", "6"),
     "bench_http.py": ("--pairs", "5", "--rounds", "1"),
+    "bench_landing.py": ("--issues", "1", "--rounds", "1"),
     "bench_mcp.py": ("--calls", "10", "--spawns", "1"),
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),

@@ -8,16 +8,24 @@ request; a lost merge answer merges once."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
+from mcp import Client
 
+from tests.board.conftest import board_server
 from tests.github.landing_helpers import AGENT, Origin, make_origin
 from tests.github.mirror_helpers import FAST, REPO, env_for
 from tests.github.tools_helpers import git
 from tests.github_fake.server import FakeGitHub
+from tests.server.conftest import call_ok, make_server
+from tests.workq_cli import workq
+from tests.workspaces.gitrepo import make_repo
 from workq.domain.authority import Authority
 from workq.errors import NotHolder, WorktreeDirty
 from workq.github.landing import LandOptions, LandReport
@@ -212,6 +220,8 @@ def test_a_claim_that_ended_does_not_land(landing: Landing) -> None:
     claims.release(landing.q, number, [AGENT], discard=True)
     assert landing.land_pass().refused == [number]
     assert landing.fake.pulls() == []
+    branch = landings.require(landing.q, number).branch
+    assert git(landing.bare, "branch", "--list", branch) == ""  # not even pushed
     assert "claim that asked" in (landings.require(landing.q, number).detail or "")
 
 
@@ -225,3 +235,94 @@ def test_a_branch_behind_its_base_is_brought_up_to_date(landing: Landing) -> Non
     assert report.landed == [first]
     assert landing.land_pass().landed == [second]
     assert {"one.py", "two.py"} <= set(landing.main_files())
+
+
+@pytest.mark.anyio
+async def test_where_a_landing_stands_on_every_face(landing: Landing, tmp_path: Path) -> None:
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Shown", "shown.py", "s = 1\n")
+    landing.land(number)
+    landing.land_pass()
+    (pull,) = landing.fake.pulls()
+    db = tmp_path / "queue.db"
+
+    shown = cli(db, "merge", str(number), "--status")
+    assert shown.returncode == 0, shown.stderr
+    assert "open" in shown.stdout and f"pull request #{pull['number']}" in shown.stdout
+    assert "waiting for checks: ci" in shown.stdout or "waiting for required" in shown.stdout
+    as_json = json.loads(cli(db, "merge", str(number), "--status", "--json").stdout)
+    assert (as_json["state"], as_json["pr_number"]) == ("open", pull["number"])
+    none = cli(db, "merge", "999", "--status")
+    assert none.returncode != 0 and "NOT_FOUND" in none.stderr
+
+    async with Client(make_server(db, toolsets="default")) as client:
+        got = await call_ok(client, "issue_get", number=number)
+    assert got.structured_content is not None
+    assert got.structured_content["landing"]["state"] == "open"
+    assert got.structured_content["pull_request"]["number"] == pull["number"]
+
+    with board_server(db) as url, httpx2.Client(timeout=30.0) as http:
+        page = http.get(f"{url}/issues/{number}")
+    assert page.status_code == 200
+    assert "Landing:" in page.text and f"pull request #{pull['number']}" in page.text
+
+
+def test_repository_landing_settings_on_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    repo = make_repo(tmp_path / "app")  # no GitHub remote
+    refused = cli(db, "repo", "add", "app", str(repo), "--land", "pr")
+    assert refused.returncode != 0 and "--github OWNER/NAME" in refused.stderr
+    assert cli(db, "repo", "add", "app", str(repo), "--land", "bogus").returncode != 0
+    assert json.loads(cli(db, "repo", "list", "--json").stdout) == []
+
+    assert cli(db, "repo", "add", "app", str(repo)).returncode == 0
+    bad = cli(db, "repo", "set", "app", "--on-refused", "shrug")
+    assert bad.returncode != 0 and "on refused must be one of return, block" in bad.stderr
+    bad = cli(db, "repo", "set", "app", "--land", "pr", "--github", "not a repo")
+    assert bad.returncode != 0 and "OWNER/NAME" in bad.stderr
+    kept = json.loads(cli(db, "repo", "status", "app", "--json").stdout)
+    assert (kept["land"], kept["github_repo"]) == ("local", None)
+
+    done = cli(
+        db,
+        "repo",
+        "set",
+        "app",
+        "--land",
+        "pr",
+        "--github",
+        "acme/app",
+        "--on-refused",
+        "block",
+        "--no-update-branch",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "lands through pull requests on acme/app" in done.stdout
+    now = json.loads(cli(db, "repo", "status", "app", "--json").stdout)
+    assert (now["land"], now["github_repo"], now["on_refused"], now["update_branch"]) == (
+        "pr",
+        "acme/app",
+        "block",
+        False,
+    )
+    assert "through pull requests on acme/app" in cli(db, "repo", "status", "app").stdout
+    assert cli(db, "repo", "set", "app", "--land", "local").returncode == 0
+    assert json.loads(cli(db, "repo", "status", "app", "--json").stdout)["land"] == "local"
+
+
+def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return workq("--db", db, *args, env={"WORKQ_RUN_ID": AGENT})
+
+
+def test_a_rate_limit_ends_the_pass_and_the_next_one_goes_on(landing: Landing) -> None:
+    number = landing.issue("Limited", "limited.py", "l = 1\n")
+    landing.land(number)
+    landing.fake.inject_fault("GET", "/repos/*/*/pulls", kind="rate_limit", reset_in=1)
+    report = landing.land_pass()
+    assert report.held and report.landed == []
+    status = landings.require(landing.q, number)
+    assert status.state == "queued" and "rate limit" in (status.detail or "")
+    assert landing.land_pass() == LandReport()  # not due before the limit resets
+    time.sleep(1.2)
+    assert landing.land_pass().landed == [number]
+    assert len(landing.fake.pulls()) == 1
