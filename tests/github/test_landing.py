@@ -22,6 +22,7 @@ from tests.board.conftest import board_server
 from tests.github.landing_helpers import AGENT, Origin, make_origin
 from tests.github.mirror_helpers import FAST, REPO, env_for
 from tests.github.tools_helpers import git
+from tests.github.tools_helpers import workq as workq_on_fake
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_ok, make_server
 from tests.workq_cli import workq
@@ -266,6 +267,11 @@ async def test_where_a_landing_stands_on_every_face(landing: Landing, tmp_path: 
     assert page.status_code == 200
     assert "Landing:" in page.text and f"pull request #{pull['number']}" in page.text
 
+    landing.fake.add_check_run(pull["head"]["sha"], "ci")
+    synced = workq_on_fake(db, landing.fake, "sync", "github", "--repo", REPO, "--once")
+    assert f"Landed through pull requests: #{number}" in synced
+    assert "landed" in cli(db, "merge", str(number), "--status").stdout
+
 
 def test_repository_landing_settings_on_the_command_line(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
@@ -326,3 +332,40 @@ def test_a_rate_limit_ends_the_pass_and_the_next_one_goes_on(landing: Landing) -
     time.sleep(1.2)
     assert landing.land_pass().landed == [number]
     assert len(landing.fake.pulls()) == 1
+
+
+def test_a_merge_sent_with_a_head_that_moved_goes_back_to_the_checks(landing: Landing) -> None:
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Moved", "moved.py", "m = 1\n")
+    landing.land(number)
+    landing.land_pass()
+    (pull,) = landing.fake.pulls()
+    checked = pull["head"]["sha"]
+    landing.fake.add_check_run(checked, "ci")
+    # The head moves on GitHub after the worker checked it (it recorded that head to merge).
+    (item,) = landings.due(landing.q, REPO)
+    assert landings.move(landing.q, item, "merging", merge_sha=checked)
+    newer = landing.commit(number, "moved.py", "m = 2\n")
+    git(landing.work, "push", "-q", "--force", "origin", pull["head"]["ref"])
+    report = landing.land_pass()
+    assert report.landed == [] and report.merged == []
+    assert landings.require(landing.q, number).state == "open"  # waits for ci on the new head
+    said = [str(e.after) for e in notes.history(landing.q, number) if e.kind == "landing"]
+    assert any("Head branch was modified" in after for after in said), said
+    assert not landing.fake.pulls()[0]["merged"]
+    assert git(landing.bare, "rev-parse", pull["head"]["ref"]) == newer
+    landing.fake.add_check_run(newer, "ci")
+    assert landing.land_pass().landed == [number]
+
+
+def test_a_waiting_landing_keeps_the_claim_that_asked(landing: Landing) -> None:
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Kept", "kept.py", "k = 1\n")
+    landing.land(number)
+    before = issues.get(landing.q, number).lease_expires_at
+    assert before is not None
+    time.sleep(0.05)
+    landing.land_pass()
+    after = issues.get(landing.q, number).lease_expires_at
+    assert after is not None and after > before
+    assert issues.get(landing.q, number).claimed_by == AGENT

@@ -126,8 +126,8 @@ def _summary(result: PassResult) -> None:
         for error in i.errors:
             output.errors().print(f"  {error}", markup=False)
     if result.merged:
-        done = ", ".join(f"#{n}" for n in result.merged)
-        output.line(f"Merged pull requests completed {done}")
+        output.line(f"Merged pull requests completed {numbers(result.merged)}")
+    _landings(result)
     p = result.pushed
     output.line(
         f"Push: {p.rows} issues, {p.created} created, {p.updated} updated, "
@@ -145,10 +145,28 @@ def _summary(result: PassResult) -> None:
         output.errors().print(f"{p.dead} parked as dead: see 'workq sync status'", markup=False)
 
 
+def _landings(result: PassResult) -> None:
+    landed = result.landed
+    if landed.landed:
+        output.line(f"Landed through pull requests: {numbers(landed.landed)}")
+    if landed.refused:
+        output.line(f"Landings refused: {numbers(landed.refused)} (see 'workq merge N --status')")
+    if landed.waiting:
+        output.line(f"Landings waiting: {landed.waiting} (checks, reviews or GitHub)")
+    if landed.held:
+        output.line("Landings held by GitHub's rate limit until its reset")
+
+
+def numbers(values: list[int]) -> str:
+    return ", ".join(f"#{n}" for n in values)
+
+
 def _quiet_summary(result: PassResult) -> None:
     p = result.pushed
     if p.rows or p.rescheduled or p.dead or (result.imported and result.imported.seen):
         _summary(result)
+    elif result.landed.landed or result.landed.refused:
+        _landings(result)
 
 
 def _log_to_stderr() -> None:
