@@ -183,7 +183,7 @@ def test_every_part_of_the_source_has_rules() -> None:
 SERVICE_ARROWS: dict[str, frozenset[str]] = {
     "queue": frozenset({"plans", "sync", "workspaces"}),
     "plans": frozenset({"queue", "coding", "sync"}),
-    "workspaces": frozenset({"queue", "plans", "coding"}),
+    "workspaces": frozenset({"queue", "plans", "coding", "sync"}),  # sync: landings
     "coding": frozenset({"queue", "plans", "workspaces"}),
     "sync": frozenset({"queue"}),
     "maintenance": frozenset({"queue"}),

@@ -369,3 +369,14 @@ def test_a_waiting_landing_keeps_the_claim_that_asked(landing: Landing) -> None:
     after = issues.get(landing.q, number).lease_expires_at
     assert after is not None and after > before
     assert issues.get(landing.q, number).claimed_by == AGENT
+
+
+def test_a_landing_asked_with_no_worker_running_says_what_to_start(landing: Landing) -> None:
+    number = landing.issue("Nobody", "n.py", "n = 1\n")
+    landing.session.worker.release_lease()
+    done = merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
+    assert done.landing is not None and done.landing.state == "queued"
+    assert done.note is not None and f"workq sync github --repo {REPO} --watch" in done.note
+    landing.session.worker.hold_lease()
+    again = merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
+    assert again.note is None and again.landing == done.landing

@@ -395,6 +395,8 @@ def merge_command(
         return
     if done.landing is not None:
         _landing(done.landing)
+        if done.note:
+            output.line(f"Note: {done.note}")
         return
     again = " (already merged: cleaned up)" if done.already_merged else ""
     output.line(f"Merged {done.branch} into {done.into} at {done.commit}{again}")

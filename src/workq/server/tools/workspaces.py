@@ -75,7 +75,8 @@ def register(reg: Registry) -> None:
                 strategy=strategy,
             )
         if done.landing is not None:
-            return ok(landing_text(done.landing), done)
+            note = f"\nNote: {done.note}" if done.note else ""
+            return ok(landing_text(done.landing) + note, done)
         at = (done.commit or "")[:12]
         again = " (already merged)" if done.already_merged else ""
         text = f"Merged issue #{number}: {done.branch} into {done.into} at {at}{again}"

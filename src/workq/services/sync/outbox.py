@@ -161,6 +161,18 @@ def mirror(q: Queue) -> Mirror | None:
     return Mirror.model_validate(dict(row._mapping)) if row else None
 
 
+def worker_live(q: Queue, repo: str) -> bool:
+    """Whether a worker holds the mirror of GitHub repository ``repo`` now."""
+    found = mirror(q)
+    return (
+        found is not None
+        and found.repo.lower() == repo.lower()
+        and found.worker is not None
+        and found.worker_expires_at is not None
+        and found.worker_expires_at > q.now()
+    )
+
+
 def configure(q: Queue, repo: str) -> tuple[Mirror, int]:
     """Make ``repo`` this database's mirror, if it is not already, and queue every issue
     GitHub has not seen. Returns the mirror and how many rows were queued.

@@ -43,6 +43,7 @@ from workq.schemas import MergeResult
 from workq.services.coding.gates import MergeCandidate, merge_gate, unconfigured
 from workq.services.handle import Queue, record
 from workq.services.queue import claims, holding, processes
+from workq.services.sync import outbox
 from workq.services.workspaces import landings
 from workq.services.workspaces.repositories import row as repository_row
 from workq.services.workspaces.worktrees import _discard, by_id, latest_for_issue
@@ -418,7 +419,19 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
         worktree_cleaned=False,
         commit=status.merge_sha,
         number=b.number,
+        note=_unmoved(q, r.github_repo),
         landing=status,
+    )
+
+
+def _unmoved(q: Queue, github_repo: str) -> str | None:
+    """What to start when no GitHub worker is moving landings into ``github_repo`` now."""
+    if outbox.worker_live(q, github_repo):
+        return None
+    return (
+        f"no GitHub worker is moving landings into {github_repo} now: it waits until one runs "
+        f"('workq sync github --repo {github_repo} --watch', or 'workq serve --sync-github "
+        f"{github_repo}')"
     )
 
 
