@@ -29,6 +29,7 @@ from tests.workq_cli import workq
 from tests.workspaces.gitrepo import make_repo
 from workq.domain.authority import Authority
 from workq.errors import NotHolder, WorktreeDirty
+from workq.github.client import AuthFailed
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
 from workq.schemas import Status
@@ -380,3 +381,13 @@ def test_a_landing_asked_with_no_worker_running_says_what_to_start(landing: Land
     landing.session.worker.hold_lease()
     again = merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
     assert again.note is None and again.landing == done.landing
+
+
+def test_a_refused_token_stops_the_pass_and_refuses_no_landing(landing: Landing) -> None:
+    number = landing.issue("Token", "t.py", "t = 1\n")
+    landing.land(number)
+    landing.fake.inject_fault("GET", "/repos/*/*/pulls", kind="error", status=401)
+    with pytest.raises(AuthFailed):
+        landing.land_pass()
+    assert landings.require(landing.q, number).state == "queued"
+    assert landing.land_pass().landed == [number]

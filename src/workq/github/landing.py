@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from workq.domain.authority import Authority
 from workq.errors import GitFailed, NotFound, WorkqError
 from workq.github.client import (
+    AuthFailed,
     GitHubCallError,
     GitHubClient,
     GitHubRejected,
@@ -58,6 +61,7 @@ class LandOptions:
     backoff_base: float = 5.0  # first wait after a 5xx or a lost answer, doubled per attempt
     backoff_max: float = 600.0
     max_attempts: int = 8  # failed attempts at one step before the landing is refused
+    keep_leases_every: float = 30.0  # seconds between renewals of waiting landings' leases
 
 
 @dataclass
@@ -71,12 +75,17 @@ class LandReport:
 
 
 class _Wait(Exception):
-    """The landing waits (checks running, GitHub computing): look again later."""
+    """The landing waits (checks running, GitHub computing): look again later, in
+    ``state`` (the one it is in when None) with ``changes``."""
 
-    def __init__(self, why: str, seconds: float | None = None) -> None:
+    def __init__(
+        self, why: str, seconds: float | None = None, *, state: str | None = None, **changes: Any
+    ) -> None:
         super().__init__(why)
         self.why = why
         self.seconds = seconds
+        self.state = state
+        self.changes = changes
 
 
 class _Refuse(Exception):
@@ -104,11 +113,14 @@ class Lander:
         self.repo = repo
         self.options = options or LandOptions()
         self.pace = pace or (lambda: None)
+        self._leases_kept = float("-inf")
 
     def run_pass(self) -> LandReport:
         """Take every due landing as far as it goes now. A rate limit ends the pass."""
         report = LandReport()
-        landings.keep_leases(self.q, self.repo)
+        if time.monotonic() - self._leases_kept >= self.options.keep_leases_every:
+            landings.keep_leases(self.q, self.repo)
+            self._leases_kept = time.monotonic()
         for item in landings.due(self.q, self.repo):
             try:
                 self._advance(item, report)
@@ -127,14 +139,10 @@ class Lander:
             try:
                 self._step(item, report)
             except _Wait as wait:
+                seconds = self.options.check_interval if wait.seconds is None else wait.seconds
+                state = wait.state or item.state
                 landings.move(
-                    self.q,
-                    item,
-                    item.state,
-                    detail=wait.why,
-                    retry_in=wait.seconds
-                    if wait.seconds is not None
-                    else self.options.check_interval,
+                    self.q, item, state, detail=wait.why, retry_in=seconds, **wait.changes
                 )
                 report.waiting += 1
                 return
@@ -142,8 +150,8 @@ class Lander:
                 self._refuse(item, refusal.why)
                 report.refused.append(item.number)
                 return
-            except RateLimited:
-                raise
+            except (RateLimited, AuthFailed):
+                raise  # the pass ends; a refused token stops the worker
             except (Unclear, GitFailed) as exc:  # lost answers, 5xx, a push that failed
                 self._retry(item, exc.message, report)
                 return
@@ -350,10 +358,7 @@ class Lander:
             )
         except GitHubRejected as exc:
             if exc.status in (405, 409):  # not mergeable after all, or the head moved
-                landings.move(
-                    self.q, item, "open", detail=f"not merged: {exc.message}", merge_sha=None
-                )
-                return
+                raise _Wait(f"not merged: {exc.message}", state="open", merge_sha=None) from None
             raise
         self._merged(item, sha)
         report.merged.append(item.number)

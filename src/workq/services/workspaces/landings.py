@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, exists, func, insert, select, update
+from sqlalchemy import Connection, and_, exists, func, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, landings, repositories
@@ -268,22 +268,26 @@ def still_asked(q: Queue, item: Due) -> None:
 def keep_leases(q: Queue, github_repo: str) -> int:
     """Extend the leases of the claims whose work waits in the landing queue (the agent
     went on to other work, or ended): while its landing moves, nobody else may take the
-    issue. Only live leases of the very claim that asked."""
+    issue. Only live leases of the very claim that asked. A read first: no write while
+    nothing waits (the worker asks every few seconds)."""
+    waiting = and_(
+        landings.c.issue_id == issues.c.id,
+        landings.c.state.in_(ACTIVE),
+        landings.c.fence == issues.c.fence,
+        landings.c.requested_by == issues.c.claimed_by,
+        repositories.c.name == landings.c.repository,
+        func.lower(repositories.c.github_repo) == github_repo.lower(),
+    )
+    with q.db.read() as conn:
+        if conn.execute(select(exists().where(waiting))).scalar() is not True:
+            return 0
 
     def work(conn: Connection) -> int:
         now = q.now()
-        waiting = exists().where(
-            landings.c.issue_id == issues.c.id,
-            landings.c.state.in_(ACTIVE),
-            landings.c.fence == issues.c.fence,
-            landings.c.requested_by == issues.c.claimed_by,
-            repositories.c.name == landings.c.repository,
-            func.lower(repositories.c.github_repo) == github_repo.lower(),
-        )
         return int(
             conn.execute(
                 update(issues)
-                .where(waiting, predicates.claim_live(now))
+                .where(exists().where(waiting), predicates.claim_live(now))
                 .values(lease_expires_at=q.lease_until(now))
             ).rowcount
         )
