@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,7 +43,7 @@ from workq.github.landing import LandOptions
 from workq.github.sync import Session, connect
 from workq.github.worker import Options
 from workq.services.handle import Queue
-from workq.services.queue import claims, issues
+from workq.services.queue import claims, issues, notes
 from workq.services.runtime import open_queue
 from workq.services.workspaces import landings, merges, repositories, worktrees
 
@@ -125,25 +126,32 @@ def one_round(workdir: Path, count: int) -> dict[str, list[float]]:
                 times["local"].append(time.perf_counter() - started)
             for number, tip in prepare(q, "pr", count):
                 fake.add_check_run(tip, "ci")  # passed at once
+                asked_at = q.now()
                 started = time.perf_counter()
                 merges.merge_issue(q, number, by=by)
                 times["asked"].append(time.perf_counter() - started)
-                merged = None
                 while True:
                     session.lander.run_pass()
                     found = landings.require(q, number)
-                    if merged is None and found.state in ("merged", "landed"):
-                        merged = time.perf_counter() - started
                     if found.state == "landed":
                         break
                     if found.state == "refused":
                         raise SystemExit(f"#{number} refused: {found.detail}")
-                times["merged"].append(merged or 0.0)
                 times["landed"].append(time.perf_counter() - started)
+                merged_at = _entered(q, number, "merged")
+                times["merged"].append((merged_at - asked_at).total_seconds())
         finally:
             session.close()
             q.db.dispose()
     return times
+
+
+def _entered(q: Queue, number: int, state: str) -> datetime:
+    """When the landing of issue ``number`` entered ``state`` (its history's event)."""
+    for event in notes.history(q, number):
+        if event.kind == "landing" and event.after and event.after.get("state") == state:
+            return event.created_at
+    raise SystemExit(f"#{number} never entered {state}")
 
 
 def main() -> None:
