@@ -41,7 +41,7 @@ class Step(Enum):
     LIST_PLANS = "get_current_phase (this run's plan)"
     RUN_GATES = "run_quality_gates"
     MAKE_WORKTREE = "issue_claim with worktree=true"
-    MERGE = "agit_merge_worktree"
+    MERGE = "issue_merge"
 
 
 Hint = str | tuple[str | Step, ...]
