@@ -24,9 +24,7 @@ not in these figures: they are workq's cost. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.github.landing_helpers import bare_and_clone
+from tests.github.tools_helpers import git
 from tests.github_fake.server import FakeGitHub
 
 from workq.config import Settings
@@ -49,41 +49,6 @@ from workq.services.workspaces import landings, merges, repositories, worktrees
 
 REPO = "acme/widgets"
 AGENT = "bench"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.com",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.com",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        env={**os.environ, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def origin(root: Path) -> tuple[Path, Path]:
-    """A bare repository with one commit on main, and a clone of it."""
-    bare, work = root / "remote.git", root / "work"
-    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
-    work.mkdir()
-    git(work, "init", "-q", "-b", "main")
-    (work / "README").write_text("hello\n")
-    git(work, "add", "README")
-    git(work, "commit", "-q", "-m", "first")
-    git(work, "remote", "add", "origin", str(bare))
-    git(work, "push", "-q", "origin", "main")
-    return bare, work
 
 
 def prepare(q: Queue, repo: str, count: int) -> list[tuple[int, str]]:
@@ -108,8 +73,8 @@ def one_round(workdir: Path, count: int) -> dict[str, list[float]]:
     q = open_queue(settings, migrate=True)
     (workdir / "local").mkdir()
     (workdir / "pr").mkdir()
-    _, local = origin(workdir / "local")
-    bare, remote = origin(workdir / "pr")
+    _, local = bare_and_clone(workdir / "local")
+    bare, remote = bare_and_clone(workdir / "pr")
     with FakeGitHub() as fake:
         fake.set_git_dir(str(bare))
         fake.protect_branch("main", required_checks=["ci"])

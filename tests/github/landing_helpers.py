@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.github.mirror_helpers import REPO
-from tests.github.tools_helpers import git
+from tests.github.tools_helpers import clone_with_remote, git
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHub
 from workq.config import Settings
 from workq.domain.authority import Authority
@@ -60,19 +60,20 @@ class Origin:
         return git(self.bare, "ls-tree", "--name-only", "main").split()
 
 
+def bare_and_clone(root: Path) -> tuple[Path, Path]:
+    """A bare ``root/remote.git`` whose main has one commit, pushed from its clone
+    ``root/work``."""
+    bare = root / "remote.git"
+    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
+    work = clone_with_remote(root, str(bare))
+    git(work, "push", "-q", "origin", "main")
+    return bare, work
+
+
 def make_origin(root: Path, fake: FakeGitHub) -> Origin:
     """A bare repository with ``main`` (protected on the fake) and a clone of it, registered
     as ``app`` in a new queue at ``root/queue.db`` (the tests gate trusted)."""
-    bare = root / "remote.git"
-    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
-    work = root / "work"
-    work.mkdir()
-    git(work, "init", "-q", "-b", "main")
-    (work / "README").write_text("hello\n")
-    git(work, "add", "README")
-    git(work, "commit", "-q", "-m", "first")
-    git(work, "remote", "add", "origin", str(bare))
-    git(work, "push", "-q", "origin", "main")
+    bare, work = bare_and_clone(root)
     fake.set_git_dir(str(bare))
     fake.protect_branch("main")
     settings = Settings(db_path=root / "queue.db", lease_seconds=600, tests_gate="trust")

@@ -35,7 +35,7 @@ from workq.github.sync import Session, connect
 from workq.schemas import Status
 from workq.services.queue import claims, issues, notes
 from workq.services.sync import pulls
-from workq.services.workspaces import landings, merges, repositories, worktrees
+from workq.services.workspaces import gitflow, landings, merges, repositories, worktrees
 
 QUICK = LandOptions(check_interval=0.0, backoff_base=0.0)
 
@@ -391,3 +391,25 @@ def test_a_refused_token_stops_the_pass_and_refuses_no_landing(landing: Landing)
         landing.land_pass()
     assert landings.require(landing.q, number).state == "queued"
     assert landing.land_pass().landed == [number]
+
+
+def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
+    landing: Landing,
+) -> None:
+    number = issues.create(landing.q, title="Shared checkout", repository="app").number
+    started = gitflow.start_work_on_issue(landing.q, landing.work, number, run_id=AGENT)
+    (landing.work / "shared.py").write_text("s = 1\n")
+    git(landing.work, "add", "shared.py")
+    git(landing.work, "commit", "-q", "-m", "shared")
+    asked = gitflow.merge_to_main(landing.q, landing.work, holders=[AGENT], number=number)
+    assert asked.landing is not None and asked.landing.state == "queued"
+    assert asked.commit_hash == "" and "landing through a pull request" in (asked.note or "")
+    assert "shared.py" not in landing.main_files()
+
+    git(landing.work, "switch", "-q", "main")  # the branch may go once it is checked out nowhere
+    assert landing.land_pass().landed == [number]
+    assert "shared.py" in landing.main_files()
+    assert issues.get(landing.q, number).status == Status.DONE
+    assert git(landing.work, "branch", "--list", started.branch_name) == ""
+    again = gitflow.merge_to_main(landing.q, landing.work, holders=[AGENT], number=number)
+    assert again.already_merged and again.commit_hash == landings.require(landing.q, number).merge_sha

@@ -41,7 +41,7 @@ from workq.errors import (
 )
 from workq.schemas import MergeResult
 from workq.services.coding.gates import MergeCandidate, merge_gate, unconfigured
-from workq.services.handle import Queue, record
+from workq.services.handle import Queue, load, record
 from workq.services.queue import claims, holding, processes
 from workq.services.sync import outbox
 from workq.services.workspaces import landings
@@ -458,6 +458,8 @@ def finish_landing(
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo) if worktree_id is not None else None
     root = Path(r.path)
+    if w is None and landing_of(q, number) is None:  # a shared checkout's branch
+        _record_landed(q, number, branch, r.default_branch, merged, actor)
     if w is not None and w.state != "merged":
         record_merge(q, w, actor, False, merged)
         q.db.write(  # what a merge run again answers: the commit GitHub merged it as
@@ -470,6 +472,28 @@ def finish_landing(
     unused = branch != r.default_branch and branch not in checked_out
     if unused and git.branch_tip(root, branch) == pushed:
         git.delete_branch(root, branch)
+
+
+def _record_landed(q: Queue, number: int, branch: str, into: str, merged: str, actor: str) -> None:
+    """merge_to_main's event for a branch of a shared checkout that landed through its
+    pull request: what a merge asked again answers (``landing_of``)."""
+
+    def work(conn: Connection) -> None:
+        row = load(conn, number)
+        after = {"branch": branch, "into": into, "commit": merged, "through": "pull request"}
+        record(
+            q,
+            conn,
+            kind="merged_to_main",
+            issue_id=row.id,
+            number=number,
+            actor=actor,
+            now=q.now(),
+            after=after,
+        )
+
+    with contextlib.suppress(NotFound):
+        q.db.write(work)
 
 
 def check_gates(q: Queue, candidate: MergeCandidate) -> None:
