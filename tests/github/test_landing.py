@@ -406,10 +406,11 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     assert asked.commit_hash == "" and "landing through a pull request" in (asked.note or "")
     assert "shared.py" not in landing.main_files()
 
-    git(landing.work, "switch", "-q", "main")  # the branch may go once it is checked out nowhere
+    git(landing.work, "switch", "-q", "main")  # its branch goes once checked out nowhere
     assert landing.land_pass().landed == [number]
     assert "shared.py" in landing.main_files()
     assert issues.get(landing.q, number).status == Status.DONE
     assert git(landing.work, "branch", "--list", started.branch_name) == ""
     again = gitflow.merge_to_main(landing.q, landing.work, holders=[AGENT], number=number)
-    assert again.already_merged and again.commit_hash == landings.require(landing.q, number).merge_sha
+    landed = landings.require(landing.q, number)
+    assert again.already_merged and again.commit_hash == landed.merge_sha
