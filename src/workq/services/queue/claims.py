@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, or_, select, update
 
@@ -56,7 +56,7 @@ from workq.services.sync import outbox
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
 
 
-_take = Prepared(
+_take_stmt = Prepared(
     update(issues)
     .where(
         issues.c.id == bindparam("issue_id"),
@@ -73,7 +73,23 @@ _take = Prepared(
 )
 
 
-def _take_claim(
+class _Taken(NamedTuple):
+    """A claim just taken, as its transaction wrote it: the model is built after COMMIT
+    (``claim_of``), so that the write lock is not held while pydantic works."""
+
+    number: int
+    title: str
+    claimed_by: str
+    claimed_at: datetime
+    lease_expires_at: datetime
+    fence: int
+    previous_holder: str | None
+
+    def claim(self) -> Claim:
+        return Claim(**self._asdict())
+
+
+def _take(
     q: Queue,
     conn: Connection,
     row: ready_queue.ReadyRow | IssueRecord,
@@ -81,11 +97,11 @@ def _take_claim(
     now: datetime,
     *,
     kind: str = "claimed",
-) -> Claim | None:
+) -> _Taken | None:
     """Compare-and-set the claim on ``row``; None if someone else got there first."""
     until = q.lease_until(now)
     previous = row.claimed_by
-    taken = _take.count(
+    taken = _take_stmt.count(
         conn,
         {"issue_id": row.id, "previous": previous, "run_id": run_id, "now": now, "until": until},
     )
@@ -104,15 +120,22 @@ def _take_claim(
         before={"claimed_by": previous, "status": row.status} if previous else None,
         after={"claimed_by": run_id, "lease_expires_at": until},
     )
-    return Claim(
-        number=row.number,
-        title=row.title,
-        claimed_by=run_id,
-        claimed_at=now,
-        lease_expires_at=until,
-        fence=row.fence + 1,  # the row is locked by this transaction
-        previous_holder=previous,
-    )
+    # The row is locked by this transaction: its fence is the one read, plus this claim's.
+    return _Taken(row.number, row.title, run_id, now, until, row.fence + 1, previous)
+
+
+def _take_claim(
+    q: Queue,
+    conn: Connection,
+    row: ready_queue.ReadyRow | IssueRecord,
+    run_id: str,
+    now: datetime,
+    *,
+    kind: str = "claimed",
+) -> Claim | None:
+    """``_take``, with the claim's model."""
+    taken = _take(q, conn, row, run_id, now, kind=kind)
+    return taken.claim() if taken is not None else None
 
 
 def claim(
@@ -247,7 +270,7 @@ def claim_next(
             return claimed
         # The one statement leaves issues that declare paths alone: claim with the checks.
 
-    def work(conn: Connection) -> ClaimedIssue | None:
+    def work(conn: Connection) -> ClaimedIssue | tuple[ready_queue.ReadyRow, _Taken] | None:
         now = q.now()
         plans.refuse_while_planning(conn, gate, "claiming")
         while True:
@@ -258,11 +281,14 @@ def claim_next(
                 return claim_statement.claimed(
                     rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True)
                 )
-            taken = _take_claim(q, conn, rows[0], run_id, now)
+            taken = _take(q, conn, rows[0], run_id, now)
             if taken is not None:
-                return claim_statement.claimed(rows[0], taken)
+                return rows[0], taken
 
-    return q.db.write(work)
+    done = q.db.write(work)
+    if isinstance(done, tuple):  # built after COMMIT: the write lock is not held for it
+        return claim_statement.claimed(done[0], done[1].claim())
+    return done
 
 
 def _touching_ready(q: Queue, f: ReadyFilter | None) -> bool:

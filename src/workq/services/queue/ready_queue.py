@@ -7,7 +7,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import ARRAY, Connection, Select, String, all_, any_, bindparam, exists, select
+from sqlalchemy import (
+    ARRAY,
+    Connection,
+    Select,
+    String,
+    all_,
+    any_,
+    bindparam,
+    exists,
+    select,
+    union_all,
+)
 
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
@@ -104,23 +115,44 @@ def filtered(stmt: Select[Any], shape: Shape, *, arrays: bool = False) -> Select
 
 
 _statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]] = {}
+_together: dict[Shape, Prepared[ReadyRow]] = {}
+
+
+def _scans(shape: Shape) -> tuple[Select[Any], Select[Any]]:
+    """(open and unclaimed, claimed but lease expired), each in ready order, limited."""
+    fresh: Select[Any] = select(*READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
+    stale: Select[Any] = select(*READY_COLUMNS).where(
+        predicates.claim_lapsed(bindparam("now")), _unblocked
+    )
+    return (
+        filtered(fresh, shape).order_by(*ORDER).limit(bindparam("limit")),
+        filtered(stale, shape).order_by(*ORDER).limit(bindparam("limit")),
+    )
 
 
 def ready_statements(shape: Shape, lock: bool) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
-    """(open and unclaimed, claimed but lease expired), each in ready order."""
+    """``_scans`` prepared (with ``lock``: their rows locked, skipping locked ones)."""
     key = (*shape, lock)
     cached = _statements.get(key)
     if cached is None:
-        fresh: Select[Any] = select(*READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
-        stale: Select[Any] = select(*READY_COLUMNS).where(
-            predicates.claim_lapsed(bindparam("now")), _unblocked
-        )
-        fresh = filtered(fresh, shape).order_by(*ORDER).limit(bindparam("limit"))
-        stale = filtered(stale, shape).order_by(*ORDER).limit(bindparam("limit"))
+        fresh, stale = _scans(shape)
         if lock:
             fresh = fresh.with_for_update(skip_locked=True)
             stale = stale.with_for_update(skip_locked=True)
         cached = _statements[key] = (Prepared(fresh, ReadyRow), Prepared(stale, ReadyRow))
+    return cached
+
+
+def ready_statement(shape: Shape) -> Prepared[ReadyRow]:
+    """Both scans as one statement, in ready order: one step instead of two inside a
+    claim's write transaction (SQLite, where a claim holds the file's one write lock; on
+    PostgreSQL a locking scan cannot be part of a UNION)."""
+    cached = _together.get(shape)
+    if cached is None:
+        fresh, stale = _scans(shape)
+        both = union_all(select(fresh.subquery()), select(stale.subquery())).subquery("ready")
+        ordered = select(*both.c).order_by(both.c.priority, both.c.created_at, both.c.number)
+        cached = _together[shape] = Prepared(ordered.limit(bindparam("limit")), ReadyRow)
     return cached
 
 
@@ -152,9 +184,14 @@ def ready_rows(
     conn: Connection, f: ReadyFilter | None, limit: int, now: datetime, *, lock: bool = False
 ) -> list[ReadyRow]:
     shape, params = filter_params(f)
-    fresh, stale = ready_statements(shape, lock and conn.dialect.name != "sqlite")
     params.update(limit=limit, now=now)
-    if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
+    if conn.dialect.name == "sqlite":
+        together = ready_statement(shape)
+        if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
+            return [ReadyRow(*r) for r in conn.execute(together.stmt, params)]
+        return together.rows(conn, params)
+    fresh, stale = ready_statements(shape, lock)
+    if shape[1] or shape[2]:
         rows = [ReadyRow(*r) for r in conn.execute(fresh.stmt, params)]
         rows.extend(ReadyRow(*r) for r in conn.execute(stale.stmt, params))
     else:
