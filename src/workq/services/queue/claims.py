@@ -56,7 +56,7 @@ from workq.services.sync import outbox
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
 
 
-_take_stmt = Prepared(
+_take = Prepared(
     update(issues)
     .where(
         issues.c.id == bindparam("issue_id"),
@@ -89,7 +89,7 @@ class _Taken(NamedTuple):
         return Claim(**self._asdict())
 
 
-def _take(
+def _claim_row(
     q: Queue,
     conn: Connection,
     row: ready_queue.ReadyRow | IssueRecord,
@@ -101,7 +101,7 @@ def _take(
     """Compare-and-set the claim on ``row``; None if someone else got there first."""
     until = q.lease_until(now)
     previous = row.claimed_by
-    taken = _take_stmt.count(
+    taken = _take.count(
         conn,
         {"issue_id": row.id, "previous": previous, "run_id": run_id, "now": now, "until": until},
     )
@@ -133,8 +133,8 @@ def _take_claim(
     *,
     kind: str = "claimed",
 ) -> Claim | None:
-    """``_take``, with the claim's model."""
-    taken = _take(q, conn, row, run_id, now, kind=kind)
+    """``_claim_row``, with the claim's model."""
+    taken = _claim_row(q, conn, row, run_id, now, kind=kind)
     return taken.claim() if taken is not None else None
 
 
@@ -281,7 +281,7 @@ def claim_next(
                 return claim_statement.claimed(
                     rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True)
                 )
-            taken = _take(q, conn, rows[0], run_id, now)
+            taken = _claim_row(q, conn, rows[0], run_id, now)
             if taken is not None:
                 return rows[0], taken
 
