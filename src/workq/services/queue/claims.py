@@ -124,20 +124,6 @@ def _claim_row(
     return _Taken(row.number, row.title, run_id, now, until, row.fence + 1, previous)
 
 
-def _take_claim(
-    q: Queue,
-    conn: Connection,
-    row: ready_queue.ReadyRow | IssueRecord,
-    run_id: str,
-    now: datetime,
-    *,
-    kind: str = "claimed",
-) -> Claim | None:
-    """``_claim_row``, with the claim's model."""
-    taken = _claim_row(q, conn, row, run_id, now, kind=kind)
-    return taken.claim() if taken is not None else None
-
-
 def claim(
     q: Queue,
     number: int,
@@ -152,7 +138,7 @@ def claim(
     fields.run_id(run_id)
     gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
-    def work(conn: Connection) -> Claim:
+    def work(conn: Connection) -> Claim | _Taken:
         plans.refuse_while_planning(conn, gate, "claiming")
         row = load(conn, number, for_update=True)
         now = q.now()
@@ -175,12 +161,13 @@ def claim(
                 lease_expires_at=until.isoformat(),
             )
         paths.refuse(number, paths.blocking(row.id, True, run_id))
-        taken = _take_claim(q, conn, row, run_id, now)
+        taken = _claim_row(q, conn, row, run_id, now)
         if taken is None:  # pragma: no cover - the row lock makes this unreachable
             raise AlreadyClaimed(f"Issue #{number} was claimed by someone else", number=number)
         return taken
 
-    return q.db.write(work)
+    done = q.db.write(work)
+    return done.claim() if isinstance(done, _Taken) else done
 
 
 def _renewal(
@@ -551,14 +538,14 @@ def force_claim(
         raise InvalidConfirmation(expected=FORCE_CLAIM_CONFIRMATION)
     gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
-    def work(conn: Connection) -> Claim:
+    def work(conn: Connection) -> _Taken:
         plans.refuse_while_planning(conn, gate, "claiming")
         row = load(conn, number, for_update=True)
         _check_claimable(row, number)
-        taken = _take_claim(q, conn, row, run_id, q.now(), kind="force_claimed")
+        taken = _claim_row(q, conn, row, run_id, q.now(), kind="force_claimed")
         assert taken is not None  # the row is locked by this transaction
         if text is not None:
             notes.add(q, conn, row, text, author=run_id)
         return taken
 
-    return q.db.write(work)
+    return q.db.write(work).claim()
