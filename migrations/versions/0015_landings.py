@@ -67,10 +67,12 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("landings", schema=None) as batch_op:
         batch_op.create_index("ix_landings_state", ["state", "next_attempt_at"], unique=False)
+        batch_op.create_index("ix_landings_number", ["number"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("landings", schema=None) as batch_op:
+        batch_op.drop_index("ix_landings_number")
         batch_op.drop_index("ix_landings_state")
     op.drop_table("landings")
     with op.batch_alter_table("repositories", schema=None) as batch_op:

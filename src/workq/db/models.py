@@ -385,6 +385,7 @@ landings = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Index("ix_landings_state", "state", "next_attempt_at"),
+    Index("ix_landings_number", "number"),
 )
 
 # A git worktree made for one issue. ``state``: creating (recorded before git makes it),

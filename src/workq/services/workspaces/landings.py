@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, exists, func, insert, select, update
 
 from workq.db.engine import retry_lost_read
+from workq.db.prepared import Prepared
 from workq.db.tables import issues, landings, repositories
 from workq.domain import fields
 from workq.domain.authority import Authority
@@ -117,14 +118,17 @@ def queue(
     return q.db.write(work)
 
 
+# Asked by every issue_get: prepared (db/prepared.py), one statement.
+_of_number = Prepared(select(landings).where(landings.c.number == bindparam("number")))
+
+
 @retry_lost_read
 def get(q: Queue, number: int) -> LandingStatus | None:
     """Issue ``number``'s landing, or None when it never asked to land through a pull
     request."""
     with q.db.read() as conn:
-        row = load(conn, fields.number(number))
-        found = _row(conn, row.id)
-    return _status(found) if found is not None else None
+        found = _of_number.rows(conn, {"number": fields.number(number)})
+    return _status(found[0]) if found else None
 
 
 def require(q: Queue, number: int) -> LandingStatus:
