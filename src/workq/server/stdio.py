@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self, cast
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -31,6 +32,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
+from workq.server import pipes
 from workq.server.handshake import complete_initialize
 
 if TYPE_CHECKING:
@@ -215,6 +217,17 @@ class _Writer:
         return None
 
 
+def _transport(
+    streams: tuple[pipes.Lines, pipes.Answers] | None,
+) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+    """The SDK's stdio transport, on the event loop's streams when there are some."""
+    if streams is None:
+        return stdio_server()
+    lines, answers = streams
+    # The SDK types them as anyio's file wrappers; it only iterates one and writes the other.
+    return stdio_server(cast(Any, lines), cast(Any, answers))
+
+
 def wrap(
     read: ReadStream,
     write: WriteStream,
@@ -227,7 +240,7 @@ def wrap(
 
 async def serve(server: MCPServer[Any]) -> None:
     """Serve ``server`` (an ``MCPServer``) over this process's stdin and stdout."""
-    async with stdio_server() as (read, write):
+    async with pipes.loop_pipes() as streams, _transport(streams) as (read, write):
         state = getattr(server, "state", None)
         reader, writer = wrap(read, write, state.end_waits if state is not None else lambda: None)
         # The SDK's own stdio runner, with the streams wrapped (MCPServer.run_stdio_async
