@@ -1,7 +1,7 @@
 """Benchmark waiting for work: wake-up latency and the idle cost of waiting.
 
 Usage: .venv/bin/python scripts/bench_wait.py [--url URL] [--waiters 1,8,32] [--rounds 40]
-                                              [--idle-seconds 10]
+                                              [--served 100,1000] [--idle-seconds 10]
 
 1. Wake-up latency, per engine (SQLite file; PostgreSQL when --url or $WORKQ_TEST_PG_URL is
    set): N waiter processes each loop on ``claim_next`` with ``wait_seconds``; the main
@@ -9,7 +9,12 @@ Usage: .venv/bin/python scripts/bench_wait.py [--url URL] [--waiters 1,8,32] [--
    returned (wall clock, one machine). p50/p99 over the rounds. The baseline, from the
    same run: one plain ``claim_next`` of a ready issue (what a polling agent pays at best
    per poll), as ratio = wake-up p50 / plain claim p50.
-2. The idle cost of a waiting server: a real ``workq serve`` (stdio) with N calls of
+2. One server carrying the waiters, per engine: a real ``workq serve`` (stdio, fed JSON-RPC
+   lines on a pipe) with N waiting ``issue_claim_next`` calls (--served), one run id each,
+   as the agents behind one server are; the main process creates one issue per round and
+   times creation -> the claim's answer read from the pipe. p50/p99, and the server's CPU
+   time per new issue (what waking the N calls costs it).
+3. The idle cost of a waiting server: a real ``workq serve`` (stdio) with N calls of
    ``issue_claim_next(wait_seconds=300)`` outstanding on an empty queue (--idle-calls,
    default 8 and 1000): CPU time of the server process over --idle-seconds, its threads
    and resident memory, against the same server with no call outstanding.
@@ -20,11 +25,15 @@ Every figure comes from this run; a shared 2-core machine varies by 20-30%.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
+import queue as queue_module
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -130,24 +139,8 @@ def idle_cost(db: Path, seconds: float, counts: list[int]) -> list[tuple[int, fl
     """(waiting calls, % of one core, threads, RSS MB) of a real workq serve fed JSON-RPC
     lines on a pipe (every call in flight at once, as agents' calls are): first with no
     call outstanding, then with each count of waiting calls."""
-    import json
-    import subprocess
-
-    def line(message: dict[str, Any]) -> bytes:
-        return (json.dumps(message) + "\n").encode()
-
-    workq = str(Path(sys.executable).with_name("workq"))
-    server = subprocess.Popen(
-        [workq, "--db", str(db), "serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = _serve(str(db))
     assert server.stdin is not None
-    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    server.stdin.write(line(initialize))
-    server.stdin.write(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-    server.stdin.flush()
     rows, sent = [], 0
     try:
         for count in [0, *counts]:
@@ -155,7 +148,7 @@ def idle_cost(db: Path, seconds: float, counts: list[int]) -> list[tuple[int, fl
                 arguments = {"run_id": f"w{i}", "wait_seconds": 300}
                 call = {"name": "issue_claim_next", "arguments": arguments}
                 server.stdin.write(
-                    line({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": call})
+                    _line({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": call})
                 )
             server.stdin.flush()
             sent = max(sent, count)
@@ -168,6 +161,79 @@ def idle_cost(db: Path, seconds: float, counts: list[int]) -> list[tuple[int, fl
         server.kill()
         server.wait()
     return rows
+
+
+def _serve(where: str) -> subprocess.Popen[bytes]:
+    """A ``workq serve`` over pipes on ``where``, initialized."""
+    database = ["--database-url", where] if where.startswith("postgresql") else ["--db", where]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workq.cli.main", *database, "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(_line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}))
+    server.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    server.stdin.flush()
+    server.stdout.readline()
+    return server
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+def served_latency(where: str, count: int, rounds: int) -> tuple[float, float, float]:
+    """(p50, p99 in ms, server CPU ms per new issue) with ``count`` waiting calls in one
+    server."""
+    queue = open_queue(_settings(where), migrate=True)
+    server = _serve(where)
+    assert server.stdin is not None and server.stdout is not None
+    answers: Any = queue_module.Queue()
+
+    def read_answers() -> None:
+        assert server.stdout is not None
+        for raw in server.stdout:
+            message = json.loads(raw)
+            if "id" in message:
+                answers.put((message, time.time()))
+
+    threading.Thread(target=read_answers, daemon=True).start()
+    sent = 0
+
+    def wait_call(run_id: str) -> None:
+        nonlocal sent
+        sent += 1
+        arguments = {"run_id": run_id, "wait_seconds": WAIT}
+        call = {"name": "issue_claim_next", "arguments": arguments}
+        assert server.stdin is not None
+        server.stdin.write(
+            _line({"jsonrpc": "2.0", "id": sent, "method": "tools/call", "params": call})
+        )
+        server.stdin.flush()
+
+    try:
+        for i in range(count):
+            wait_call(f"w{i}")
+        time.sleep(2.0 + count / 200)  # every call has reached its wait
+        latencies = []
+        cpu = cpu_seconds(server.pid)
+        for n in range(rounds):
+            t0 = time.time()
+            made = issues.create(queue, title=f"round {n}")
+            message, t1 = answers.get(timeout=120)
+            claimed = message["result"]["structuredContent"]
+            assert claimed["number"] == made.number, message
+            latencies.append((t1 - t0) * 1000)
+            wait_call(claimed["claimed_by"])  # that agent waits again
+            time.sleep(0.05)
+        cpu = cpu_seconds(server.pid) - cpu
+        return pct(latencies, 0.5), pct(latencies, 0.99), cpu / rounds * 1000
+    finally:
+        server.kill()
+        server.wait()
+        queue.db.dispose()
 
 
 def fresh_pg(base: str) -> str:
@@ -184,6 +250,7 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("WORKQ_TEST_PG_URL"))
     parser.add_argument("--waiters", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--served", default="100,1000")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--idle-calls", default="8,1000")
     args = parser.parse_args()
@@ -208,6 +275,16 @@ def main() -> None:
                     f"{p50 / plain:.0f}x |",
                     flush=True,
                 )
+        served = [int(n) for n in args.served.split(",")]
+        print(
+            "\n| engine | waiting calls in one server | wake-up p50 ms | p99 ms |"
+            " server CPU ms per new issue |"
+        )
+        print("|---|---|---|---|---|")
+        for engine, where in engines:
+            for count in served:
+                p50, p99, cpu = served_latency(where(-count), count, args.rounds)
+                print(f"| {engine} | {count} | {p50:.1f} | {p99:.1f} | {cpu:.1f} |", flush=True)
         db = Path(tmp) / "idle.db"
         open_queue(Settings(db_path=db), migrate=True).db.dispose()  # empty, migrated
         rows = idle_cost(db, args.idle_seconds, idle_counts)

@@ -38,6 +38,8 @@ TOY: dict[str, tuple[str, ...]] = {
         "0.5",
         "--idle-calls",
         "2",
+        "--served",
+        "2",
     ),
 }
 # Scripts that need a PostgreSQL server of their own (WORKQ_TEST_PG_URL).

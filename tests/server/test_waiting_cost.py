@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,58 @@ def _waiting() -> int:
         return waits._bell_of_loop.get().sleepers
     except LookupError:
         return 0
+
+
+@pytest.mark.anyio
+async def test_one_new_issue_costs_many_waiting_calls_a_few_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forty waiting calls of one server, woken by one new issue: one of them takes it, and
+    between them they read the queue a few times (whether anything is there, when the
+    next lease lapses), not forty times each."""
+    from workq.services.queue import ready_queue, waiting
+
+    reads: Counter[str] = Counter()
+    for module, name in ((ready_queue, "ready_rows"), (waiting, "next_lapse")):
+        real = getattr(module, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            reads[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    calls = 40
+    server = make_server(tmp_path / "queue.db", "default")
+    answers: list[int] = []
+
+    async def wait_for_work(i: int) -> None:
+        arguments = {"run_id": f"w{i}", "wait_seconds": 60}
+        answer = await client.call_tool("issue_claim_next", arguments)
+        assert not answer.is_error, answer.content
+        assert answer.structured_content is not None
+        answers.append(answer.structured_content["number"])
+
+    with anyio.fail_after(DEADLINE):
+        async with Client(server) as client, anyio.create_task_group() as group:
+            for i in range(calls):
+                group.start_soon(wait_for_work, i)
+            while _waiting() < calls or sum(reads.values()) < 2 * calls:
+                await anyio.sleep(0.05)  # every call tried once and went to sleep
+            await _settled(reads)
+            reads.clear()
+            await call_ok(client, "issue_create", title="for one of them")
+            while not answers:
+                await anyio.sleep(0.02)
+            await _settled(reads)
+            assert answers == [1]
+            assert reads["ready_rows"] <= 3, reads
+            assert reads["next_lapse"] <= 3, reads
+            group.cancel_scope.cancel()
+
+
+async def _settled(reads: Counter[str]) -> None:
+    """Until the reads stop for half a second."""
+    before = None
+    while before != sum(reads.values()):
+        before = sum(reads.values())
+        await anyio.sleep(0.5)

@@ -199,7 +199,7 @@ def claim_next(
         q,
         lambda: workspaces.claim_next(q, me, wanted, ignore_plan_mode=ignore_plan_mode),
         wait,
-        lambda: workspaces.claimable(q, me, wanted, worktree=None),
+        lambda: workspaces.claimable(q, wanted, worktree=None),
     )
     if got is None:
         if json_:

@@ -3,15 +3,22 @@ thread, and the sleeps in between are awaits on a bell that the change feed ring
 own thread (db/changes.py ``listen``), one bell per event loop. A thousand waiting calls
 are a thousand suspended coroutines, not a thousand threads; a cancelled call stops at
 once. ``WAITERS_MAX`` bounds them: past it a call is refused (``SERVER_BUSY``) instead of
-piling up."""
+piling up.
+
+A change wakes every waiting call of the loop. What they read then is shared (``_Looks``):
+calls that wait for the same thing read once whether anything is there for them, and the
+next lease lapse once, and one at a time tries to take what is there. So a new issue
+costs a server with a hundred waiting calls a few reads and one claim, not a hundred
+of each."""
 
 from __future__ import annotations
 
 import contextlib
 import time
 import weakref
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Hashable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -21,10 +28,90 @@ from workq.errors import ServerBusy
 from workq.server.opening import let_others_go
 from workq.server.state import ServerState
 
+if TYPE_CHECKING:
+    from workq.services.handle import Queue
+
 T = TypeVar("T")
 
 # Waiting calls one server keeps at once; more are refused, saying so.
 WAITERS_MAX = 10_000
+# How long what one waiting call read after a change may stand for the others'.
+SHARED_SECONDS = 1.0
+
+
+class Look(NamedTuple):
+    """How a waiting call asks whether its attempt may find something now, so that calls
+    asking the same thing share the answer: ``key`` names the question (its filter), and
+    ``there()`` reads the queue. False must hold for every call of that key; True may be
+    wrong (the attempt then finds nothing)."""
+
+    key: Hashable
+    there: Callable[[], bool]
+
+
+class _Read(NamedTuple):
+    """What a waiting call read: at which change counter, when, and the answer."""
+
+    seen: int
+    at: float
+    value: Any
+
+
+def _stands(read: _Read | None, seen: int, woken: bool) -> TypeGuard[_Read]:
+    """Whether ``read`` may stand for a call at counter ``seen``: that call was woken by
+    the change (its own timer may mean a lease lapsed since), the counter has not moved
+    since the read, and the read is recent."""
+    return (
+        woken
+        and read is not None
+        and read.seen == seen
+        and time.monotonic() - read.at < SHARED_SECONDS
+    )
+
+
+class _Looks:
+    """What one loop's waiting calls on one database read after a change, shared."""
+
+    def __init__(self) -> None:
+        self._there: dict[Hashable, _Read] = {}
+        self._turns: dict[Hashable, anyio.Lock] = {}
+        self._lapse: _Read | None = None
+        self._lapse_turn = anyio.Lock()
+
+    async def attempt(
+        self, look: Look, attempt: Callable[[], T | None], seen: int, woken: bool
+    ) -> T | None:
+        """``attempt()`` if ``look`` says something may be there; one call of a key at a
+        time."""
+        if _stands(known := self._there.get(look.key), seen, woken) and not known.value:
+            return None  # another call looked after this change: nothing there
+        turn = self._turns.setdefault(look.key, anyio.Lock())
+        async with turn:
+            if _stands(known := self._there.get(look.key), seen, woken):
+                there = bool(known.value)
+            else:
+                started = time.monotonic()
+                there = await anyio.to_thread.run_sync(look.there)
+                self._there[look.key] = _Read(seen, started, there)
+            if not there:
+                return None
+            found = await anyio.to_thread.run_sync(attempt)
+            # Taken (by this call, or by someone else meanwhile): the next call looks again.
+            self._there.pop(look.key, None)
+            return found
+
+    async def next_lapse(self, q: Queue, seen: int, woken: bool) -> datetime | None:
+        """When the next live lease lapses (services/queue/waiting.py ``next_lapse``)."""
+        from workq.services.queue.waiting import next_lapse
+
+        async with self._lapse_turn:
+            if _stands(known := self._lapse, seen, woken):
+                lapse: datetime | None = known.value
+                return lapse
+            started = time.monotonic()
+            found = await anyio.to_thread.run_sync(next_lapse, q)
+            self._lapse = _Read(seen, started, found)
+            return found
 
 
 class _Feed(Protocol):
@@ -44,22 +131,24 @@ class _Bell:
         self._schedule: Callable[[Callable[[], None]], object] = schedule
         self._event = anyio.Event()
         # Per change feed (a process has one database; tests run several): how to stop
-        # listening to it, and how many calls wait on it.
+        # listening to it, how many calls wait on it, and what they read.
         self._feeds: dict[int, list[Any]] = {}
         self.servers: weakref.WeakSet[ServerState] = weakref.WeakSet()
 
     @property
     def sleepers(self) -> int:
         """Calls waiting on this loop, on every feed."""
-        return sum(count for _, count in self._feeds.values())
+        return sum(count for _, count, _ in self._feeds.values())
 
-    def enter(self, changes: _Feed) -> None:
-        """One more call waiting on ``changes``; the first hangs the bell on that feed."""
+    def enter(self, changes: _Feed) -> _Looks:
+        """One more call waiting on ``changes``; the first hangs the bell on that feed.
+        What the calls on that feed read, to share."""
         hung = self._feeds.get(id(changes))
         if hung is None:
-            self._feeds[id(changes)] = [changes.listen(self.ring_soon), 1]
-        else:
-            hung[1] += 1
+            hung = self._feeds[id(changes)] = [changes.listen(self.ring_soon), 0, _Looks()]
+        hung[1] += 1
+        looks: _Looks = hung[2]
+        return looks
 
     def leave(self, changes: _Feed) -> None:
         """One fewer; the last on a feed takes the bell off it."""
@@ -105,11 +194,12 @@ async def until_found(
     state: ServerState,
     attempt: Callable[[], T | None],
     wait_seconds: int,
-    worth_trying: Callable[[], bool] | None = None,
+    look: Look | None = None,
 ) -> T | None:
     """``attempt()`` on a worker thread; while it finds nothing, wait for the queue to
-    change, up to ``wait_seconds``, trying again when ``worth_trying()`` (see
-    services/queue/waiting.py ``Waiter.try_now``)."""
+    change, up to ``wait_seconds``, and try again: after the first try, only when
+    ``look`` says something may be there (read once for the loop's waiting calls that
+    ask the same, ``_Looks``)."""
     if wait_seconds == 0:
         return await anyio.to_thread.run_sync(attempt)
     from workq.services.queue.waiting import Waiter
@@ -123,20 +213,29 @@ async def until_found(
         )
     waiter = Waiter(queue, wait_seconds)
     await anyio.to_thread.run_sync(waiter.__enter__)
-    bell.enter(queue.db.changes)
+    looks = bell.enter(queue.db.changes)
     try:
+        tried = woken = False
         while not state.waits_ended():
             seen = waiter.mark()
-            found = await anyio.to_thread.run_sync(lambda: waiter.try_now(attempt, worth_trying))
+            if tried and look is not None:
+                found = await looks.attempt(look, attempt, seen, woken)
+            else:
+                found = await anyio.to_thread.run_sync(attempt)
+            tried = True
             if found is not None:
                 return found
-            pause = await anyio.to_thread.run_sync(waiter.pause)
+            if waiter.remaining() <= 0:
+                return None
+            pause = waiter.pause_until(await looks.next_lapse(queue, seen, woken))
             if pause <= 0:
                 return None
             let_others_go()
             end = time.monotonic() + pause
+            woken = False
             while (left := end - time.monotonic()) > 0 and not state.waits_ended():
                 if waiter.mark() != seen:
+                    woken = True
                     break
                 await bell.sleep(left)
         return None

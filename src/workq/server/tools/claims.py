@@ -37,7 +37,7 @@ from workq.server.params import (
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
 from workq.server.results import ok, when, worded
-from workq.server.waits import until_found
+from workq.server.waits import Look, until_found
 
 NOTHING_READY = "No ready issues available"
 EXPLAINED = 50  # issues issue_ready(explain=true) looks at
@@ -104,6 +104,10 @@ def register_core(reg: Registry) -> None:
             state,
             lambda: ready_queue.ready(state.queue(), wanted, holder=state.run_id) or None,
             wait_seconds or 0,
+            Look(
+                (wanted.model_dump_json() if wanted else None, False),
+                lambda: ready_queue.any_ready(state.queue(), wanted),
+            ),
         )
         text = ready_text(found[0]) if found else NOTHING_READY
         issue = found[0] if found else None
@@ -155,11 +159,12 @@ def register_core(reg: Registry) -> None:
                 state.queue(), holder, wanted, worktree=worktree, plan_runs={state.run_id}
             )
 
-        def worth_trying() -> bool:
-            return workspaces.claimable(state.queue(), holder, wanted, worktree=worktree)
-
+        look = Look(
+            (wanted.model_dump_json() if wanted else None, bool(worktree)),
+            lambda: workspaces.claimable(state.queue(), wanted, worktree=worktree),
+        )
         with worded("Could not claim the next issue"):
-            issue = await until_found(state, attempt, wait_seconds or 0, worth_trying)
+            issue = await until_found(state, attempt, wait_seconds or 0, look)
         if issue is None:
             return ok(NOTHING_READY, NOTHING_CLAIMED)
         state.claimed_with(holder)

@@ -239,6 +239,15 @@ def ready(
 
 
 @retry_lost_read
+def any_ready(q: Queue, f: ReadyFilter | None = None) -> bool:
+    """Whether an issue is ready under ``f``, whoever asks: reserved paths are not looked
+    at, so True may still leave nothing a given holder may claim, while False holds for
+    every holder (waiting calls share it: server/waits.py)."""
+    with q.db.read() as conn:
+        return bool(ready_rows(conn, f, 1, q.now()))
+
+
+@retry_lost_read
 def explain(
     q: Queue, f: ReadyFilter | None = None, *, holder: str = "", limit: int = PAGE_MAX
 ) -> list[NotReady]:

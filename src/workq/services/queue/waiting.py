@@ -80,13 +80,23 @@ class Waiter:
         feed = self.q.db.changes
         return feed.version() if self.every_change else feed.work()
 
+    def remaining(self) -> float:
+        """Seconds left of the wait."""
+        return max(0.0, self.deadline - time.monotonic())
+
     def pause(self) -> float:
         """How long to sleep after a fruitless attempt: 0 when the wait is over."""
-        left = self.deadline - time.monotonic()
+        if self.remaining() <= 0:
+            return 0.0
+        return self.pause_until(next_lapse(self.q))
+
+    def pause_until(self, lapse: datetime | None) -> float:
+        """``pause``, with when the next live lease lapses already read (None: no live
+        lease)."""
+        left = self.remaining()
         if left <= 0:
             return 0.0
         pause = min(left, LEASE_RECHECK_SECONDS)
-        lapse = next_lapse(self.q)
         if lapse is not None:
             # A little past the lapse, so the attempt sees it lapsed.
             pause = min(pause, max(0.0, (lapse - self.q.now()).total_seconds()) + 0.01)

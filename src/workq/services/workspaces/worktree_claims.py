@@ -182,11 +182,12 @@ def claim_next(
     return taken.model_copy(update={"worktree": info}) if info else taken
 
 
-def claimable(q: Queue, run_id: str, f: ReadyFilter | None, *, worktree: bool | None) -> bool:
-    """Whether ``claim_next`` would find an issue now: a read, which takes no write lock.
-    A waiting call asks it before trying again, so that one new issue costs its many
-    waiters one claim each (a write) only when it is there to take."""
-    return bool(ready_queue.ready(q, _for_worktree(f, worktree), holder=run_id))
+def claimable(q: Queue, f: ReadyFilter | None, *, worktree: bool | None) -> bool:
+    """Whether ``claim_next`` may find an issue now, for any holder: a read, which takes no
+    write lock. A waiting call asks it before trying again, so that one new issue costs
+    its many waiters one claim each (a write) only when it is there to take; False is
+    true for every holder, so waiting calls of one server share it."""
+    return ready_queue.any_ready(q, _for_worktree(f, worktree))
 
 
 def _for_worktree(f: ReadyFilter | None, worktree: bool | None) -> ReadyFilter | None:
