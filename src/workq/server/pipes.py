@@ -77,11 +77,9 @@ def _watchable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _divert(fd: int, to: int) -> int:
-    """Point ``fd`` at ``to``; a private duplicate of the wire it was, returned."""
-    wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.dup2(to, fd)
-    return wire
+def _private(fd: int) -> int:
+    """A duplicate of ``fd`` above the standard ones, closed on exec."""
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
 
 
 def _restore(fd: int, wire: int) -> None:
@@ -98,16 +96,17 @@ async def loop_pipes() -> AsyncIterator[tuple[Lines, Answers] | None]:
         yield None
         return
     loop = asyncio.get_running_loop()
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        wire_in = _divert(0, null)
-    finally:
-        os.close(null)
-    wire_out = _divert(1, 2)
+    wire_in, wire_out = _private(0), _private(1)
     reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
     writer: asyncio.StreamWriter | None = None
     read_side: asyncio.BaseTransport | None = None
     try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(null, 0)
+            os.dup2(2, 1)
+        finally:
+            os.close(null)
         # The transports own duplicates, so that restoring fd 0 and 1 needs no reopening.
         read_side, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
