@@ -23,8 +23,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Self
 
-import sniffio
-
 # A line may be as long as the client sends (the SDK's reader has no bound either); past
 # this, reading pauses until the line is taken.
 LINE_LIMIT = 1 << 30
@@ -92,10 +90,13 @@ def _restore(fd: int, wire: int) -> None:
 async def loop_pipes() -> AsyncIterator[tuple[Lines, Answers] | None]:
     """This process's stdin and stdout as event-loop streams; None where they cannot be
     (then the SDK's transport reads and writes them)."""
-    if sniffio.current_async_library() != "asyncio" or not (_watchable(0) and _watchable(1)):
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio)
+        loop = None
+    if loop is None or not (_watchable(0) and _watchable(1)):
         yield None
         return
-    loop = asyncio.get_running_loop()
     wire_in, wire_out = _private(0), _private(1)
     reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
     writer: asyncio.StreamWriter | None = None
