@@ -161,15 +161,18 @@ def mirror(q: Queue) -> Mirror | None:
     return Mirror.model_validate(dict(row._mapping)) if row else None
 
 
+def _held(worker: str | None, expires_at: datetime | None, now: datetime) -> bool:
+    """Whether a worker's lease on the mirror runs at ``now``."""
+    return worker is not None and expires_at is not None and expires_at > now
+
+
 def worker_live(q: Queue, repo: str) -> bool:
     """Whether a worker holds the mirror of GitHub repository ``repo`` now."""
     found = mirror(q)
     return (
         found is not None
         and found.repo.lower() == repo.lower()
-        and found.worker is not None
-        and found.worker_expires_at is not None
-        and found.worker_expires_at > q.now()
+        and _held(found.worker, found.worker_expires_at, q.now())
     )
 
 
@@ -308,10 +311,8 @@ def take_worker_lease(
             raise InvalidInput(f"this database does not mirror {repo}", field="repo")
         now = q.now()
         held = (
-            row.worker is not None
-            and row.worker != worker
-            and row.worker_expires_at is not None
-            and row.worker_expires_at > now
+            row.worker != worker
+            and _held(row.worker, row.worker_expires_at, now)
             and not holder_is_gone(row.worker)
         )
         if held:
