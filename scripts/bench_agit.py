@@ -108,7 +108,9 @@ def run(files: int, sizes: list[int]) -> None:
                 number = issues.create(queue, title=f"bench {size}-{i}").number
                 repositories.assign(queue, number, "bench")
                 t = time.perf_counter()
-                info = workspaces.claim(queue, number, "bench", worktree=True).worktree
+                info = workspaces.claim(
+                    queue, number, Authority.of({"bench"}), worktree=True
+                ).worktree
                 spawn_wq.append(time.perf_counter() - t)
                 assert info is not None
                 edit(Path(info.path), i)
@@ -135,7 +137,9 @@ def run(files: int, sizes: list[int]) -> None:
                 git.delete_branch(repo, f"plain/{size}-{i}")
                 merge_git.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                merges.merge(queue, "bench", info.worktree_id, by=Authority.overriding("admin"))
+                merges.merge(
+                    queue, "bench", info.worktree_id, by=Authority.overriding("admin", who="admin")
+                )
                 merge_wq.append(time.perf_counter() - t)
             rows.append(
                 (
@@ -170,7 +174,7 @@ def _evidenced(queue: Queue, repo: Path, agent: str, name: str) -> tuple[str, st
     """A worktree claimed by ``agent`` with one commit whose gate passed (evidence stored),
     and a plain branch with the same change; their ids."""
     number = issues.create(queue, title=name, repository="bench").number
-    info = workspaces.claim(queue, number, agent, worktree=True).worktree
+    info = workspaces.claim(queue, number, Authority.of({agent}), worktree=True).worktree
     assert info is not None
     where = Path(info.path)
     (where / f"{name}.py").write_text("x = 1\n")

@@ -75,19 +75,23 @@ def build(q: Queue, count: int) -> int:
     rng.shuffle(numbers)
     picks = iter(numbers)
     for _ in range(count // 20):  # 5% claimed by others
-        claims.claim(q, next(picks), f"run-{rng.randrange(8)}")
+        claims.claim(q, next(picks), Authority.of({f"run-{rng.randrange(8)}"}))
     for _ in range(count // 50):  # 2% blocked by hand
         blocking.block(
-            q, next(picks), "waiting for a person", by=Authority.overriding("admin"), actor="bench"
+            q,
+            next(picks),
+            "waiting for a person",
+            by=Authority.overriding("admin", who="admin"),
+            actor="bench",
         )
     for _ in range(count // 50):  # 2% waiting on another issue
         dependencies.depend(q, blocker=next(picks), blocked=next(picks), actor="bench")
     for _ in range(count // 10):  # 10% done
         n = next(picks)
-        claims.claim(q, n, "run-done")
-        claims.complete(q, n, {"run-done"})
+        claims.claim(q, n, Authority.of({"run-done"}))
+        claims.complete(q, n, Authority.of({"run-done"}))
     mine = next(picks)
-    claims.claim(q, mine, ME)
+    claims.claim(q, mine, Authority.of({ME}))
     return mine
 
 

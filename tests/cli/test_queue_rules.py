@@ -13,6 +13,7 @@ import pytest
 
 from tests.workq_cli import data, ok, workq
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.schemas import DESCRIPTION_MAX, TITLE_MAX
 from workq.services.queue import claims
 from workq.services.runtime import open_queue
@@ -239,7 +240,7 @@ def test_a_heartbeat_does_not_revive_a_lapsed_lease(tmp_path: Path) -> None:
     queue = open_queue(Settings(db_path=tmp_path / "autopilot.db"))
     try:
         queue.clock = lambda: datetime.now(UTC) - timedelta(hours=1)
-        claims.claim(queue, 1, "r1")
+        claims.claim(queue, 1, Authority.of({"r1"}))
     finally:
         queue.db.dispose()
     ok("claim", "2", "--run-id", "r2")

@@ -36,7 +36,7 @@ def test_a_burst_of_edits_collapses_into_one_row(tmp_path: Path, fake_github: Fa
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="one")
         for n in range(5):
-            issues.update_issue(m.q, made.number, title=f"edit {n}")
+            issues.update_issue(m.q, made.number, title=f"edit {n}", by=Authority.of({"tester"}))
         assert outbox.status(m.q).pending == 1
         m.sync()
         assert m.gh_issue_of(made.number)["title"] == "edit 4"
@@ -69,12 +69,12 @@ def test_complete_delete_and_reopen_set_state_and_reason(
         done = issues.create(m.q, title="to finish")
         gone = issues.create(m.q, title="to delete")
         m.sync()
-        claims.claim(m.q, done.number, "run-1")
+        claims.claim(m.q, done.number, Authority.of({"run-1"}))
         m.sync()
         assert "status:in-progress" in labels_of(m.gh_issue_of(done.number))
-        claims.complete(m.q, done.number, ["run-1"])
+        claims.complete(m.q, done.number, Authority.of(["run-1"]))
         gone_gh = m.gh_issue_of(gone.number)["number"]
-        issues.delete_issue(m.q, gone.number)
+        issues.delete_issue(m.q, gone.number, by=Authority.of({"tester"}))
         m.sync()
         finished = m.gh_issue_of(done.number)
         assert (finished["state"], finished["state_reason"]) == ("closed", "completed")
@@ -93,7 +93,7 @@ def test_an_issue_done_before_its_first_push_is_created_then_closed(
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="quick")
-        claims.complete(m.q, made.number, Authority.overriding("admin"))
+        claims.complete(m.q, made.number, Authority.overriding("admin", who="admin"))
         m.sync()
         gh = m.gh_issue_of(made.number)
         assert (gh["state"], gh["state_reason"]) == ("closed", "completed")
@@ -104,7 +104,7 @@ def test_an_issue_deleted_before_its_first_push_never_reaches_github(
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="never mind")
-        issues.delete_issue(m.q, made.number)
+        issues.delete_issue(m.q, made.number, by=Authority.of({"tester"}))
         m.sync()
         assert m.fake.issues() == []
         assert outbox.status(m.q).pending == 0
@@ -124,9 +124,15 @@ def test_hand_added_labels_survive_label_changes(tmp_path: Path, fake_github: Fa
                 "acme/widgets",
                 gh_number,
                 labels=["backend", "priority:low", "type:task", "status:backlog", "needs-design"],
+                by=Authority.of({"tester"}),
             )
         issues.update_issue(
-            m.q, made.number, priority="urgent", add_labels=["api"], remove_labels=["backend"]
+            m.q,
+            made.number,
+            priority="urgent",
+            add_labels=["api"],
+            remove_labels=["backend"],
+            by=Authority.of({"tester"}),
         )
         m.sync()
         assert labels_of(m.fake.issue(gh_number)) == {

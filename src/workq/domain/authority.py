@@ -66,6 +66,10 @@ class Authority:
         ids = frozenset(run_ids) | ({acts_as} if acts_as else set())
         return cls(run_ids=ids, acts_as=acts_as, fence=fence, override=reason, who=who)
 
+    def claiming_as(self, run_id: str) -> Authority:
+        """The same caller, claiming under ``run_id`` (a force-claim for another run)."""
+        return replace(self, acts_as=run_id, run_ids=self.run_ids | {run_id})
+
     def with_fence(self, fence: int | None) -> Authority:
         return self if fence is None else replace(self, fence=fence)
 

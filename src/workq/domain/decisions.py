@@ -7,9 +7,9 @@ gates, a GitHub call) asks again before every external write.
 
 Reading the table (``RULES``) tells the whole rule. Its columns:
 
-- ``may``: who may act. ``ANYONE``; ``CLAIMER`` (any caller claiming under its own run id,
-  while nobody else holds a live claim); ``HOLDER`` (one of the caller's run ids holds the
-  claim, and with a fence, that very claim); ``UNLESS_HELD`` (anyone, unless another caller
+- ``may``: who may act. ``ANYONE``; ``CLAIMER`` (any caller claiming under its own run id:
+  while nobody else holds a live claim, or, for a force-claim (confirmed), whoever does);
+  ``HOLDER`` (one of the caller's run ids holds the claim, and with a fence, that very claim); ``UNLESS_HELD`` (anyone, unless another caller
   holds a live claim: then only its holder).
 - ``override``: whether an override (a person's ``--force``, the board, the GitHub worker;
   it names who and why, recorded with the change) may act in the holder's place.
@@ -85,9 +85,7 @@ class Rule:
 
 RULES: dict[Action, Rule] = {
     Action.CLAIM: Rule(May.CLAIMER, planning=True, waiting=True, done="refuse"),
-    Action.FORCE_CLAIM: Rule(
-        May.CLAIMER, override=True, planning=True, waiting=True, done="refuse"
-    ),
+    Action.FORCE_CLAIM: Rule(May.CLAIMER, planning=True, waiting=True, done="refuse"),
     Action.HEARTBEAT: Rule(May.HOLDER, lease=True, done="refuse"),
     Action.COMPLETE: Rule(May.HOLDER, override=True, planning=True, waiting=True, done="noop"),
     Action.RELEASE: Rule(May.HOLDER, override=True, done="refuse"),
@@ -199,7 +197,7 @@ def _who(
                 hint="name a run id (--run-id) to claim it",
             )
         if action is Action.FORCE_CLAIM:
-            return None if by.override else _not_overriding(n, verb)
+            return None  # its confirmation is the service's to check
         if live(facts, now) and facts.holder != by.acts_as and facts.holder is not None:
             until = facts.lease_expires_at
             return AlreadyClaimed(
@@ -238,14 +236,6 @@ def _held_by_another(facts: Facts, by: Authority, action: Action) -> NotHolder:
         number=facts.number,
         holder=facts.holder,
         lease_expires_at=until.isoformat() if until else None,
-    )
-
-
-def _not_overriding(number: int, verb: str) -> NotHolder:
-    return NotHolder(
-        f"Issue #{number}: to {verb} a claim takes an override, with its reason",
-        number=number,
-        hint=("confirm it: ", Step.CONFIRM),
     )
 
 

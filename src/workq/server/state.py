@@ -138,7 +138,10 @@ class ServerState:
         """
         caller = _CALLER.get() or self.own
         chosen = run_id or caller.run_id
-        self._check_bound(caller, chosen)
+        if chosen == caller.run_id:
+            self._bind(caller, chosen)  # its own: no other caller may take it first
+        else:
+            self._check_bound(caller, chosen)  # bound once a claim under it is made
         with self._lock:
             ids = frozenset(caller.holders | {chosen})
         return Authority.of(ids, acts_as=chosen, fence=fence, who=caller.run_id)
@@ -344,8 +347,8 @@ class ServerState:
 
         with self._lock:
             bound = dict(self._bound)
-        kept = run_ids.renew(queue, self.server, {pair for pair in bound})
-        for binder, run_id in set(bound) - kept:
+        kept = run_ids.renew(queue, self.server, set(bound))
+        for binder, run_id in set(bound) - set(kept):
             try:
                 until = run_ids.bind(queue, run_id, binder)
             except RunIdInUse as exc:

@@ -187,7 +187,7 @@ def register(reg: Registry) -> None:
         q = state.queue()
         with worded("Could not submit the pull request"):
             if number is None:
-                held = workflow.status(q, None, state.holders())
+                held = workflow.status(q, None, state.authority())
                 if len(held) != 1:
                     raise InvalidInput(
                         f"this session holds {len(held)} issues: say which with number",

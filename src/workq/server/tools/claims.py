@@ -9,7 +9,6 @@ from typing import Annotated
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import (
     NOTHING_CLAIMED,
@@ -125,14 +124,12 @@ def register_core(reg: Registry) -> None:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
         from workq.services.workspaces import worktree_claims as workspaces
 
-        holder = state.holder(run_id)
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
-            claim = workspaces.claim(
-                state.queue(), number, holder, worktree=worktree, plan_runs={state.run_id}
-            )
-        state.claimed_with(holder)
+            by = state.authority(run_id)
+            claim = workspaces.claim(state.queue(), number, by, worktree=worktree)
+            state.claimed_with(claim.claimed_by)
         text = f"Claimed issue #{number}" + _waiting(number, claim.waits_on)
         return ok(text + _workspace(claim.worktree), claim)
 
@@ -151,13 +148,12 @@ def register_core(reg: Registry) -> None:
         it with its description."""
         from workq.services.workspaces import worktree_claims as workspaces
 
-        holder = state.holder(run_id)
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
+        with worded("Could not claim the next issue"):
+            by = state.authority(run_id)
 
         def attempt() -> ClaimedIssue | None:
-            return workspaces.claim_next(
-                state.queue(), holder, wanted, worktree=worktree, plan_runs={state.run_id}
-            )
+            return workspaces.claim_next(state.queue(), by, wanted, worktree=worktree)
 
         look = Look(
             (wanted.model_dump_json() if wanted else None, bool(worktree)),
@@ -167,7 +163,8 @@ def register_core(reg: Registry) -> None:
             issue = await until_found(state, attempt, wait_seconds or 0, look)
         if issue is None:
             return ok(NOTHING_READY, NOTHING_CLAIMED)
-        state.claimed_with(holder)
+        with worded("Could not claim the next issue"):
+            state.claimed_with(issue.claimed_by)
         text = f"Claimed issue #{issue.number}: {issue.title}"
         text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
         if issue.previous_holder:
@@ -186,12 +183,7 @@ def register_core(reg: Registry) -> None:
         from workq.services.queue import claims
 
         with worded(f"Could not complete issue #{number}"):
-            by = Authority.of(
-                state.acting_as(run_id),
-                fence=fence,
-                plan_runs={state.run_id} if run_id is None else {state.run_id, run_id},
-            )
-            done = claims.complete(state.queue(), number, by)
+            done = claims.complete(state.queue(), number, state.authority(run_id, fence=fence))
         text = f"Completed issue #{number}"
         if done.unblocked:
             text += f"\nNow ready: {numbers(done.unblocked)}"
@@ -210,7 +202,7 @@ def register_core(reg: Registry) -> None:
                 state.queue(),
                 number,
                 reason,
-                by=Authority.of(state.acting_as(run_id), fence=fence),
+                by=state.authority(run_id, fence=fence),
                 actor=run_id or state.run_id,
             )
         return ok(f"Blocked issue #{number}: {reason}", blocked.summary())
@@ -229,7 +221,7 @@ def register_core(reg: Registry) -> None:
         from workq.services.queue import claims
 
         with worded(f"Could not release issue #{number}"):
-            by = Authority.of(state.acting_as(run_id), fence=fence)
+            by = state.authority(run_id, fence=fence)
             released = claims.release(state.queue(), number, by, reason=reason, discard=discard)
         return ok(f"Released issue #{number}", released.summary())
 
@@ -248,7 +240,7 @@ def register_core(reg: Registry) -> None:
         q = state.queue()
         if number is not None:
             with worded(f"Could not renew the claim on issue #{number}"):
-                claim = claims.heartbeat(q, number, state.acting_as(run_id), fence=fence)
+                claim = claims.heartbeat(q, number, state.authority(run_id, fence=fence))
             text = f"Renewed claim on issue #{number} until {when(claim.lease_expires_at)}"
             text += _waiting(number, claim.waits_on)
             waiting = [Waiting(number=number, waits_on=claim.waits_on)] if claim.waits_on else []
@@ -258,7 +250,8 @@ def register_core(reg: Registry) -> None:
             )
         if fence is not None:
             raise InvalidInput("fence needs the number of its issue", field="fence")
-        holders = state.acting_as(run_id)
+        with worded("Could not renew the claims"):
+            holders = state.authority(run_id).run_ids
         count = claims.renew_leases(q, holders)
         until = q.lease_until(q.now())
         waiting = [Waiting(number=n, waits_on=w) for n, w in claims.waiting(q, holders).items()]
@@ -289,11 +282,9 @@ def register_recovery(reg: Registry) -> None:
         holder is recorded."""
         from workq.services.queue import claims
 
-        holder = state.holder(run_id)
         with worded(f"Could not force-claim issue #{number}"):
-            claim = claims.force_claim(
-                state.queue(), number, holder, confirmation, plan_runs={state.run_id}
-            )
-        state.claimed_with(holder)
+            by = state.authority(run_id)
+            claim = claims.force_claim(state.queue(), number, by, confirmation)
+            state.claimed_with(claim.claimed_by)
         previous = claim.previous_holder or "nobody"
         return ok(f"Force-claimed issue #{number} (previous holder: {previous})", claim)

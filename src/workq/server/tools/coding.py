@@ -44,8 +44,7 @@ def context_answer(state: ServerState, include_closed_recent: bool) -> CallToolR
 
     found = work_context.gather(
         state.queue(),
-        run_id=state.run_id,
-        holders=state.holders(),
+        by=state.authority(),
         branch=work_context.checkout_branch(Path.cwd()),
         include_closed_recent=include_closed_recent,
     )
@@ -75,11 +74,13 @@ def gates_answer(
     if number is not None:
         prefix += f" of issue #{number}"
     with worded(prefix):
-        chosen = number or service.held_issue(q, state.acting_as(run_id))
+        by = state.authority(run_id)
+        chosen = number or service.held_issue(q, by)
         report = service.run(
             q,
             chosen,
             service.locate(q, chosen, Path.cwd()),
+            by=by,
             files=files,
             include_tests=include_tests,
             gates=gates,

@@ -487,35 +487,24 @@ def force_claim(
     *,
     note: str | None = None,
 ) -> Claim:
-    """Take a claim from whoever holds it, under ``by``'s run id; ``by`` is an override
-    (who forced it, and why: recorded). The previous holder is recorded, and ``note`` as a
-    comment in the same transaction. Refused while one of ``by``'s run ids is in plan
-    mode, and for an issue done, blocked or waiting on unfinished issues."""
+    """Take a claim from whoever holds it, under ``by``'s run id, with the confirmation.
+    The previous holder and who forced it (``by.who``: the person, the board's user, the
+    agent's server) are recorded, and ``note`` as a comment in the same transaction.
+    Refused while one of ``by``'s run ids is in plan mode (unless ``by`` overrides), and
+    for an issue done, blocked or waiting on unfinished issues."""
     fields.number(number)
     run_id = claimer(by)
     text = fields.comment(note) if note is not None else None
     if confirmation != FORCE_CLAIM_CONFIRMATION:
         raise InvalidConfirmation(expected=FORCE_CLAIM_CONFIRMATION)
-    checked = by if by.override is not None else _forcing(by)
 
     def work(conn: Connection) -> _Taken:
-        let = door.admit(q, conn, Action.FORCE_CLAIM, number, checked)
-        taken = _claim_row(
-            q, conn, let.row, run_id, let.now, kind="force_claimed", recorded=checked.recorded()
-        )
+        let = door.admit(q, conn, Action.FORCE_CLAIM, number, by)
+        forced = {"forced_by": by.who or run_id, **by.recorded()}
+        taken = _claim_row(q, conn, let.row, run_id, let.now, kind="force_claimed", recorded=forced)
         assert taken is not None  # the row is locked by this transaction
         if text is not None:
             notes.add(q, conn, let.row, text, author=run_id)
         return taken
 
     return q.db.write(work).claim()
-
-
-def _forcing(by: Authority) -> Authority:
-    """The override a confirmed force-claim is: made by the caller, for the confirmation."""
-    return Authority.overriding(
-        "force-claim confirmed",
-        who=by.who or by.acts_as or "unknown",
-        acts_as=by.acts_as,
-        run_ids=by.run_ids,
-    )

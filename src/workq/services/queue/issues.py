@@ -519,9 +519,7 @@ def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
     return q.db.write(work)
 
 
-def delete_issue(
-    q: Queue, number: int, *, by: Authority, actor: str | None = None
-) -> Issue:
+def delete_issue(q: Queue, number: int, *, by: Authority, actor: str | None = None) -> Issue:
     """Hard delete. Issues it blocked stop waiting for it. Its history stays. An issue
     another caller holds a live claim on only its holder or an override deletes."""
     fields.number(number)

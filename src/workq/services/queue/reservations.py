@@ -31,7 +31,7 @@ from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import InvalidInput, PathsReserved
 from workq.schemas import Status
-from workq.services.handle import Queue
+from workq.services.handle import Queue, record
 from workq.services.queue import door, predicates
 
 _log = logging.getLogger(__name__)
@@ -219,6 +219,16 @@ def reserve(
                 created_at=now,
             )
         )
+        record(
+            q,
+            conn,
+            kind="reserved",
+            issue_id=row.id,
+            number=number,
+            actor=holder,
+            now=now,
+            after={"glob": path, "mode": mode},
+        )
         assert row.lease_expires_at is not None
         return sorted(
             [*mine, Held(number, holder, path, mode, row.lease_expires_at)],
@@ -252,6 +262,18 @@ def unreserve(q: Queue, number: int, by: Authority, glob: str) -> list[Held]:
                 hint="touches are reserved for the whole claim; see issue_reservations",
                 field="glob",
             )
+        # Not a quiet kind (db/changes.py): the paths it frees may make work claimable.
+        record(
+            q,
+            conn,
+            kind="unreserved",
+            issue_id=row.id,
+            number=number,
+            actor=by.who if let.overridden else let.holder,
+            now=now,
+            before={"glob": path},
+            after=by.recorded() or None,
+        )
         return [h for h in live(conn, now) if h.number == number]
 
     return q.db.write(work)

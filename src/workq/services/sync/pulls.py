@@ -131,7 +131,7 @@ def unmerged(q: Queue, repo: str) -> Sequence[PullLink]:
 def merged(q: Queue, link: PullLink, merged_at: datetime, *, actor: str) -> Completed | None:
     """The pull request was merged upstream: complete the issue (whoever holds it) and mark
     the pull request merged, once. None when an earlier pass already did."""
-    upstream = Authority.overriding("its pull request was merged")
+    upstream = Authority.overriding("its pull request was merged", who=actor)
     done = claims.complete(q, link.number, upstream, actor=actor)
 
     def work(conn: Connection) -> bool:

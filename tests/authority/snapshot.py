@@ -1,0 +1,148 @@
+"""What a refused call must leave as it was: the database (every table, the run bindings
+among them), and where the face touches git, the repository's refs, its worktrees, the
+files under every checkout and their uncommitted edits; plus the plan files.
+
+The database is read from outside workq: SQLite through ``sqlite3`` (workq.db has no
+SQLite module of its own in this tree), PostgreSQL through SQLAlchemy's reflection. Each
+table's rows are sorted, so the order a database returns them in does not matter."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import MetaData, create_engine, select
+from sqlalchemy.pool import NullPool
+
+from workq.config import Settings
+
+
+def dump_database(settings: Settings) -> list[str]:
+    """Every table's name and rows, in a stable order."""
+    if settings.database_url is None:
+        return dump_sqlite(Path(settings.db_path))
+    return _dump_url(settings.database_url)
+
+
+def dump_sqlite(db: Path) -> list[str]:
+    lines: list[str] = []
+    with closing(sqlite3.connect(db)) as conn:
+        tables = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"
+        ).fetchall()
+        for name, sql in tables:
+            lines.append(str(sql))
+            rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            lines.extend(f"{name}: {row!r}" for row in sorted(rows, key=repr))
+    return lines
+
+
+def _dump_url(url: str) -> list[str]:
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        meta = MetaData()
+        meta.reflect(engine)
+        lines: list[str] = []
+        with engine.connect() as conn:
+            for name in sorted(meta.tables):
+                table = meta.tables[name]
+                lines.append(f"{name}: {sorted(c.name for c in table.columns)}")
+                rows = [tuple(r) for r in conn.execute(select(table))]
+                lines.extend(f"{name}: {row!r}" for row in sorted(rows, key=repr))
+        return lines
+    finally:
+        engine.dispose()
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"}
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout
+
+
+def _hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _skipped(name: str) -> bool:
+    return name in (".git", "__pycache__") or (name.startswith(".") and name.endswith("_cache"))
+
+
+def _files(root: Path) -> Iterator[str]:
+    """Every file under a checkout (outside .git and the tools' caches): name, size, hash.
+    A nested worktree folder (``.worktrees``) is left to its own entry."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not _skipped(d) and d != ".worktrees")
+        for name in sorted(files):
+            path = Path(folder, name)
+            if _skipped(name) or not path.is_file():
+                continue
+            yield f"{path.relative_to(root)} {path.stat().st_size} {_hash(path)}"
+
+
+def repository(repo: Path) -> list[str]:
+    """The refs, the worktrees git knows, and for each checkout its files and its
+    uncommitted edits (``git status --porcelain``, untracked files too)."""
+    lines = ["refs:", *git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines()]
+    listed = git(repo, "worktree", "list", "--porcelain")
+    lines += ["worktrees:", *listed.splitlines()]
+    checkouts = [Path(w.split(" ", 1)[1]) for w in listed.splitlines() if w.startswith("worktree ")]
+    for checkout in checkouts:
+        lines.append(f"checkout {checkout}:")
+        if not checkout.is_dir():
+            lines.append("  (missing)")
+            continue
+        lines += [
+            f"  status {s}" for s in git(checkout, "status", "--porcelain=v1", "-uall").splitlines()
+        ]
+        lines += [f"  file {f}" for f in _files(checkout)]
+    return lines
+
+
+def folder(root: Path) -> list[str]:
+    """Files under a folder (the plan files): names, sizes, hashes."""
+    if not root.is_dir():
+        return []
+    return list(_files(root))
+
+
+@dataclass
+class Snapshot:
+    database: list[str]
+    repositories: dict[str, list[str]] = field(default_factory=dict)
+    plans: list[str] = field(default_factory=list)
+
+    def differences(self, after: Snapshot) -> list[str]:
+        """What changed, as a few lines (empty: byte-identical)."""
+        found: list[str] = []
+        found += _diff("database", self.database, after.database)
+        for name in sorted(set(self.repositories) | set(after.repositories)):
+            was, now = self.repositories.get(name, []), after.repositories.get(name, [])
+            found += _diff(f"repository {name}", was, now)
+        found += _diff("plan files", self.plans, after.plans)
+        return found
+
+
+def take(settings: Settings, repos: dict[str, Path], plans: Path) -> Snapshot:
+    return Snapshot(
+        database=dump_database(settings),
+        repositories={name: repository(path) for name, path in repos.items()},
+        plans=folder(plans),
+    )
+
+
+def _diff(what: str, before: list[str], after: list[str]) -> list[str]:
+    if before == after:
+        return []
+    gone = [line for line in before if line not in after]
+    new = [line for line in after if line not in before]
+    shown = [f"  - {line[:300]}" for line in gone[:6]] + [f"  + {line[:300]}" for line in new[:6]]
+    return [f"{what} changed:", *shown]
