@@ -16,7 +16,6 @@ import json
 import random
 import shutil
 import socket
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from workq.config import Settings
+from workq.db import sqlite
 from workq.db.models import to_sqlite
 from workq.services.runtime import open_queue
 
@@ -82,7 +82,7 @@ def build(db: Path, count: int) -> None:
         (*r[:10], 1 if r[1] in waiting else 0, *r[11:]) if r[10] else r for r in issue_rows
     ]
     events.sort(key=lambda e: str(e[6]))
-    with sqlite3.connect(db) as conn:
+    with sqlite.connect(db) as conn:
         conn.executemany(
             f"INSERT INTO issues ({', '.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
             issue_rows,

@@ -12,7 +12,6 @@ import argparse
 import json
 import random
 import shutil
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -21,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from workq.config import Settings
+from workq.db import sqlite
 from workq.domain.authority import Authority
 from workq.services import handle as context
 from workq.services.queue import claims, ready_queue
@@ -65,7 +65,7 @@ def build(path: Path, size: int) -> None:
         for blocked in range(2, size + 1)
         if rng.random() < 0.2
     ]
-    with sqlite3.connect(path) as conn:
+    with sqlite.connect(path) as conn:
         conn.executemany(
             "INSERT INTO issues (id, number, title, description, status, priority, issue_type,"
             " agent, is_blocked, open_blockers, created_at, updated_at)"
@@ -82,12 +82,12 @@ def build(path: Path, size: int) -> None:
             " WHERE d.blocked_id = issues.id)"
         )
         conn.execute("UPDATE counters SET value = ?", (size,))
-    with sqlite3.connect(path) as conn:
+    with sqlite.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def raw_claims(path: Path, count: int) -> float:
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = sqlite.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=10000")
@@ -96,23 +96,23 @@ def raw_claims(path: Path, count: int) -> float:
     for _ in range(count):
         now = datetime.now(UTC)
         until = now + timedelta(minutes=30)
-        ready = READY_FRESH.sqlite_params({"limit": 1, "now": now})
+        ready = {"limit": 1, "now": now}
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(READY_FRESH.sql, ready).fetchone()
-        stale = conn.execute(READY_STALE.sql, ready).fetchone()
+        row = conn.execute(*READY_FRESH.sqlite_call(ready)).fetchone()
+        stale = conn.execute(*READY_STALE.sqlite_call(ready)).fetchone()
         row = row or stale
         if row is None:
             conn.execute("COMMIT")
             break
         issue_id, number, previous = row[0], row[1], row[9]
         take = {"issue_id": issue_id, "previous": previous, "run_id": "bench"}
-        conn.execute(TAKE.sql, TAKE.sqlite_params({**take, "now": now, "until": until}))
+        conn.execute(*TAKE.sqlite_call({**take, "now": now, "until": until}))
         after = json.dumps({"claimed_by": "bench", "lease_expires_at": until.isoformat()})
         event = {"issue_id": issue_id, "number": number, "kind": "claimed", "actor": "bench"}
         event.update(before=None, after=after, created_at=now)
-        conn.execute(EVENT.sql, EVENT.sqlite_params(event))
+        conn.execute(*EVENT.sqlite_call(event))
         queued = {"issue_id": issue_id, "number": number, "kind": "claimed", "now": now}
-        conn.execute(OUTBOX.sql, OUTBOX.sqlite_params(queued))
+        conn.execute(*OUTBOX.sqlite_call(queued))
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - began
     conn.close()
@@ -139,14 +139,14 @@ def ready_latency(path: Path, samples: int) -> tuple[float, float, float, float]
         ready_queue.ready(queue, limit=1)
         timings.append(time.perf_counter() - began)
     queue.db.dispose()
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = sqlite.connect(path, isolation_level=None)
     raw = []
     for _ in range(samples):
         began = time.perf_counter()
-        ready = READY_FRESH.sqlite_params({"limit": 1, "now": datetime.now(UTC)})
+        ready = {"limit": 1, "now": datetime.now(UTC)}
         conn.execute("BEGIN")
-        conn.execute(READY_FRESH.sql, ready).fetchone()
-        conn.execute(READY_STALE.sql, ready).fetchall()
+        conn.execute(*READY_FRESH.sqlite_call(ready)).fetchone()
+        conn.execute(*READY_STALE.sqlite_call(ready)).fetchall()
         conn.execute("COMMIT")
         raw.append(time.perf_counter() - began)
     conn.close()

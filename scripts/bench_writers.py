@@ -26,7 +26,6 @@ import multiprocessing as mp
 import os
 import re
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
 from workq.config import Settings
+from workq.db import sqlite
 from workq.domain.authority import Authority
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
@@ -61,7 +61,7 @@ class Transactions:
         self.open: dict[int, tuple[list[str], float]] = {}  # per connection
         self.done: list[tuple[list[str], float]] = []
 
-    def tracer(self, conn: sqlite3.Connection) -> Callable[[str], None]:
+    def tracer(self, conn: Any) -> Callable[[str], None]:
         key = id(conn)
 
         def trace(statement: str) -> None:
@@ -83,7 +83,7 @@ def held(db: Path, count: int) -> tuple[list[float], list[float], list[list[str]
     seen = Transactions()
 
     def on_connect(dbapi: Any, record: Any) -> None:
-        if isinstance(dbapi, sqlite3.Connection):
+        if sqlite.is_connection(dbapi):
             dbapi.set_trace_callback(seen.tracer(dbapi))
 
     event.listen(Pool, "connect", on_connect)
@@ -127,7 +127,7 @@ def parameterized(statement: str) -> tuple[str, list[Any]]:
 
 def replayed(db: Path, transactions: list[list[str]]) -> list[float]:
     """Raw sqlite3: each transaction's statements between BEGIN IMMEDIATE and COMMIT."""
-    conn = sqlite3.connect(db, isolation_level=None, cached_statements=512)
+    conn = sqlite.connect(db, isolation_level=None, cached_statements=512)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     prepared = [[parameterized(statement) for statement in t] for t in transactions]

@@ -61,6 +61,7 @@ THIRD_PARTY: dict[str, frozenset[str]] = {
     "sqlalchemy": frozenset({"db", "services"}),
     "alembic": frozenset({"db"}),
     "psycopg": frozenset({"db"}),
+    "pysqlite3": frozenset({"db"}),
     "mcp": frozenset({"server"}),
     "starlette": frozenset({"server", "board"}),
     "sse_starlette": frozenset({"server"}),
@@ -77,6 +78,9 @@ THIRD_PARTY: dict[str, frozenset[str]] = {
 }
 # Standard-library modules that do I/O on a database, kept where the database is.
 STDLIB_RESTRICTED: dict[str, frozenset[str]] = {"sqlite3": frozenset({"db", "services"})}
+# One SQLite library per process (db/sqlite.py says why): the standard library's module is
+# imported by that module alone, and by the docs index for its own cache file.
+SQLITE_MODULE_USERS = frozenset({"db/sqlite.py", "services/coding/docs_index.py"})
 # The deliberate exceptions: `workq serve` and `workq board` import their face lazily.
 EXCEPTIONS = frozenset({("cli/main.py", "workq.server.main"), ("cli/main.py", "workq.board.main")})
 
@@ -163,6 +167,9 @@ def check(root: Path) -> list[Broken]:
             elif top in STDLIB_RESTRICTED:
                 if part not in STDLIB_RESTRICTED[top]:
                     broken.append(Broken(where, line, name, f"{top} is not for {part}"))
+                elif top == "sqlite3" and where not in SQLITE_MODULE_USERS:
+                    why = "open SQLite through workq.db.sqlite (one library per process)"
+                    broken.append(Broken(where, line, name, why))
             elif top not in sys.stdlib_module_names and top != "__future__":
                 broken.append(Broken(where, line, name, f"{top} is not in the layer rules"))
     return broken
@@ -344,6 +351,8 @@ def test_the_checker_passes_a_tree_that_follows_the_layers(tmp_path: Path) -> No
         ("cli/x.py", "from starlette.routing import Route\n", "starlette is not for cli"),
         ("cli/x.py", "import sqlalchemy\n", "sqlalchemy is not for cli"),
         ("cli/x.py", "import sqlite3\n", "sqlite3 is not for cli"),
+        ("services/x.py", "import sqlite3\n", "through workq.db.sqlite"),
+        ("db/engine.py", "import sqlite3\n", "through workq.db.sqlite"),
         ("server/x.py", "import httpx2\n", "httpx2 is not for server"),
         ("github/x.py", "import typer\n", "typer is not for github"),
         ("github/x.py", "import requests\n", "requests is not in the layer rules"),

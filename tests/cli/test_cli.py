@@ -5,12 +5,12 @@ reaches the shell, and that stdout and stderr are apart."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from tests.workq_cli import data, ok, workq, workq_process
+from workq.db import sqlite
 
 
 def test_default_database_is_autopilot_db_in_the_working_directory(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_export_import_round_trip_is_lossless(tmp_path: Path) -> None:
 def test_backup_is_a_usable_copy(tmp_path: Path) -> None:
     ok("create", "one")
     ok("backup", "backup.db")
-    with sqlite3.connect(tmp_path / "backup.db") as conn:
+    with sqlite.connect(tmp_path / "backup.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert ok("--db", "backup.db", "export") == ok("export")
     refused = workq("backup", "backup.db")
@@ -124,7 +124,7 @@ def test_doctor_reports_and_repairs(tmp_path: Path) -> None:
     ok("create", "two")
     ok("depend", "2", "--on", "1")
     ok("claim", "1", "--run-id", "r")
-    with sqlite3.connect(tmp_path / "autopilot.db") as conn:
+    with sqlite.connect(tmp_path / "autopilot.db") as conn:
         conn.execute("UPDATE issues SET open_blockers = 0")
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00' WHERE number = 1")
     found = workq("doctor", "--json")

@@ -4,15 +4,16 @@ may be stored (its characters, its unit, its normal form)."""
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tests import storage
 from tests.workq_cli import data, ok, workq
 from workq.config import Settings
+from workq.db import sqlite
 from workq.domain.authority import Authority
 from workq.schemas import DESCRIPTION_MAX, TITLE_MAX
 from workq.services.queue import claims
@@ -20,8 +21,7 @@ from workq.services.runtime import open_queue
 
 
 def dump(cwd: Path) -> list[str]:
-    with closing(sqlite3.connect(cwd / "autopilot.db")) as conn:
-        return list(conn.iterdump())
+    return storage.dump(cwd / "autopilot.db")
 
 
 def events(number: int) -> list[dict[str, object]]:
@@ -92,7 +92,7 @@ def test_a_reopened_blocker_holds_back_its_claimed_dependent(tmp_path: Path) -> 
 def test_claim_next_of_its_own_expired_claim_is_a_renewal(tmp_path: Path) -> None:
     ok("create", "only")
     first = data("claim", "1", "--run-id", "r1")
-    with closing(sqlite3.connect(tmp_path / "autopilot.db")) as conn, conn:
+    with closing(sqlite.connect(tmp_path / "autopilot.db")) as conn, conn:
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00.000000'")
 
     again = data("claim-next", "--run-id", "r1")

@@ -16,6 +16,7 @@ import pytest
 
 from tests.github.mirror_helpers import MARKER, REPO, open_file_queue
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHubProcess
+from tests.storage import assert_intact
 from workq.domain.authority import Authority
 from workq.github.render import desired, marker
 from workq.services.handle import Queue
@@ -149,6 +150,7 @@ def test_kill_9_at_random_points_then_restart_converges(tmp_path: Path) -> None:
         finally:
             q.db.dispose()
             log.close()
+    assert_intact(db)
 
 
 def _check_mirror(q: Queue, fake: FakeGitHubProcess) -> None:

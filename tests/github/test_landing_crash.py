@@ -18,6 +18,7 @@ import pytest
 from tests.github.landing_helpers import Origin, make_origin, sync_worker, worker_log
 from tests.github.tools_helpers import git
 from tests.github_fake.server import FakeGitHub
+from tests.storage import assert_intact
 from workq.schemas import Status
 from workq.services.queue import issues, notes
 from workq.services.workspaces import landings, worktrees
@@ -61,6 +62,7 @@ STEPS = ["push", "after create", "checks", "after merge"]
 def test_kill_9_in_each_step_then_a_rerun_lands_once(
     tmp_path: Path, fake_github: FakeGitHub, step: str
 ) -> None:
+    db = tmp_path / "queue.db"  # make_origin's
     origin = make_origin(tmp_path, fake_github)
     try:
         number = origin.issue("Crash me", "crash.py", "crash = 1\n")
@@ -87,7 +89,6 @@ def test_kill_9_in_each_step_then_a_rerun_lands_once(
             )
             reached = _asked(fake_github, "PUT", "/merge", applied=True)
 
-        db = tmp_path / "queue.db"
         worker = sync_worker(db, fake_github, "--once")
         try:
             _until(reached, worker, db)
@@ -120,3 +121,4 @@ def test_kill_9_in_each_step_then_a_rerun_lands_once(
         assert git(origin.work, "branch", "--list", info.branch) == ""
     finally:
         origin.q.db.dispose()
+    assert_intact(db)

@@ -7,7 +7,6 @@ runs in this process (``tests/workq_cli.py``), another process than the server's
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import anyio
@@ -17,13 +16,14 @@ from tests.conftest import migrated_sqlite
 from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of
 from tests.server.test_claim_faces import cli, cli_json
+from workq.db import sqlite
 
 pytestmark = pytest.mark.anyio
 
 
 def _lapse(db: Path) -> None:
     """Move the lease into the past, as if the agent had stalled past it."""
-    with sqlite3.connect(db) as conn:
+    with sqlite.connect(db) as conn:
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00.000000'")
 
 

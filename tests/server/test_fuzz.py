@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from mcp.types import Tool
 from tests.server.conftest import EVERYTHING_LOCAL, error_of, stdio_server, text
 from tests.workspaces.gitrepo import commit, make_repo, repository_state
 from workq.config import Settings
+from workq.db import sqlite
 from workq.domain.authority import Authority
 from workq.server.results import OBJECT_FAILURES
 from workq.services.queue import blocking, claims, dependencies, issues
@@ -164,7 +164,7 @@ def invalid_arguments(draw: st.DrawFn, tool: Tool) -> dict[str, Json]:
 def snapshot(db: Path, repo: Path) -> dict[str, list[Any]]:
     """Every row of every table, every file the server wrote beside the database, and the
     repository's refs, worktrees and the state of each one's files."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite.connect(f"file:{db}?mode=ro", uri=True) as conn:
         tables = [
             name
             for (name,) in conn.execute(
@@ -208,7 +208,7 @@ def stored_text_problems(db: Path) -> list[str]:
         ("plans", "goal"),
     ]
     problems = []
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite.connect(f"file:{db}?mode=ro", uri=True) as conn:
         for (table, column), pattern in [
             *((place, LINE_BREAK) for place in one_line),
             *((place, CONTROL) for place in one_line + multi_line),
@@ -316,7 +316,7 @@ def test_every_tool_survives_generated_arguments(
         # The server still answers, and the queue is consistent.
         assert len(portal.call(client.list_tools).tools) == len(tools)
     assert {name for name, _ in seen} == {t.name for t in tools}
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite.connect(f"file:{db}?mode=ro", uri=True) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         drift = conn.execute(
             "SELECT i.number FROM issues i WHERE i.open_blockers != ("

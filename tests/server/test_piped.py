@@ -177,7 +177,7 @@ def test_the_start_line_names_the_database_by_its_absolute_path(tmp_path: Path) 
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert f"(database sqlite:///{tmp_path.resolve() / 'relative.db'})" in done.stderr
+    assert f"(database sqlite:///{tmp_path.resolve() / 'relative.db'}, SQLite " in done.stderr
 
 
 @pytest.mark.parametrize(

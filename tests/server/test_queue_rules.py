@@ -8,7 +8,6 @@ on its stdin and stdout."""
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests import storage
 from tests.server.conftest import (
     EVERYTHING,
     EVERYTHING_LOCAL,
@@ -26,6 +26,7 @@ from tests.server.conftest import (
     text,
 )
 from tests.workq_cli import workq
+from workq.db import sqlite
 from workq.schemas import COMMENT_MAX, DESCRIPTION_MAX, TITLE_MAX
 
 pytestmark = pytest.mark.anyio
@@ -43,11 +44,6 @@ async def refused(client: Client, tool: str, **arguments: Any) -> tuple[str, dic
     return text(result), error_of(result)
 
 
-def dump(db: Path) -> list[str]:
-    with closing(sqlite3.connect(db)) as conn:
-        return list(conn.iterdump())
-
-
 async def test_a_claim_that_comes_to_wait_cannot_be_completed(db: Path) -> None:
     with anyio.fail_after(120):
         async with Client(make_server(db, EVERYTHING, run_id="agent-1")) as client:
@@ -57,14 +53,14 @@ async def test_a_claim_that_comes_to_wait_cannot_be_completed(db: Path) -> None:
             said, _ = await call(client, "issue_depend", blocker=1, blocked=2)
             assert "agent-1 keeps its claim but cannot complete it" in said
 
-            before = dump(db)
+            before = storage.dump(db)
             line, error = await refused(client, "issue_complete", number=2)
             assert line.startswith(
                 "Could not complete issue #2: OPEN_BLOCKERS: Issue #2 waits on #1, which is "
                 "not done; finish those first"
             ), line
             assert error["code"] == "OPEN_BLOCKERS" and error["details"]["waits_on"] == [1]
-            assert dump(db) == before
+            assert storage.dump(db) == before
 
             # The holder keeps the claim; its next calls say what changed.
             said, claim = await call(client, "issue_claim", number=2)
@@ -108,7 +104,7 @@ def _cli(db: Path, *args: str) -> None:
 async def test_claim_next_of_its_own_expired_claim_is_a_renewal(db: Path) -> None:
     _cli(db, "create", "only")
     _cli(db, "claim", "1", "--run-id", "agent-1")
-    with closing(sqlite3.connect(db)) as conn, conn:
+    with closing(sqlite.connect(db)) as conn, conn:
         claimed_at = conn.execute("SELECT claimed_at FROM issues").fetchone()[0]
         conn.execute("UPDATE issues SET lease_expires_at = '2000-01-01 00:00:00.000000'")
     with anyio.fail_after(60):
@@ -116,7 +112,7 @@ async def test_claim_next_of_its_own_expired_claim_is_a_renewal(db: Path) -> Non
             said, got = await call(client, "issue_claim_next", run_id="agent-1")
     assert got["number"] == 1 and got["previous_holder"] is None
     assert "taken over" not in said
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         assert conn.execute("SELECT claimed_at FROM issues").fetchone()[0] == claimed_at
         kinds = [k for (k,) in conn.execute("SELECT kind FROM events ORDER BY id")]
     assert kinds == ["created", "claimed"]
@@ -134,7 +130,7 @@ async def test_c1_controls_and_separators_are_refused_where_text_is_one_line(db:
     with anyio.fail_after(120):
         async with stdio_server(db, "--toolsets", EVERYTHING_LOCAL) as client:
             await call(client, "issue_create", title="first")
-            before = dump(db)
+            before = storage.dump(db)
             for value in ONE_LINE_REFUSED.values():
                 one_line: tuple[tuple[str, dict[str, Any]], ...] = (
                     ("issue_create", {"title": value}),
@@ -157,7 +153,7 @@ async def test_c1_controls_and_separators_are_refused_where_text_is_one_line(db:
                 for tool, arguments in multi_line:
                     line, error = await refused(client, tool, **arguments)
                     assert error["code"] == "INVALID_INPUT", line
-            assert dump(db) == before
+            assert storage.dump(db) == before
             kept = "one\u2028two\u2029three"
             _, made = await call(client, "issue_create", title="t", description=kept)
             _, issue = await call(client, "issue_get", number=made["number"])
@@ -179,7 +175,7 @@ async def test_text_limits_count_characters_of_the_trimmed_title(db: Path) -> No
             _, issue = await call(client, "issue_get", number=made["number"])
             assert issue["description"] == at_limit
             await call(client, "issue_comment", number=1, body="\U0001f525" * COMMENT_MAX)
-            before = dump(db)
+            before = storage.dump(db)
             for tool, arguments in (
                 ("issue_create", {"title": "t", "description": at_limit + "a"}),
                 ("issue_update", {"number": 1, "description": at_limit + "a"}),
@@ -187,4 +183,4 @@ async def test_text_limits_count_characters_of_the_trimmed_title(db: Path) -> No
             ):
                 line, error = await refused(client, tool, **arguments)
                 assert error["code"] == "INVALID_INPUT" and str(DESCRIPTION_MAX) in line, line
-            assert dump(db) == before
+            assert storage.dump(db) == before

@@ -3,7 +3,6 @@ the autopilot loop until the queue is empty: every issue is completed exactly on
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from mcp import Client
 
 from tests.server.conftest import call_ok, stdio_server, text
 from workq.config import Settings
+from workq.db import sqlite
 from workq.services.queue import issues
 from workq.services.runtime import open_queue
 
@@ -73,7 +73,7 @@ async def test_eight_servers_complete_every_issue_exactly_once(db: Path) -> None
     everything = [n for finished in results.values() for n in finished]
     assert sorted(everything) == list(range(1, ISSUES + 1))
     assert sum(1 for finished in results.values() if finished) >= 2, "no race happened"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite.connect(f"file:{db}?mode=ro", uri=True) as conn:
         statuses = Counter(s for (s,) in conn.execute("SELECT status FROM issues"))
         completions = Counter(
             n for (n,) in conn.execute("SELECT number FROM events WHERE kind = 'completed'")

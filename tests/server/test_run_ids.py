@@ -18,6 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, serve_argv, text
+from tests.storage import assert_intact_at
 from tests.torture.servers import RawServer
 from workq.config import Settings
 from workq.services.queue import issues, run_ids
@@ -100,6 +101,7 @@ async def test_a_killed_servers_run_id_passes_to_the_next_server_at_once(
         async with serve(settings, tmp_path) as next_server:
             done = await call_ok(next_server, "issue_complete", number=1, run_id=RUN)
             assert text(done) == "Completed issue #1"
+    assert_intact_at(settings.url)
 
 
 async def test_a_server_stopped_past_its_lease_finds_its_run_id_taken(
@@ -134,6 +136,7 @@ async def test_a_server_stopped_past_its_lease_finds_its_run_id_taken(
         assert issues.get(q, 1).status.value == "in_progress"
     finally:
         q.db.dispose()
+    assert_intact_at(settings.url)
 
 
 def _argv(settings: Settings) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.server.conftest import (
     stdio_server,
     text,
 )
+from workq.db import sqlite
 
 pytestmark = pytest.mark.anyio
 
@@ -119,7 +119,7 @@ async def test_leases_of_claims_made_here_are_renewed_while_the_server_runs(db: 
 
 
 def _lease(db: Path) -> str:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite.connect(f"file:{db}?mode=ro", uri=True) as conn:
         row = conn.execute("SELECT lease_expires_at FROM issues WHERE number = 1").fetchone()
     return str(row[0])
 

@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 
 from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, make_server, serve_argv
+from tests.storage import assert_intact
 from tests.workq_cli import ok
 from workq.server import waits
 
@@ -48,6 +49,7 @@ def test_three_hundred_waiting_calls_hold_a_handful_of_threads(db: Path) -> None
         finally:
             server.kill()
             server.wait(timeout=CALL_TIMEOUT)
+    assert_intact(db)
 
 
 def _wait_and_wake(server: subprocess.Popen[bytes], db: Path) -> None:

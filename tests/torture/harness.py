@@ -82,6 +82,8 @@ class Report:
             f"in {self.elapsed:.0f} s; processes started: {sum(self.spawned.values())}",
             f"invariant checks: {t.checks}; violations: {len(t.violations)}; "
             f"worker crashes: {len(t.crashes)}",
+            f"integrity checks (PRAGMA integrity_check after every kill): "
+            f"{t.integrity_checks}; damaged: {len(t.damaged)}",
             f"writes attempted: {t.intents}; acknowledged: {sum(t.acked.values())} "
             f"({', '.join(f'{k} {n}' for k, n in sorted(t.acked.items()))})",
             f"acknowledged writes lost: {t.lost_writes}; double claims: {t.double_claims}",
@@ -100,6 +102,8 @@ class Report:
             "kills": dict(self.kills),
             "elapsed_s": round(self.elapsed, 1),
             "checks": t.checks,
+            "integrity_checks": t.integrity_checks,
+            "damaged": len(t.damaged),
             "writes_attempted": t.intents,
             "writes_acknowledged": sum(t.acked.values()),
             "writes_lost": t.lost_writes,

@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import text
 
 from workq.config import Settings
+from workq.errors import CorruptDatabase
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
 from workq.services.runtime import open_queue
@@ -51,6 +52,10 @@ class Tally:
     """What the checks saw, for the report."""
 
     checks: int = 0
+    # PRAGMA integrity_check runs (SQLite: one with every check), and what the failed ones
+    # found.
+    integrity_checks: int = 0
+    damaged: list[str] = field(default_factory=list)
     acked: Counter[str] = field(default_factory=Counter)
     intents: int = 0
     reads: int = 0
@@ -171,8 +176,13 @@ class Checker:
         snapshot_at = time.time()
         with self.queue.db.read() as conn:
             if self.queue.db.is_sqlite:  # PostgreSQL checks its pages and keys itself
-                integrity = [row[0] for row in conn.execute(text("PRAGMA integrity_check"))]
+                try:
+                    integrity = maintenance.integrity_check(self.queue)
+                except CorruptDatabase as exc:  # too damaged for the check to finish
+                    integrity = [f"{exc.message} ({exc.facts.get('cause')})"]
+                self.tally.integrity_checks += 1
                 if integrity != ["ok"]:
+                    self.tally.damaged.append(f"check {self.tally.checks + 1}: {integrity[:5]}")
                     self.fail(f"integrity_check: {integrity[:5]}")
                 broken = conn.execute(text("PRAGMA foreign_key_check")).all()
                 if broken:

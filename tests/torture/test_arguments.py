@@ -7,7 +7,6 @@ SQL or markup to interpret); and nothing is written outside the server's folder.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -19,10 +18,12 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests import storage
 from tests.torture.conftest import record
 from tests.torture.servers import code_of, stdio, text_of
 from tests.workq_cli import workq
 from workq.config import Settings
+from workq.db import sqlite
 from workq.errors import InvalidInput
 from workq.services.maintenance import transfer
 from workq.services.queue import issues, notes
@@ -92,25 +93,20 @@ SLUGS = {
 }
 
 
-def dump(db: Path) -> list[str]:
-    with closing(sqlite3.connect(db)) as conn:
-        return list(conn.iterdump())
-
-
 def files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
 async def refused(client: Client, db: Path, label: str, tool: str, **arguments: Any) -> str:
     """The call is refused with INVALID_INPUT and the database is unchanged."""
-    before = dump(db)
+    before = storage.dump(db)
     result = await client.call_tool(tool, arguments)
     TRIED[label] += 1
     assert result.is_error, f"{label}: {tool} accepted {arguments!r:.200}"
     code = code_of(result)
     assert code == "INVALID_INPUT", f"{label}: {code}: {text_of(result)[:300]}"
     assert "Traceback" not in text_of(result) and len(text_of(result)) < 2000
-    assert dump(db) == before, f"{label}: a refused {tool} changed the database"
+    assert storage.dump(db) == before, f"{label}: a refused {tool} changed the database"
     OUTCOMES["refused"] += 1
     return text_of(result)
 
@@ -204,13 +200,13 @@ async def test_text_that_looks_like_json_is_kept_as_text(tmp_path: Path) -> None
 
 
 def _stored(db: Path, number: int, column: str) -> str:
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         row = conn.execute(f"SELECT {column} FROM issues WHERE number = ?", (number,)).fetchone()
     return str(row[0])
 
 
 def _comment(db: Path, number: int) -> str:
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         row = conn.execute(
             "SELECT body FROM comments JOIN issues ON issues.id = comments.issue_id "
             "WHERE number = ? ORDER BY comments.id DESC",
@@ -220,7 +216,7 @@ def _comment(db: Path, number: int) -> str:
 
 
 def _tables(db: Path) -> set[str]:
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
@@ -247,7 +243,7 @@ def test_hostile_arguments_on_the_command_line(
 ) -> None:
     db = tmp_path / "queue.db"
     assert cli(db, "create", "first").returncode == 0
-    before = dump(db)
+    before = storage.dump(db)
     done = cli(db, *args)
     TRIED[f"cli: {label}"] += 1
     assert done.returncode == status, done.stderr
@@ -256,7 +252,7 @@ def test_hostile_arguments_on_the_command_line(
         assert done.stderr.startswith("error: INVALID_INPUT: "), done.stderr
     if status == 0:
         assert "first" not in done.stdout  # a label to compare, not SQL: nothing matches
-    assert dump(db) == before
+    assert storage.dump(db) == before
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
+from tests.storage import assert_intact_at
 from tests.torture.conftest import env_float, env_int, record, seed
 from tests.torture.harness import Torture
 
@@ -62,9 +63,12 @@ def _torture(tmp_path: Path, section: str, kills: dict[str, int], url: str | Non
         torture.checker.close()
     tally = report.tally
     record(section, [f"seed {chosen}", *report.lines()], report.figures())
+    assert_intact_at(torture.url)  # everything stopped: the file, from a new connection
     assert not tally.crashes, tally.crashes[0]
     assert not tally.violations, "\n".join(tally.violations[:20])
     assert dict(report.kills) == {k: n for k, n in kills.items() if n}, "budget not spent"
     assert tally.lost_writes == 0 and tally.double_claims == 0
     assert tally.checks >= sum(kills.values())
+    if url is None:
+        assert tally.integrity_checks == tally.checks and not tally.damaged
     assert sum(tally.acked.values()) > 0

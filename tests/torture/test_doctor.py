@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,9 +17,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Connection, insert, select, update
 
+from tests.storage import assert_intact
 from tests.torture import procs
 from workq.config import Settings
-from workq.db import tables
+from workq.db import sqlite, tables
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
@@ -29,7 +29,7 @@ from workq.services.runtime import open_queue
 
 
 def hand_edit(db: Path, sql: str) -> None:
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         conn.executescript(sql)
         conn.commit()
 
@@ -88,6 +88,7 @@ def test_a_killed_agents_claim_is_found_and_returned_to_the_queue(queue: Queue, 
     assert issues.get(queue, 4).status == "open"
     assert [e.kind for e in notes.history(queue, 4)][-1] == "repaired"
     assert_clean(queue)
+    assert_intact(db)
 
 
 def _claim_and_hang(db: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import fcntl
 import json
 import socket
-import sqlite3
 import sys
 import termios
 import threading
@@ -26,6 +25,7 @@ from mcp import Client
 
 from tests.torture.conftest import env_int, record
 from tests.torture.servers import PROTOCOL, RawServer, http, stdio, text_of
+from workq.db import sqlite
 
 HUGE_MB = env_int("WORKQ_TORTURE_HUGE_MB", 16)
 TRIED: Counter[str] = Counter()
@@ -109,7 +109,7 @@ STDIO_CASES: dict[str, bytes] = {
 
 
 def issue_count(db: Path) -> int:
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         return int(conn.execute("SELECT count(*) FROM issues").fetchone()[0])
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -21,11 +20,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests import storage
 from tests.torture import procs
 from tests.torture.conftest import record
 from tests.torture.servers import code_of, command, stdio, text_of
 from tests.workq_cli import workq, workq_process
 from workq.config import Settings
+from workq.db import sqlite
 from workq.errors import CorruptDatabase, StorageFull
 from workq.services.maintenance import maintenance
 from workq.services.queue import issues
@@ -72,17 +73,8 @@ def ok_or_one(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout
 
 
-def dump(db: Path) -> list[str]:
-    """Every row of the database. (Read by SQL only, on a read-write connection: a
-    read-only one would leave the -wal and -shm files behind, and with them in place a
-    read-only folder no longer stops SQLite.)"""
-    with closing(sqlite3.connect(db)) as conn:
-        return list(conn.iterdump())
-
-
 def intact(db: Path) -> None:
-    with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    storage.assert_intact(db)
     queue = open_queue(Settings(db_path=db), migrate=False)
     try:
         report = maintenance.doctor(queue)
@@ -161,12 +153,12 @@ async def test_a_full_disk_is_storage_full_changes_nothing_and_recovers(tmp_path
 def test_a_read_only_database_file_refuses_writes_by_name_and_recovers(tmp_path: Path) -> None:
     db = tmp_path / "queue.db"
     seed(db)
-    before = dump(db)
+    before = storage.dump(db)
     with read_only(db):
         FAULTS["read-only file"] += 1
         assert "issue 2" in ok(cli(db, "list"))  # reading needs no write
         refused(cli(db, "claim-next", "--run-id", "a"), "READ_ONLY", str(db), "cannot be written")
-    assert dump(db) == before
+    assert storage.dump(db) == before
     assert "Created issue #4" in ok(cli(db, "create", "x"))
     intact(db)
 
@@ -176,13 +168,13 @@ def test_a_read_only_folder_names_the_folder_and_recovers(tmp_path: Path) -> Non
     folder.mkdir()
     db = folder / "queue.db"
     seed(db)
-    before = dump(db)
+    before = storage.dump(db)
     with read_only(folder):
         FAULTS["read-only folder"] += 1
         # SQLite in WAL mode must create queue.db-wal and -shm beside the file, even to read.
         for args in (("list",), ("create", "x")):
             refused(cli(db, *args), "READ_ONLY", f"the folder {folder}", "queue.db-wal")
-    assert dump(db) == before
+    assert storage.dump(db) == before
     assert "Created issue #4" in ok(cli(db, "create", "x"))
     intact(db)
 
@@ -192,7 +184,7 @@ def test_a_read_only_filesystem_is_read_only_and_recovers(tmp_path: Path) -> Non
     with procs.tmpfs(mount, "8m"):
         db = mount / "queue.db"
         seed(db)
-        before = dump(db)
+        before = storage.dump(db)
         procs.remount(mount, "ro")
         try:
             FAULTS["read-only filesystem"] += 1
@@ -200,7 +192,7 @@ def test_a_read_only_filesystem_is_read_only_and_recovers(tmp_path: Path) -> Non
             refused(cli(db, "ready"), "READ_ONLY")
         finally:
             procs.remount(mount, "rw")
-        assert dump(db) == before
+        assert storage.dump(db) == before
         assert "Created issue #4" in ok(cli(db, "create", "x"))
         intact(db)
 
@@ -218,7 +210,7 @@ def _damaged_copy(tmp_path: Path) -> tuple[Path, Path, list[str]]:
         maintenance.backup(queue, backup)  # what 'workq backup' runs
     finally:
         queue.db.dispose()
-    return db, backup, dump(db)
+    return db, backup, storage.dump(db)
 
 
 def test_damaged_pages_are_found_reported_and_a_backup_restores(tmp_path: Path) -> None:
@@ -236,7 +228,7 @@ def test_damaged_pages_are_found_reported_and_a_backup_restores(tmp_path: Path) 
     assert "restore from a backup" in found["findings"][0]["detail"]
     refused(cli(db, "export"), "CORRUPT_DATABASE", "damaged")
     shutil.copyfile(backup, db)
-    assert dump(db) == rows
+    assert storage.dump(db) == rows
     intact(db)
 
 
@@ -250,7 +242,7 @@ def test_a_truncated_database_is_damaged_and_a_backup_restores(tmp_path: Path) -
     assert doctor.returncode == 1
     assert "CORRUPT_DATABASE" in doctor.stderr or "integrity" in doctor.stdout
     shutil.copyfile(backup, db)
-    assert dump(db) == rows
+    assert storage.dump(db) == rows
     intact(db)
 
 
@@ -288,14 +280,14 @@ def test_the_command_line_on_a_file_that_is_not_a_database(tmp_path: Path) -> No
 
 def test_another_applications_database_is_refused_and_left_alone(tmp_path: Path) -> None:
     db = tmp_path / "queue.db"
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         conn.execute("CREATE TABLE recipes (name TEXT)")
         conn.execute("INSERT INTO recipes VALUES ('bread')")
         conn.commit()
-    before = dump(db)
+    before = storage.dump(db)
     FAULTS["foreign database"] += 1
     refused(cli(db, "create", "x"), "SCHEMA_MISMATCH", "not workq's")
-    assert dump(db) == before
+    assert storage.dump(db) == before
 
 
 def test_a_server_on_a_file_that_is_not_a_database_refuses_to_start(tmp_path: Path) -> None:
@@ -395,12 +387,12 @@ async def test_a_long_write_lock_is_database_busy_and_work_resumes_when_it_ends(
 def test_a_lock_holder_killed_mid_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
     db = tmp_path / "queue.db"
     seed(db)
-    before = dump(db)
+    before = storage.dump(db)
     with lock_holder(db, "immediate") as holder:
         holder.kill()
         holder.wait(timeout=30)
     FAULTS["lock holder killed"] += 1
-    assert dump(db) == before  # its uncommitted change is gone
+    assert storage.dump(db) == before  # its uncommitted change is gone
     assert "Created issue #4" in ok(cli(db, "create", "x"))
     intact(db)
 

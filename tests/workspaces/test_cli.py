@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage import assert_intact
 from tests.workq_cli import Env, workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
@@ -185,6 +186,7 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
         landed = bodies.count(f"work on #{n}\n") + (mode == "squash") * bodies.count(f"#{n}: ")
         assert landed == 1, (n, bodies)
     assert [w.path for w in git.worktrees(repo)] == [repo.resolve()]
+    assert_intact(db)
 
 
 @pytest.mark.usefixtures("trusted_tests_gate")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,9 +19,11 @@ from typing import IO, Any
 import pytest
 
 from tests.server.conftest import serve_argv
+from tests.storage import assert_intact
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
+from workq.db import sqlite
 from workq.domain.authority import Authority
 from workq.services.queue import issues
 from workq.services.runtime import open_queue
@@ -149,8 +150,9 @@ def test_the_next_merge_takes_the_lease_of_a_server_killed_mid_merge(tmp_path: P
     landed = sorted(line for line in log if line.startswith("work on #"))
     assert landed == sorted(f"work on #{n}" for n, _, _ in ids.values())
     assert not path.exists() and git.dirty_paths(repo) == []
+    assert_intact(db)
 
 
 def _sql(db: Path, statement: str) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(sqlite.connect(db)) as conn:
         return list(conn.execute(statement).fetchall())

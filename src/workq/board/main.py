@@ -7,7 +7,7 @@ import sys
 
 from workq.bind import check_bind, listen
 from workq.config import Settings
-from workq.services.preflight import check_storage, describe_database
+from workq.services.preflight import check_storage, describe_database, storage_warning
 from workq.services.runtime import open_queue
 
 DEFAULT_HOST = "127.0.0.1"
@@ -37,6 +37,9 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
     sys.stderr.write(
         f"workq: board at http://{shown}:{port}/ (database {describe_database(settings)})\n"
     )
+    warning = storage_warning(settings)
+    if warning:
+        sys.stderr.write(f"workq: warning: {warning}\n")
     sys.stderr.flush()
     config = uvicorn.Config(
         build_app(queue, token=settings.token, host=host),

@@ -14,11 +14,11 @@ from workq.cli import copy, output, progress
 from workq.cli.state import state
 from workq.config import Settings
 from workq.errors import InvalidInput, SchemaMismatch
+from workq.services import preflight
 from workq.services.maintenance import maintenance, transfer
 from workq.services.maintenance import schema_version as schema
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
-SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
 
@@ -77,7 +77,14 @@ def doctor(
     report = maintenance.doctor(state(ctx).queue(), repair=repair)
     if json_:
         output.emit_json(report)
-    elif not report.findings:
+        if not report.ok:
+            raise typer.Exit(1)
+        return
+    if report.storage:
+        output.line(f"Storage: {report.storage}")
+    for warning in report.warnings:
+        output.errors().print(f"warning: {warning}")
+    if not report.findings:
         output.line("All checks passed")
     else:
         output.table(
@@ -116,7 +123,13 @@ def import_(
     """Load an export into an empty database: all of it, or nothing on a bad line (a new
     SQLite file is removed then)."""
     s = state(ctx)
-    new_file = _new_sqlite_file(s.settings())
+    settings = s.settings()
+    if str(path) != "-" and preflight.names_database(settings, path):
+        raise InvalidInput(
+            f"{path} is the database itself (or SQLite's file beside it)",
+            hint="import an export file: 'workq export FILE' writes one",
+        )
+    new_file = _new_sqlite_file(settings)
     with ExitStack() as stack:
         # The input is opened before the database, so a missing file creates nothing.
         if str(path) == "-":
@@ -131,7 +144,7 @@ def import_(
                 s.close()
                 for leftover in (
                     new_file,
-                    *(Path(f"{new_file}{end}") for end in SQLITE_SIDE_FILES),
+                    *(Path(f"{new_file}{end}") for end in preflight.SIDE_FILES),
                 ):
                     leftover.unlink(missing_ok=True)
             raise

@@ -8,8 +8,8 @@ with the server (lost during its commit), so it is never applied twice.
 from __future__ import annotations
 
 import functools
+import os
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool, Pool, PoolProxiedConnection, QueuePool
 
-from workq.db import dialect
+from workq.db import dialect, limits, sqlite
 from workq.db.changes import ChangeFeed
 from workq.db.failures import explain_sqlite, translate
 from workq.db.files import check_sqlite_path
@@ -32,16 +32,36 @@ from workq.errors import Busy, ConnectionLost, StorageError, WorkqError
 T = TypeVar("T")
 P = ParamSpec("P")
 
-MIN_SQLITE = (3, 35, 0)  # RETURNING
 WRITE_ATTEMPTS = 3
 # What the storage can raise; anything else is a bug and propagates as it is.
-DRIVER_ERRORS = (DBAPIError, sqlite3.Error, OSError, PoolTimeout)
+DRIVER_ERRORS = (DBAPIError, sqlite.Error, OSError, PoolTimeout)
 # How long to wait for the server to settle a commit whose connection was lost.
 OUTCOME_POLLS = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 class Database:
-    """One engine, and the two ways to use it: a read snapshot or a write transaction."""
+    """One engine, and the two ways to use it: a read snapshot or a write transaction.
+
+    A SQLite file has one Database per process (``Database.open`` hands out the same one to
+    the server, the board and the mirror of one process): one writer lock, one reader per
+    thread, one change feed. A second ``Database(...)`` of a file this process has open is
+    refused.
+    """
+
+    @classmethod
+    def open(cls, url: str, **options: Any) -> Database:
+        """This process's Database of ``url``: the one already open for the same SQLite file
+        (``options`` are then those it was opened with), or a new one. Each ``open`` is
+        matched by one ``dispose``; the last one closes it."""
+        key = _file_key(dialect.normalize_url(url))
+        if key is None:
+            return cls(url, **options)
+        with _OPEN_LOCK:
+            db = _OPEN.get(key)
+            if db is not None:
+                db._users += 1
+                return db
+            return cls(url, **options)
 
     def __init__(
         self,
@@ -56,6 +76,16 @@ class Database:
     ) -> None:
         self.url = url = dialect.normalize_url(url)
         self.dialect = make_url(url).get_backend_name()
+        self._users = 1
+        self._key = _file_key(url)
+        if self._key is not None:
+            with _OPEN_LOCK:
+                if self._key in _OPEN:
+                    raise StorageError(
+                        f"{self._key[1]} is open in this process already",
+                        hint="share it: Database.open (services.runtime.open_database)",
+                    )
+            check_sqlite_path(Path(self._key[1]))
         self.busy_timeout_ms = busy_timeout_ms
         # SQLite reads reuse one connection per thread, kept out of the writers' pool:
         # opening and returning a pooled connection cost more than the ready query itself.
@@ -84,6 +114,9 @@ class Database:
             )
 
         self.changes = ChangeFeed(self)
+        if self._key is not None:
+            with _OPEN_LOCK:
+                _OPEN[self._key] = self
 
     def own_connection(self) -> PoolProxiedConnection:
         """A driver connection of its own, outside every pool (close it when done)."""
@@ -95,7 +128,7 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.dialect == "sqlite"
 
-    def _translate(self, exc: BaseException) -> WorkqError:
+    def translate(self, exc: BaseException) -> WorkqError:
         """A workq error for a driver error; for a SQLite file, named from the file system
         when it says more (the hot path runs on the driver's cursor, past the engine)."""
         database = make_url(self.url).database if self.is_sqlite else None
@@ -164,7 +197,7 @@ class Database:
                 with self.engine.connect() as conn, dialect.for_reading(conn).begin():
                     yield conn
         except DRIVER_ERRORS as exc:
-            error = self._translate(exc)
+            error = self.translate(exc)
             if isinstance(error, ConnectionLost):
                 dialect.drop_pooled(self.engine)
                 error.hint = "nothing was changed; retry when the database server is back"
@@ -196,7 +229,7 @@ class Database:
                 transaction.commit()
                 return result
         except DRIVER_ERRORS as exc:
-            error = self._translate(exc)
+            error = self.translate(exc)
             if isinstance(error, ConnectionLost):
                 dialect.drop_pooled(self.engine)
             if not (committing and isinstance(error, ConnectionLost)):
@@ -276,7 +309,7 @@ class Database:
                     with dialect.autocommit(conn):
                         return run(conn)
             except DRIVER_ERRORS as exc:
-                error = self._translate(exc)
+                error = self.translate(exc)
                 if isinstance(error, Busy):
                     busy += 1
                     if busy == WRITE_ATTEMPTS:
@@ -322,6 +355,15 @@ class Database:
         ) from exc
 
     def dispose(self) -> None:
+        """Close this user's hold; the last user's closes the engines."""
+        with _OPEN_LOCK:
+            if self._users <= 0:
+                return  # closed already
+            self._users -= 1
+            if self._users > 0:
+                return
+            if self._key is not None and _OPEN.get(self._key) is self:
+                del _OPEN[self._key]
         with self._reader_lock:
             kept, self._reader_conns = self._reader_conns, []
         for conn in kept:
@@ -330,6 +372,19 @@ class Database:
         if self._read_engine is not None:
             self._read_engine.dispose()
         self.engine.dispose()
+
+
+# The SQLite files this process has open, by (process id, resolved path): a child made by
+# fork inherits the map but never the parent's connections.
+_OPEN: dict[tuple[int, str], Database] = {}
+_OPEN_LOCK = threading.RLock()
+
+
+def _file_key(url: str) -> tuple[int, str] | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return os.getpid(), os.path.realpath(os.path.expanduser(str(parsed.database)))
 
 
 def retry_lost_read(read: Callable[P, T]) -> Callable[P, T]:
@@ -349,23 +404,24 @@ def retry_lost_read(read: Callable[P, T]) -> Callable[P, T]:
 def _sqlite_engine(
     url: str, busy_timeout_ms: int, synchronous: str, *, poolclass: type[Pool] | None = None
 ) -> Engine:
-    if sqlite3.sqlite_version_info < MIN_SQLITE:
+    if sqlite.version_info < sqlite.MINIMUM:
         raise StorageError(
-            f"SQLite {sqlite3.sqlite_version} is too old; workq needs 3.35 or newer",
-            hint="upgrade Python or its SQLite library",
+            f"SQLite {sqlite.version} is too old; workq needs 3.35 or newer",
+            hint="install workq's bundled SQLite (pip install pysqlite3) or a newer Python",
         )
     database = make_url(url).database
-    if database and database != ":memory:":
-        check_sqlite_path(Path(database))
     in_memory = database in (None, "", ":memory:")
     if poolclass is None:
         poolclass = NullPool if in_memory else QueuePool
     engine = create_engine(
         url,
+        module=sqlite.dbapi,
         poolclass=poolclass,
         connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
         **({"pool_size": 8, "max_overflow": 32} if poolclass is QueuePool else {}),
     )
+
+    engine.dialect.statement_compiler = limits.LiteralLimits
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

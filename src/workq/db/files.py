@@ -1,14 +1,17 @@
-"""What a SQLite database path must be before anything opens it. Pure path checks: no
-driver, no SQLAlchemy, so a server can refuse a hopeless path before it starts serving."""
+"""What a SQLite database path must be before anything opens it: path checks, and the
+header read through SQLite (never by opening the file: see db/sqlite.py). No SQLAlchemy, so
+a server can refuse a hopeless path before it starts serving."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from workq.errors import CorruptDatabase, StorageError
+from workq.db.sqlite import check_header
+from workq.errors import StorageError
 
-# The first 16 bytes of every SQLite 3 database file (an empty file is a new database).
-SQLITE_HEADER = b"SQLite format 3\x00"
+# The files SQLite keeps beside a database.
+SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def check_sqlite_path(path: Path) -> None:
@@ -30,13 +33,12 @@ def check_sqlite_path(path: Path) -> None:
         raise StorageError(
             f"{where} is a folder, not a database file", hint="point --db / ISSUES_DB at a file"
         )
-    try:
-        with where.open("rb") as file:
-            header = file.read(len(SQLITE_HEADER))
-    except OSError:
-        return  # missing (created on first use) or unreadable (the open explains why)
-    if header and header != SQLITE_HEADER:
-        raise CorruptDatabase(
-            f"{where} is not a SQLite database",
-            hint="point --db / ISSUES_DB at a workq database, or move this file away",
-        )
+    check_header(where)
+
+
+def names_database_file(candidate: Path, database: Path) -> bool:
+    """Whether ``candidate`` is the database file or one of SQLite's files beside it, which
+    nothing but SQLite may open while the database is in use (see db/sqlite.py)."""
+    where = os.path.realpath(candidate.expanduser())
+    base = os.path.realpath(database.expanduser())
+    return where in {base, *(base + end for end in SIDE_FILES)}

@@ -7,7 +7,7 @@ import sys
 from workq.config import Settings
 from workq.errors import InvalidInput
 from workq.server.startup import log_to_stderr, prepare, serve_http, starting
-from workq.services.preflight import check_storage, describe_database
+from workq.services.preflight import check_storage, describe_database, storage_warning
 
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 DEFAULT_HOST = "127.0.0.1"
@@ -78,6 +78,9 @@ def serve(
         f"workq: serving {endpoint} as run id {server.state.run_id} (database {database})"
         f"{checked}\n"
     )
+    warning = storage_warning(settings)
+    if warning:
+        sys.stderr.write(f"workq: warning: {warning}\n")
     sys.stderr.flush()
     if kind == "stdio":
         server.run()

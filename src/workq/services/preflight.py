@@ -6,7 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from workq.config import Settings
-from workq.db.files import check_sqlite_path
+from workq.db import sqlite
+from workq.db.files import SIDE_FILES, check_sqlite_path, names_database_file
+
+__all__ = [
+    "SIDE_FILES",
+    "check_storage",
+    "describe_database",
+    "names_database",
+    "sqlite_path",
+    "storage_warning",
+]
 
 
 def sqlite_path(settings: Settings) -> Path | None:
@@ -36,7 +46,19 @@ def describe_database(settings: Settings) -> str:
     server's URL with its password hidden."""
     path = sqlite_path(settings)
     if path is not None:
-        return f"sqlite:///{path.expanduser().resolve()}"
+        return f"sqlite:///{path.expanduser().resolve()}, {sqlite.describe()}"
     from workq.db.dialect import describe_url  # imports SQLAlchemy: only for a server URL
 
     return describe_url(settings.url)
+
+
+def names_database(settings: Settings, path: Path) -> bool:
+    """Whether ``path`` is the settings' SQLite file or SQLite's file beside it: a file no
+    command may open itself (see db/sqlite.py)."""
+    database = sqlite_path(settings)
+    return database is not None and names_database_file(path, database)
+
+
+def storage_warning(settings: Settings) -> str | None:
+    """What a start line warns of the storage: a SQLite older than the WAL-reset fix."""
+    return sqlite.wal_reset_warning() if sqlite_path(settings) is not None else None

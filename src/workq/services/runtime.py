@@ -16,7 +16,9 @@ def check_driver(settings: Settings) -> None:
 
 
 def open_database(settings: Settings) -> Database:
-    return Database(
+    """This process's Database for the settings' database (shared with any other part of
+    the process that has the same SQLite file open: see ``Database.open``)."""
+    return Database.open(
         settings.url,
         busy_timeout_ms=settings.busy_timeout_ms,
         synchronous=settings.synchronous,

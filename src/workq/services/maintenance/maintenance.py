@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -12,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
-from workq.db import dialect
+from workq.db import dialect, sqlite
+from workq.db.engine import DRIVER_ERRORS
 from workq.db.tables import (
     comments,
     counters,
@@ -43,6 +43,8 @@ class DoctorReport(BaseModel):
     ok: bool
     findings: list[Finding]
     repaired: int
+    storage: str | None = None  # the SQLite library serving a SQLite file
+    warnings: list[str] = []  # risks that are not faults of the database
 
 
 def blocked_oracle(conn: Connection) -> dict[str, int]:
@@ -60,9 +62,13 @@ def blocked_oracle(conn: Connection) -> dict[str, int]:
 def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
     """Check integrity, stored values, dependency cycles, blocked counts, claims (expired,
     half-made, without a lease), orphan rows and the number counter; fix with repair."""
+    storage = sqlite.describe() if q.db.is_sqlite else None
+    warnings = [w for w in [sqlite.wal_reset_warning()] if w] if q.db.is_sqlite else []
     findings = _integrity(q) if q.db.is_sqlite else []
     if findings:
-        return DoctorReport(ok=False, findings=findings, repaired=0)
+        return DoctorReport(
+            ok=False, findings=findings, repaired=0, storage=storage, warnings=warnings
+        )
 
     def work(conn: Connection) -> list[Finding]:
         if repair:
@@ -110,14 +116,33 @@ def doctor(q: Queue, *, repair: bool = False) -> DoctorReport:
         ok=not findings or all(f.repaired for f in findings),
         findings=findings,
         repaired=sum(f.repaired for f in findings),
+        storage=storage,
+        warnings=warnings,
     )
+
+
+def integrity_check(q: Queue) -> list[str]:
+    """What SQLite's ``PRAGMA integrity_check`` says of the file, on a connection of its own
+    (SQLite 3.44 and later also check the full-text index; a connection that has not read
+    it since another process changed it reports a damage that is not there).
+
+    Raises:
+        CorruptDatabase: the file is too damaged for the check to finish.
+    """
+    try:
+        raw = q.db.own_connection()
+        try:
+            return [str(line) for (line,) in raw.cursor().execute("PRAGMA integrity_check")]
+        finally:
+            raw.close()
+    except DRIVER_ERRORS as exc:
+        raise q.db.translate(exc) from exc
 
 
 def _integrity(q: Queue) -> list[Finding]:
     hint = "restore from a backup ('workq backup' makes one while agents work)"
     try:
-        with q.db.read() as conn:
-            lines = [str(line) for (line,) in conn.exec_driver_sql("PRAGMA integrity_check")]
+        lines = integrity_check(q)
     except CorruptDatabase as exc:  # too damaged for the check to finish
         cause = exc.facts.get("cause")
         detail = f"{exc.message} ({cause}); {hint}"
@@ -353,15 +378,15 @@ def backup(q: Queue, target: Path) -> int:
         )
     raw = q.db.engine.raw_connection()
     try:
-        destination = sqlite3.connect(target)
+        destination = sqlite.connect(target)
         try:
             source = raw.driver_connection
-            assert isinstance(source, sqlite3.Connection)
-            source.backup(destination)
+            assert sqlite.is_connection(source)
+            source.backup(destination)  # type: ignore[union-attr]
             pages = destination.execute("PRAGMA page_count").fetchone()[0]
         finally:
             destination.close()
-    except sqlite3.Error as exc:
+    except sqlite.Error as exc:
         target.unlink(missing_ok=True)
         raise StorageError(f"backup failed: {exc}") from exc
     finally:

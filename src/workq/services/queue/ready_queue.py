@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, Protocol
 from sqlalchemy import (
     ARRAY,
     Connection,
+    Integer,
     Select,
     String,
     all_,
@@ -125,8 +126,8 @@ def _scans(shape: Shape) -> tuple[Select[Any], Select[Any]]:
         predicates.claim_lapsed(bindparam("now")), _unblocked
     )
     return (
-        filtered(fresh, shape).order_by(*ORDER).limit(bindparam("limit")),
-        filtered(stale, shape).order_by(*ORDER).limit(bindparam("limit")),
+        filtered(fresh, shape).order_by(*ORDER).limit(bindparam("limit", type_=Integer)),
+        filtered(stale, shape).order_by(*ORDER).limit(bindparam("limit", type_=Integer)),
     )
 
 
@@ -152,7 +153,9 @@ def ready_statement(shape: Shape) -> Prepared[ReadyRow]:
         fresh, stale = _scans(shape)
         both = union_all(select(fresh.subquery()), select(stale.subquery())).subquery("ready")
         ordered = select(*both.c).order_by(both.c.priority, both.c.created_at, both.c.number)
-        cached = _together[shape] = Prepared(ordered.limit(bindparam("limit")), ReadyRow)
+        cached = _together[shape] = Prepared(
+            ordered.limit(bindparam("limit", type_=Integer)), ReadyRow
+        )
     return cached
 
 
