@@ -106,7 +106,7 @@ def run(files: int, sizes: list[int]) -> None:
                 edit(where, i)
                 plain.append(where)
                 number = issues.create(queue, title=f"bench {size}-{i}").number
-                repositories.assign(queue, number, "bench")
+                repositories.assign(queue, number, "bench", by=Authority.of(()))
                 t = time.perf_counter()
                 info = workspaces.claim(
                     queue, number, Authority.of({"bench"}), worktree=True
@@ -180,7 +180,7 @@ def _evidenced(queue: Queue, repo: Path, agent: str, name: str) -> tuple[str, st
     (where / f"{name}.py").write_text("x = 1\n")
     git.stage_all(where)
     git.commit(where, f"work {name}")
-    gates.run(queue, number, where, actor=agent)
+    gates.run(queue, number, where, by=Authority.of({agent}), actor=agent)
     git.run(["branch", f"plain/{name}", git.head(where)], cwd=repo)
     # the plain twin: the same change under another name, so that both merges land
     git.run(["checkout", "-q", f"plain/{name}"], cwd=repo)

@@ -137,12 +137,12 @@ def main() -> None:
         cases: dict[str, Callable[[], object]] = {
             "issue_ready (baseline)": lambda: ready_queue.ready(q, limit=1, holder=ME),
             "issue_get": lambda: issues.get(q, mine),
-            "get_work_context": lambda: work_context.gather(q, run_id=ME, holders={ME}),
+            "get_work_context": lambda: work_context.gather(q, by=Authority.of({ME})),
             "get_work_context(include_closed_recent)": lambda: work_context.gather(
-                q, run_id=ME, holders={ME}, include_closed_recent=True
+                q, by=Authority.of({ME}), include_closed_recent=True
             ),
         }
-        found = work_context.gather(q, run_id=ME, holders={ME}, include_closed_recent=True)
+        found = work_context.gather(q, by=Authority.of({ME}), include_closed_recent=True)
         assert found.active_issue is not None and found.active_issue.number == mine
         assert found.next_up_issues and found.blockers and found.closed_recent
         times: dict[str, list[float]] = {name: [] for name in cases}

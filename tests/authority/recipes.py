@@ -35,6 +35,7 @@ class Ctx:
     agent: str | None  # the agent id an agit tool names
     fence: int | None
     worktree_id: str | None
+    number: int = NUMBER  # the claimed issue
 
 
 Build = Callable[[Ctx], Any]
@@ -103,78 +104,79 @@ def board(face: str, actions: tuple[Action, ...], build: Build, **kw: Any) -> Re
     return Recipe(face, "board", "cli", actions, build, **kw)
 
 
-N = NUMBER
 RUN_ID: dict[str, Any] = {"names": "run_id"}
 FENCED: dict[str, Any] = {"names": "run_id", "fence": True}
 
 # fmt: off
 TOOL_RECIPES: list[Recipe] = [
-    tool("issue_update", "queue", (A.EDIT,), lambda c: {"number": N, "title": "renamed"},
+    tool("issue_update", "queue", (A.EDIT,), lambda c: {"number": c.number, "title": "renamed"},
          variant="title"),
-    tool("issue_update", "queue", (A.RESHAPE,), lambda c: {"number": N, "touches": []},
+    tool("issue_update", "queue", (A.RESHAPE,), lambda c: {"number": c.number, "touches": []},
          variant="touches"),
-    tool("issue_update", "repo", (A.RESHAPE,), lambda c: {"number": N, "repository": REPO2},
+    tool("issue_update", "repo", (A.RESHAPE,), lambda c: {"number": c.number, "repository": REPO2},
          variant="repository", prepare=("repo2",)),
-    tool("issue_delete", "queue", (A.DELETE,), lambda c: {"number": N}),
-    tool("issue_claim", "queue", (A.CLAIM,), lambda c: _opt(c, number=N), **RUN_ID),
+    tool("issue_delete", "queue", (A.DELETE,), lambda c: {"number": c.number}),
+    tool("issue_claim", "queue", (A.CLAIM,), lambda c: _opt(c, number=c.number), **RUN_ID),
     tool("issue_claim_next", "queue", (A.CLAIM,), lambda c: _opt(c), **RUN_ID, outcome="next",
          prepare=("block2",)),
-    tool("issue_complete", "queue", (A.COMPLETE,), lambda c: _opt(c, number=N, **_fence(c)),
+    tool("issue_complete", "queue", (A.COMPLETE,), lambda c: _opt(c, number=c.number, **_fence(c)),
          **FENCED),
     tool("issue_block", "queue", (A.BLOCK,),
-         lambda c: _opt(c, number=N, reason="stuck", **_fence(c)), **FENCED),
-    tool("issue_release", "queue", (A.RELEASE,), lambda c: _opt(c, number=N, **_fence(c)),
+         lambda c: _opt(c, number=c.number, reason="stuck", **_fence(c)), **FENCED),
+    tool("issue_release", "queue", (A.RELEASE,), lambda c: _opt(c, number=c.number, **_fence(c)),
          **FENCED),
-    tool("issue_heartbeat", "queue", (A.HEARTBEAT,), lambda c: _opt(c, number=N, **_fence(c)),
-         **FENCED, variant="number"),
+    tool("issue_heartbeat", "queue", (A.HEARTBEAT,),
+         lambda c: _opt(c, number=c.number, **_fence(c)), **FENCED, variant="number"),
     tool("issue_heartbeat", "queue", (A.HEARTBEAT,), lambda c: _opt(c), **RUN_ID,
          variant="every claim", outcome="sweep", sweeps="held"),
     tool("issue_unblock", "queue", (A.UNBLOCK,), lambda c: {"number": OTHER}, target=OTHER,
          prepare=("block2",), only=ANYONES, why_only=NOT_CLAIMABLE_STATE),
     tool("issue_force_claim", "queue", (A.FORCE_CLAIM,),
-         lambda c: _opt(c, number=N, confirmation=CONFIRM), **RUN_ID),
-    tool("issue_depend", "queue", (A.DEPEND,), lambda c: {"blocker": OTHER, "blocked": N}),
-    tool("issue_undepend", "queue", (A.DEPEND,), lambda c: {"blocker": OTHER, "blocked": N},
+         lambda c: _opt(c, number=c.number, confirmation=CONFIRM), **RUN_ID),
+    tool("issue_depend", "queue", (A.DEPEND,), lambda c: {"blocker": OTHER, "blocked": c.number}),
+    tool("issue_undepend", "queue", (A.DEPEND,), lambda c: {"blocker": OTHER, "blocked": c.number},
          prepare=("depend",)),
-    tool("issue_comment", "queue", (A.COMMENT,), lambda c: _opt(c, number=N, body="a note"),
+    tool("issue_comment", "queue", (A.COMMENT,), lambda c: _opt(c, number=c.number, body="a note"),
          **RUN_ID),
     tool("issue_reserve", "queue", (A.RESERVE,),
-         lambda c: _opt(c, number=N, glob="docs/**", **_fence(c)), **FENCED),
+         lambda c: _opt(c, number=c.number, glob="docs/**", **_fence(c)), **FENCED),
     tool("issue_unreserve", "queue", (A.UNRESERVE,),
-         lambda c: _opt(c, number=N, glob="docs/**", **_fence(c)), **FENCED,
+         lambda c: _opt(c, number=c.number, glob="docs/**", **_fence(c)), **FENCED,
          prepare=("reserve",)),
-    tool("issue_merge", "repo", (A.MERGE,), lambda c: _opt(c, number=N, **_fence(c)), **FENCED,
-         prepare=("commit",)),
-    tool("issue_gates", "repo", (A.GATES,), lambda c: _opt(c, number=N), **RUN_ID),
+    tool("issue_merge", "repo", (A.MERGE,), lambda c: _opt(c, number=c.number, **_fence(c)),
+         **FENCED, prepare=("commit",)),
+    tool("issue_gates", "repo", (A.GATES,), lambda c: _opt(c, number=c.number), **RUN_ID),
     # contract B
     tool("advance_workflow", "queue", (A.STEP,),
-         lambda c: {"targetPhase": "research", "issueNumber": N}),
+         lambda c: {"targetPhase": "research", "issueNumber": c.number}),
     tool("select_next_issue", "queue", (A.CLAIM,), lambda c: {}, outcome="next",
          prepare=("block2",)),
     tool("release_lock", "queue", (A.RELEASE,),
-         lambda c: {"issueNumber": N, "reason": "abandoned"}, variant="abandoned"),
+         lambda c: {"issueNumber": c.number, "reason": "abandoned"}, variant="abandoned"),
     tool("release_lock", "queue", (A.COMPLETE,),
-         lambda c: {"issueNumber": N, "reason": "completed"}, variant="completed"),
+         lambda c: {"issueNumber": c.number, "reason": "completed"}, variant="completed"),
     tool("force_claim", "queue", (A.FORCE_CLAIM,),
-         lambda c: {"issueNumber": N, "confirmation": CONFIRM}),
+         lambda c: {"issueNumber": c.number, "confirmation": CONFIRM}),
     # contract E
     tool("run_quality_gates", "repo", (A.GATES,),
-         lambda c: _opt(c, files=[], issue_number=N), **RUN_ID),
+         lambda c: _opt(c, files=[], issue_number=c.number), **RUN_ID),
     tool("link_issue_to_branch", "workflow", (A.CLAIM,),
-         lambda c: {"issue_number": N, "move_to_in_progress": True}, variant="claim",
+         lambda c: {"issue_number": c.number, "move_to_in_progress": True}, variant="claim",
          prepare=("branch",)),
     tool("link_issue_to_branch", "workflow", (A.RESHAPE,),
-         lambda c: {"issue_number": N, "move_to_in_progress": False}, variant="link",
+         lambda c: {"issue_number": c.number, "move_to_in_progress": False}, variant="link",
          prepare=("branch",)),
     tool("start_work_on_issue", "workflow", (A.CLAIM,),
-         lambda c: {"issue_number": N, "worktree": True}),
+         lambda c: {"issue_number": c.number, "worktree": True}),
     tool("commit_tdd_phase", "workflow", (A.STEP,),
-         lambda c: {"phase": "green", "component": "feature", "issue_number": N},
+         lambda c: {"phase": "green", "component": "feature", "issue_number": c.number},
          prepare=("edit",)),
-    tool("merge_to_main", "workflow", (A.MERGE,), lambda c: {"issue_number": N},
+    tool("merge_to_main", "workflow", (A.MERGE,), lambda c: {"issue_number": c.number},
          prepare=("commit",)),
+    tool("submit_pr", "github", (A.LAND,),
+         lambda c: {"title": "feat: the claimed work", "number": c.number}, prepare=("commit",)),
     tool("add_issue_comment", "queue", (A.COMMENT,),
-         lambda c: {"issue_number": N, "body": "a note", "comment_type": "progress"}),
+         lambda c: {"issue_number": c.number, "body": "a note", "comment_type": "progress"}),
     # contract D
     tool("agit_spawn_worktree", "agit", (A.CLAIM,),
          lambda c: {"repo": REPO, "task": "t-1", "agent": c.agent}, names="agent"),
@@ -255,8 +257,6 @@ RECIPES = TOOL_RECIPES + CLI_RECIPES + BOARD_RECIPES
 
 # Faces with actions that the matrix does not run, and why.
 NOT_RUN: dict[str, str] = {
-    "tool:submit_pr": "needs a GitHub remote with the claim's branch pushed and a mirror: "
-    "tests/github covers it against the fake GitHub",
     "cli:sync github": "the landing worker needs a repository landing through pull requests "
     "on the fake GitHub and a queued landing: tests/github covers each push and merge call",
 }

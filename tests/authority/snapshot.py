@@ -2,52 +2,41 @@
 among them), and where the face touches git, the repository's refs, its worktrees, the
 files under every checkout and their uncommitted edits; plus the plan files.
 
-The database is read from outside workq: SQLite through ``sqlite3`` (workq.db has no
-SQLite module of its own in this tree), PostgreSQL through SQLAlchemy's reflection. Each
+The database is read from outside workq's services: SQLite by tests/storage.py's ``dump``
+(through workq's one SQLite library: a second library in the process would break the
+locks of workq's own connections), PostgreSQL through SQLAlchemy's reflection. Each
 table's rows are sorted, so the order a database returns them in does not matter."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import subprocess
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import MetaData, create_engine, select
+from sqlalchemy import Engine, MetaData, create_engine, select, text
 from sqlalchemy.pool import NullPool
 
+from tests.storage import dump
 from workq.config import Settings
 
 
 def dump_database(settings: Settings) -> list[str]:
     """Every table's name and rows, in a stable order."""
     if settings.database_url is None:
-        return dump_sqlite(Path(settings.db_path))
+        return dump(Path(settings.db_path))
     return _dump_url(settings.database_url)
 
 
-def dump_sqlite(db: Path) -> list[str]:
-    lines: list[str] = []
-    with closing(sqlite3.connect(db)) as conn:
-        tables = conn.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"
-        ).fetchall()
-        for name, sql in tables:
-            lines.append(str(sql))
-            rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
-            lines.extend(f"{name}: {row!r}" for row in sorted(rows, key=repr))
-    return lines
+_SCHEMA: list[MetaData] = []  # reflected once: every database of a run is at the same head
 
 
 def _dump_url(url: str) -> list[str]:
     engine = create_engine(url, poolclass=NullPool)
     try:
-        meta = MetaData()
-        meta.reflect(engine)
+        meta = _schema(engine)
         lines: list[str] = []
         with engine.connect() as conn:
             for name in sorted(meta.tables):
@@ -94,7 +83,8 @@ def repository(repo: Path) -> list[str]:
     lines = ["refs:", *git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines()]
     listed = git(repo, "worktree", "list", "--porcelain")
     lines += ["worktrees:", *listed.splitlines()]
-    checkouts = [Path(w.split(" ", 1)[1]) for w in listed.splitlines() if w.startswith("worktree ")]
+    blocks = [b.splitlines() for b in listed.strip().split("\n\n") if b.strip()]
+    checkouts = [Path(b[0].split(" ", 1)[1]) for b in blocks if "bare" not in b]
     for checkout in checkouts:
         lines.append(f"checkout {checkout}:")
         if not checkout.is_dir():
@@ -119,6 +109,7 @@ class Snapshot:
     database: list[str]
     repositories: dict[str, list[str]] = field(default_factory=dict)
     plans: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)  # the fake GitHub's pulls and writes
 
     def differences(self, after: Snapshot) -> list[str]:
         """What changed, as a few lines (empty: byte-identical)."""
@@ -128,14 +119,18 @@ class Snapshot:
             was, now = self.repositories.get(name, []), after.repositories.get(name, [])
             found += _diff(f"repository {name}", was, now)
         found += _diff("plan files", self.plans, after.plans)
+        found += _diff("GitHub", self.outside, after.outside)
         return found
 
 
-def take(settings: Settings, repos: dict[str, Path], plans: Path) -> Snapshot:
+def take(
+    settings: Settings, repos: dict[str, Path], plans: Path, outside: list[str] | None = None
+) -> Snapshot:
     return Snapshot(
         database=dump_database(settings),
         repositories={name: repository(path) for name, path in repos.items()},
         plans=folder(plans),
+        outside=outside or [],
     )
 
 
@@ -146,3 +141,64 @@ def _diff(what: str, before: list[str], after: list[str]) -> list[str]:
     new = [line for line in after if line not in before]
     shown = [f"  - {line[:300]}" for line in gone[:6]] + [f"  + {line[:300]}" for line in new[:6]]
     return [f"{what} changed:", *shown]
+
+
+@dataclass
+class Stored:
+    """A PostgreSQL database's rows and sequences, to put back in another database at the
+    same head: faster than a database made from a template (``CREATE DATABASE ...
+    TEMPLATE`` costs a third of a second)."""
+
+    rows: dict[str, list[dict[str, object]]]
+    sequences: dict[str, int | None]
+
+
+def _schema(engine: Engine) -> MetaData:
+    if not _SCHEMA:
+        found = MetaData()
+        found.reflect(engine)
+        _SCHEMA.append(found)
+    return _SCHEMA[0]
+
+
+def store(url: str) -> Stored:
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        meta = _schema(engine)
+        with engine.connect() as conn:
+            rows = {
+                t.name: [dict(r._mapping) for r in conn.execute(select(t))]
+                for t in meta.sorted_tables
+                if t.name != "alembic_version"
+            }
+            sequences = {
+                str(r.sequencename): r.last_value
+                for r in conn.execute(
+                    text(
+                        "SELECT sequencename, last_value FROM pg_sequences "
+                        "WHERE schemaname = current_schema()"
+                    )
+                )
+            }
+        return Stored(rows, sequences)
+    finally:
+        engine.dispose()
+
+
+def put_back(url: str, stored: Stored) -> None:
+    """The database at ``url`` holds exactly ``stored`` (its rows, its sequences)."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        meta = _schema(engine)
+        with engine.begin() as conn:
+            names = ", ".join(f'"{name}"' for name in stored.rows)
+            conn.execute(text(f"TRUNCATE {names} CASCADE"))
+            for table in meta.sorted_tables:
+                found = stored.rows.get(table.name)
+                if found:
+                    conn.execute(table.insert(), found)
+            for name, value in stored.sequences.items():
+                called = "true" if value is not None else "false"
+                conn.execute(text(f"SELECT setval('\"{name}\"', {value or 1}, {called})"))
+    finally:
+        engine.dispose()

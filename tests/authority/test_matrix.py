@@ -28,7 +28,7 @@ import httpx2
 import pytest
 from mcp import Client
 
-from tests.authority import faces
+from tests.authority import faces, snapshot
 from tests.authority.recipes import NOT_RUN, RECIPES, Ctx, Recipe
 from tests.authority.snapshot import git
 from tests.authority.world import (
@@ -47,7 +47,7 @@ from tests.authority.world import (
     code_of,
 )
 from tests.conftest import ENGINES, PG_URL, drop_pg_database, fresh_pg_database, migrated_sqlite
-from tests.github.tools_helpers import github_server
+from tests.github.tools_helpers import fake_env, github_server
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import EVERYTHING
 from workq.config import Settings
@@ -242,12 +242,14 @@ async def build(world: World, recipe: Recipe) -> None:
     if recipe.kind == "tool":
         if family != "queue":
             world.repository()
+        if family == "github":
+            world.remote()
         repo = {"repository": REPO} if family != "queue" else {}
         await world.call("h", "issue_create", title="the claimed work", touches=["src/**"], **repo)
         await world.call("h", "issue_create", title="another", **repo)
         if family == "queue":
             await world.call("h", "issue_claim", number=NUMBER)
-        elif family == "repo":
+        elif family in ("repo", "github"):
             await world.call("h", "issue_claim", number=NUMBER, worktree=True)
         elif family == "agit":
             for who in ("h", "o", "t", "s"):
@@ -277,7 +279,7 @@ async def resume(world: World, recipe: Recipe) -> None:
     """A world copied from its template: its servers start anew (their run ids bound as
     they start); the agit server claims its agent's task again (a restarted agit server
     acting for its agent), so that it acts for that agent."""
-    if recipe.family == "workflow":
+    if recipe.family in ("workflow", "github"):  # the server's checkout is the repository
         os.chdir(world.repos[REPO])
     if recipe.kind == "tool":
         await world.server("h")  # the holder's server runs: its run id is bound to it
@@ -341,11 +343,11 @@ async def bring(world: World, recipe: Recipe, state: str) -> None:
 @dataclass
 class Template:
     """A family's world, built once per engine in each test process: its folder (the
-    SQLite file, the repositories, their worktrees), its PostgreSQL database, and what
-    the cases read of it."""
+    SQLite file, the repositories, their worktrees), its PostgreSQL rows, and what the
+    cases read of it."""
 
     folder: Path
-    database: str | None
+    rows: snapshot.Stored | None
     repos: dict[str, Path]
     worktree_id: str | None
     worktree_path: Path | None
@@ -356,37 +358,55 @@ class Template:
 class Worlds:
     """Every case of a test process works in one folder, ``live``, made anew from its
     family's template: the worktrees, the repositories and the database name absolute
-    paths, which stay right only at the path they were made at."""
+    paths, which stay right only at the path they were made at. On PostgreSQL every case
+    of the process works in one database, its rows put back from the template's."""
 
     live: Path
     store: Path
     sqlite: Path
     pg: str | None
     made: dict[str, Template] = field(default_factory=dict)
+    pg_live: str | None = None
+    pg_empty: snapshot.Stored | None = None
+    fake: FakeGitHub | None = None
+
+    def github(self) -> FakeGitHub:
+        """The fake GitHub of the github family (one per test process)."""
+        if self.fake is None:
+            self.fake = FakeGitHub().start()
+        return self.fake
 
     def reset(self) -> None:
         if self.live.exists():
             shutil.rmtree(self.live)
         self.live.mkdir(parents=True)
 
-    def database(self, engine: str, template: str | None, *, fresh: bool = False) -> Settings:
-        """A new database: empty (``fresh``) or, on PostgreSQL, a copy of ``template``
+    def database(
+        self, engine: str, rows: snapshot.Stored | None, *, fresh: bool = False
+    ) -> Settings:
+        """The case's database: a new queue at head (``fresh``), or the template's rows
         (a SQLite file comes with its folder)."""
         if engine == "sqlite":
             if fresh:
                 migrated_sqlite(self.sqlite, self.live / "queue.db")
             return Settings(db_path=self.live / "queue.db", lease_seconds=LEASE)
         assert PG_URL is not None
-        url = fresh_pg_database(PG_URL, template=template or self.pg)
-        return Settings(database_url=url, lease_seconds=LEASE)
+        if self.pg_live is None:
+            self.pg_live = fresh_pg_database(PG_URL, template=self.pg)
+            self.pg_empty = snapshot.store(self.pg_live)
+        empty = self.pg_empty
+        assert empty is not None
+        snapshot.put_back(self.pg_live, empty if fresh or rows is None else rows)
+        return Settings(database_url=self.pg_live, lease_seconds=LEASE)
 
     async def world(self, engine: str, recipe: Recipe) -> World:
         early = [step for step in recipe.prepare if step not in LATE]
         key = "-".join([engine, recipe.family, *early])
+        github = self.github() if recipe.family == "github" else None
         self.reset()
         if key not in self.made:
             settings = self.database(engine, None, fresh=True)
-            world = World(self.live, settings, recipe.family)
+            world = World(self.live, settings, recipe.family, github=github)
             try:
                 await build(world, recipe)
                 for step in early:
@@ -395,10 +415,10 @@ class Worlds:
                 await world.close()
             folder = self.store / key
             shutil.copytree(self.live, folder)
-            database = settings.database_url.rsplit("/", 1)[1] if settings.database_url else None
+            rows = snapshot.store(settings.database_url) if settings.database_url else None
             self.made[key] = Template(
                 folder,
-                database,
+                rows,
                 dict(world.repos),
                 world.worktree_id,
                 world.worktree_path,
@@ -407,7 +427,9 @@ class Worlds:
             self.reset()
         made = self.made[key]
         shutil.copytree(made.folder, self.live, dirs_exist_ok=True)
-        world = World(self.live, self.database(engine, made.database), recipe.family)
+        world = World(self.live, self.database(engine, made.rows), recipe.family, github=github)
+        if github is not None:
+            github.set_git_dir(str(made.repos["remote"]))
         world.repos = dict(made.repos)
         world.worktree_id, world.worktree_path = made.worktree_id, made.worktree_path
         world.agents = dict(made.agents)
@@ -415,11 +437,10 @@ class Worlds:
         return world
 
     def drop(self) -> None:
-        if PG_URL is None:
-            return
-        for made in self.made.values():
-            if made.database:
-                drop_pg_database(PG_URL, PG_URL.rsplit("/", 1)[0] + f"/{made.database}")
+        if self.fake is not None:
+            self.fake.stop()
+        if PG_URL is not None and self.pg_live is not None:
+            drop_pg_database(PG_URL, self.pg_live)
 
 
 @pytest.fixture(scope="session")
@@ -503,21 +524,17 @@ async def act(world: World, recipe: Recipe, caller: Caller, ctx: Ctx) -> str:
 
 
 async def board_call(world: World, recipe: Recipe, ctx: Ctx) -> str | None:
+    """The board's action, posted from its own page (its header, no other origin)."""
     from workq.board.app import build_app
-    from workq.services.runtime import open_queue
 
-    q = open_queue(world.settings)
-    try:
-        app = build_app(q, token=None)
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
-            answer = await http.post(
-                f"/api/issues/{recipe.target}/{recipe.face}",
-                json=recipe.build(ctx),
-                headers={"x-workq-board": "1", "x-workq-actor": PERSON},
-            )
-    finally:
-        q.db.dispose()
+    app = build_app(world.queue(), token=None)
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        answer = await http.post(
+            f"/api/issues/{recipe.target}/{recipe.face}",
+            json=recipe.build(ctx),
+            headers={"x-workq-board": "1", "x-workq-actor": PERSON},
+        )
     if answer.status_code == 200:
         return None
     body = answer.json()
@@ -531,10 +548,16 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 @pytest.mark.parametrize(("recipe", "who"), CASES)
 async def test_the_face_answers_as_the_table_says(
-    recipe: Recipe, who: str, engine: str, worlds: Worlds
+    recipe: Recipe, who: str, engine: str, worlds: Worlds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caller = CALLERS[who]
     world: World | None = None
+    if recipe.family == "github":  # the servers' GitHub is the fake, and only it
+        for key in [k for k in os.environ if k.startswith(("GITHUB_", "GH_"))]:
+            monkeypatch.delenv(key)
+        for key, value in fake_env(worlds.github()).items():
+            if key.startswith("GITHUB_"):
+                monkeypatch.setenv(key, value)
     try:
         try:
             world = await worlds.world(engine, recipe)
@@ -557,8 +580,6 @@ async def test_the_face_answers_as_the_table_says(
     finally:
         if world is not None:
             await world.close()
-            if world.settings.database_url and PG_URL:
-                drop_pg_database(PG_URL, world.settings.database_url)
     if os.environ.get("AUTHORITY_MATRIX_LOG"):
         import json
 

@@ -29,6 +29,7 @@ from mcp.types import CallToolResult
 from sqlalchemy import select, update
 
 from tests.authority import snapshot
+from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import EVERYTHING
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
@@ -39,6 +40,7 @@ from workq.domain.authority import Authority
 from workq.domain.decisions import Action, Facts
 from workq.server.app import build_server
 from workq.server.results import ERROR_META
+from workq.services.handle import Queue, load
 from workq.services.queue import door
 from workq.services.runtime import open_queue
 
@@ -100,6 +102,8 @@ class World:
     worktree_id: str | None = None
     worktree_path: Path | None = None
     agents: dict[str, str] = field(default_factory=lambda: dict(AGENT))  # agit: registered
+    _queue: Queue | None = None  # the test's own reader and writer, opened on first use
+    github: FakeGitHub | None = None  # the github family's fake GitHub
 
     @property
     def plans(self) -> Path:
@@ -119,6 +123,8 @@ class World:
             "lease_seconds": LEASE,
             "tests_gate": "trust",
         }
+        if self.github is not None:
+            own["github_repo"] = self.github.repo
         return self.settings.model_copy(update=own)
 
     async def server(self, who: str) -> Client:
@@ -141,7 +147,17 @@ class World:
         return dict(result.structured_content or {})
 
     async def close(self) -> None:
-        await self.stack.aclose()
+        try:
+            await self.stack.aclose()
+        finally:
+            if self._queue is not None:
+                self._queue.db.dispose()
+                self._queue = None
+
+    def queue(self) -> Queue:
+        if self._queue is None:
+            self._queue = open_queue(self.settings)
+        return self._queue
 
     # -- the CLI ----------------------------------------------------------------------
 
@@ -185,31 +201,23 @@ class World:
 
     def find_worktree(self, number: int = NUMBER) -> None:
         """The id and path of #N's active worktree, if it has one."""
-        q = open_queue(self.settings)
-        try:
-            with q.db.read() as conn:
-                row = conn.execute(
-                    select(worktrees_t.c.id, worktrees_t.c.path)
-                    .where(worktrees_t.c.number == number, worktrees_t.c.state == "active")
-                    .order_by(worktrees_t.c.created_at.desc())
-                ).first()
-        finally:
-            q.db.dispose()
+        with self.queue().db.read() as conn:
+            row = conn.execute(
+                select(worktrees_t.c.id, worktrees_t.c.path)
+                .where(worktrees_t.c.number == number, worktrees_t.c.state == "active")
+                .order_by(worktrees_t.c.created_at.desc())
+            ).first()
         if row is not None:
             self.worktree_id, self.worktree_path = row.id, Path(row.path)
 
     def worktree_of(self, number: int) -> list[tuple[str, str]]:
         """#N's active worktrees (id, path): what a sweep may remove."""
-        q = open_queue(self.settings)
-        try:
-            with q.db.read() as conn:
-                rows = conn.execute(
-                    select(worktrees_t.c.id, worktrees_t.c.path)
-                    .where(worktrees_t.c.number == number, worktrees_t.c.state == "active")
-                    .order_by(worktrees_t.c.id)
-                ).all()
-        finally:
-            q.db.dispose()
+        with self.queue().db.read() as conn:
+            rows = conn.execute(
+                select(worktrees_t.c.id, worktrees_t.c.path)
+                .where(worktrees_t.c.number == number, worktrees_t.c.state == "active")
+                .order_by(worktrees_t.c.id)
+            ).all()
         return [(r.id, r.path) for r in rows]
 
     def checkout(self) -> Path:
@@ -226,39 +234,37 @@ class World:
 
     def lapse(self, number: int = NUMBER) -> None:
         """#N's lease ended a second ago (its holder stopped renewing it)."""
-        q = open_queue(self.settings)
-        try:
-            past = q.now() - timedelta(seconds=1)
-            q.db.write(
-                lambda conn: conn.execute(
-                    update(issues_t)
-                    .where(issues_t.c.number == number)
-                    .values(lease_expires_at=past)
-                )
+        q = self.queue()
+        past = q.now() - timedelta(seconds=1)
+        q.db.write(
+            lambda conn: conn.execute(
+                update(issues_t).where(issues_t.c.number == number).values(lease_expires_at=past)
             )
-        finally:
-            q.db.dispose()
+        )
 
     def row(self, number: int = NUMBER) -> dict[str, Any]:
-        q = open_queue(self.settings)
-        try:
-            with q.db.read() as conn:
-                found = conn.execute(select(issues_t).where(issues_t.c.number == number)).first()
-        finally:
-            q.db.dispose()
+        with self.queue().db.read() as conn:
+            found = conn.execute(select(issues_t).where(issues_t.c.number == number)).first()
         return dict(found._mapping) if found is not None else {}
 
     def facts(self, action: Action, by: Authority, number: int = NUMBER) -> tuple[Facts, datetime]:
         """The facts the table reads for ``action`` on #N, as the door loads them."""
-        from workq.services.handle import load
-
-        q = open_queue(self.settings)
-        try:
-            with q.db.read() as conn:
-                row = load(conn, number)
-                return door.facts(conn, row, action, by), datetime.now(UTC)
-        finally:
-            q.db.dispose()
+        with self.queue().db.read() as conn:
+            row = load(conn, number)
+            return door.facts(conn, row, action, by), datetime.now(UTC)
 
     def snapshot(self) -> snapshot.Snapshot:
-        return snapshot.take(self.settings, self.repos, self.plans)
+        outside = None
+        if self.github is not None:
+            writes = [f"{w.method} {w.path}" for w in self.github.writes()]
+            outside = [*writes, *(repr(sorted(p.items())) for p in self.github.pulls())]
+        return snapshot.take(self.settings, self.repos, self.plans, outside)
+
+    def remote(self) -> Path:
+        """A bare repository, ``origin`` of the registered one, that the fake GitHub reads."""
+        bare = self.tmp / "remote.git"
+        snapshot.git(self.tmp, "init", "-q", "--bare", "-b", "main", str(bare))
+        snapshot.git(self.repos[REPO], "remote", "add", "origin", str(bare))
+        snapshot.git(self.repos[REPO], "push", "-q", "origin", "main")
+        self.repos["remote"] = bare
+        return bare

@@ -11,6 +11,7 @@ from sqlalchemy import update
 
 from tests.board.conftest import board_server, cli
 from tests.board.html_check import column_numbers, unsafe
+from tests.conftest import ADMIN
 from workq.db.tables import agents as agents_t
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
@@ -118,7 +119,7 @@ def test_the_issue_view(db: Path, q: Queue, client: httpx2.Client) -> None:
     dependencies.depend(q, blocker=first, blocked=second, actor="cli-test")
     dependencies.depend(q, blocker=second, blocked=third, actor="cli-test")
     notes.comment(q, second, "looked at it", author="cli-test")
-    issues.update_issue(q, second, priority="high", actor="cli-test", by=Authority.of({"tester"}))
+    issues.update_issue(q, second, priority="high", actor="cli-test", by=ADMIN)
     with board_server(db) as url:
         page = client.get(f"{url}/issues/{second}").text
         missing = client.get(f"{url}/issues/999")

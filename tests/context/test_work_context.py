@@ -202,3 +202,17 @@ def test_closures_older_than_seven_days_are_left_out(queue: Queue, clock: FakeCl
 def test_no_branch_outside_a_repository(tmp_path: Path) -> None:
     assert work_context.checkout_branch(tmp_path) is None
     assert work_context.checkout_branch(None) is None
+
+
+def test_a_lapsed_claim_is_not_held(queue: Queue, clock: FakeClock) -> None:
+    """Another caller may claim a lapsed claim now: the context no longer counts it as the
+    caller's (issue 40)."""
+    number = issues.create(queue, title="Lapsing").number
+    me = Authority.of({"r"})
+    claims.claim(queue, number, me)
+    found = work_context.gather(queue, by=me)
+    assert [i.number for i in found.in_progress_issues] == [number]
+    assert found.active_issue is not None and found.active_issue.number == number
+    clock.advance(queue.lease_seconds + 1)
+    found = work_context.gather(queue, by=me)
+    assert found.in_progress_issues == [] and found.active_issue is None

@@ -60,9 +60,8 @@ def _start(q: Queue, repo: Path, title: str = "Parse the input", **kw: object) -
 
 def _commit(q: Queue, where: Path, phase: str, files: dict[str, str], **kw: object) -> str:
     _write(where, files)
-    done = gitflow.commit_tdd_phase(
-        q, where, phase, "the parser", by=Authority.of({ME}), actor=ME, **kw
-    )  # type: ignore[arg-type]
+    by = Authority.of({ME})
+    done = gitflow.commit_tdd_phase(q, where, phase, "the parser", by=by, actor=ME, **kw)  # type: ignore[arg-type]
     return done.commit_hash
 
 
@@ -357,6 +356,24 @@ def test_a_rerun_after_the_default_branch_moved_finishes(queue: Queue, repo: Pat
     assert log(repo).count("squash by the crashed run") == 1
     assert issues.get(queue, number).status == Status.DONE
     assert _branches(repo) == ["main"]
+
+
+def test_merge_to_main_deletes_only_a_branch_workq_made(queue: Queue, repo: Path) -> None:
+    """A person's branch linked to an issue lands and stays; a branch create_feature_branch
+    made lands and goes (issue 40: cleanup deletes only branches workq created)."""
+    git.switch_new(repo, "alice/parse", "main")
+    number = issues.create(queue, title="Parse").number
+    gitflow.link_issue_to_branch(queue, repo, number, by=Authority.of({ME}))
+    _commit(queue, repo, "green", {"src/parse.py": "x\n"}, number=number)
+    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
+    assert git.is_ancestor(repo, git.head(repo, "alice/parse"), "main")
+    assert not done.branch_deleted and "alice/parse" in _branches(repo)
+    gitflow.create_feature_branch(queue, repo, "feature", "print")
+    other = issues.create(queue, title="Print").number
+    gitflow.link_issue_to_branch(queue, repo, other, by=Authority.of({ME}))
+    _commit(queue, repo, "green", {"src/print.py": "y\n"}, number=other)
+    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=other)
+    assert done.branch_deleted and "feature/print" not in _branches(repo)
 
 
 # --- the worktree variant ---------------------------------------------------------------

@@ -22,7 +22,6 @@ from tests.github_fake.server import (
     RemoteFakeGitHub,
     _path_matches,
 )
-from workq.domain.authority import Authority
 from workq.errors import GitHubError
 from workq.github import (
     API_VERSION,
@@ -98,23 +97,19 @@ def test_create_get_and_patch_an_issue(fake_github: FakeGitHub, gh_client: GitHu
     assert fetched.body == "body <!-- workq:id=7 -->"
     assert fetched.created_at.tzinfo is not None
 
-    patched = gh_client.update_issue(
-        REPO, 1, title="Fixed it", labels=["status:done"], by=Authority.of({"tester"})
-    )
+    patched = gh_client.update_issue(REPO, 1, title="Fixed it", labels=["status:done"])
     assert patched.title == "Fixed it"
     assert patched.label_names == ["status:done"]
 
-    closed = gh_client.update_issue(
-        REPO, 1, state="closed", state_reason="not_planned", by=Authority.of({"tester"})
-    )
+    closed = gh_client.update_issue(REPO, 1, state="closed", state_reason="not_planned")
     assert (closed.state, closed.state_reason) == ("closed", "not_planned")
     assert closed.closed_at is not None
 
     # state_reason alone (state unchanged) is ignored, as on GitHub
-    same = gh_client.update_issue(REPO, 1, state_reason="completed", by=Authority.of({"tester"}))
+    same = gh_client.update_issue(REPO, 1, state_reason="completed")
     assert same.state_reason == "not_planned"
 
-    reopened = gh_client.update_issue(REPO, 1, state="open", by=Authority.of({"tester"}))
+    reopened = gh_client.update_issue(REPO, 1, state="open")
     assert (reopened.state, reopened.state_reason) == ("open", "reopened")
 
     patch = fake_github.writes()[-1]
@@ -127,7 +122,7 @@ def test_create_get_and_patch_an_issue(fake_github: FakeGitHub, gh_client: GitHu
 
 def test_update_issue_needs_a_field(gh_client: GitHubClient):
     with pytest.raises(ValueError):
-        gh_client.update_issue(REPO, 1, by=Authority.of({"tester"}))
+        gh_client.update_issue(REPO, 1)
 
 
 def test_list_and_create_labels(fake_github: FakeGitHub, gh_client: GitHubClient):
@@ -316,7 +311,7 @@ def test_etag_gives_not_modified_until_something_changes(
     assert gh_client.last_rate_limit is not None
     assert gh_client.last_rate_limit.remaining == remaining  # a 304 costs no quota
 
-    gh_client.update_issue(REPO, 1, title="changed", by=Authority.of({"tester"}))
+    gh_client.update_issue(REPO, 1, title="changed")
     changed = gh_client.list_issues(REPO, state="all", etag=first.etag)
     assert not changed.not_modified
     assert [i.title for i in changed.items] == ["changed"]
@@ -393,10 +388,10 @@ def test_unknown_repo_and_issue_are_not_found(fake_github: FakeGitHub, gh_client
 
 def test_deleted_issue_is_gone(fake_github: FakeGitHub, gh_client: GitHubClient):
     fake_github.seed_issue("x")
-    fake_github.delete_issue(1, by=Authority.of({"tester"}))
+    fake_github.delete_issue(1)
 
     with pytest.raises(NotFoundOnGitHub) as info:
-        gh_client.update_issue(REPO, 1, state="closed", by=Authority.of({"tester"}))
+        gh_client.update_issue(REPO, 1, state="closed")
 
     assert info.value.status == 410 and info.value.gone
     assert gh_client.list_issues(REPO, state="all").items == []
@@ -534,7 +529,7 @@ def test_timeout_before_apply_is_unclear(fake_github: FakeGitHub, fast_client: G
     fake_github.seed_issue("x")
 
     with pytest.raises(Unclear):
-        fast_client.update_issue(REPO, 1, state="closed", by=Authority.of({"tester"}))
+        fast_client.update_issue(REPO, 1, state="closed")
 
     assert fake_github.issue(1)["state"] == "open"
     assert fast_client.get_issue(REPO, 1).state == "open"  # the client still works

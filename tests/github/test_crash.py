@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ADMIN
 from tests.github.mirror_helpers import MARKER, REPO, open_file_queue
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHubProcess
 from tests.storage import assert_intact
@@ -82,10 +83,13 @@ def _mutate(q: Queue, rng: random.Random, step: int) -> None:
         n = rng.choice(live)
         issue = issues.get(q, n)
         if action == "rename":
-            issues.update_issue(q, n, title=f"{issue.title} +{step}", by=Authority.of({"tester"}))
+            issues.update_issue(q, n, title=f"{issue.title} +{step}", by=ADMIN)
         elif action == "label":
             issues.update_issue(
-                q, n, add_labels=[f"l{rng.randint(1, 3)}"], by=Authority.of({"tester"})
+                q,
+                n,
+                add_labels=[f"l{rng.randint(1, 3)}"],
+                by=ADMIN,
             )
         elif action == "comment":
             notes.comment(q, n, f"note {step}")
@@ -96,7 +100,7 @@ def _mutate(q: Queue, rng: random.Random, step: int) -> None:
         elif action == "reopen" and issue.status == "done":
             issues.reopen(q, n)
         elif action == "delete" and len(live) > 3:
-            issues.delete_issue(q, n, by=Authority.of({"tester"}))
+            issues.delete_issue(q, n, by=ADMIN)
             live.remove(n)
 
 

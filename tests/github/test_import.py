@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ADMIN
 from tests.github.mirror_helpers import REPO, Mirror, labels_of, mirrored
 from tests.github_fake.server import FakeGitHub, LoggedRequest
 from workq.domain.authority import Authority
@@ -21,7 +22,7 @@ from workq.services.sync.mirror import github_link
 def _edit(m: Mirror, gh_number: int, **fields: object) -> None:
     """Someone edits the issue on GitHub."""
     with GitHubClient(m.fake.token, base_url=m.fake.url, trust_env=False) as other:
-        other.update_issue(REPO, gh_number, **fields, by=Authority.of({"tester"}))  # type: ignore[arg-type]
+        other.update_issue(REPO, gh_number, **fields)  # type: ignore[arg-type]
 
 
 def _list_requests(m: Mirror, *, probes: bool = False) -> list[LoggedRequest]:
@@ -175,7 +176,11 @@ def test_a_conflict_keeps_the_local_value_and_is_recorded(
         gh_number = m.gh_issue_of(made.number)["number"]
         _edit(m, gh_number, title="Their title", body="Their body")
         issues.update_issue(
-            m.q, made.number, title="Our title", add_labels=["db"], by=Authority.of({"tester"})
+            m.q,
+            made.number,
+            title="Our title",
+            add_labels=["db"],
+            by=ADMIN,
         )
         result = m.sync(with_import=True)
         assert result.imported is not None and result.imported.conflicts == 1

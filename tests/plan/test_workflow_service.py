@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from tests.domain.test_workflow import expected_outcome
 from workq.db.tables import events
 from workq.domain.authority import Authority
@@ -166,7 +166,7 @@ def test_the_branch_name_is_recorded_once_and_kept(queue: Queue) -> None:
     assert workflow.advance(queue, number, Authority.of({"run-a"}), P.RESEARCH).branch_name is None
     change = workflow.advance(queue, number, Authority.of({"run-a"}), P.BRANCH)
     assert change.branch_name == f"{number}-fix-the-login-pages-cafe"
-    issues.update_issue(queue, number, title="Renamed later", by=Authority.of({"tester"}))
+    issues.update_issue(queue, number, title="Renamed later", by=ADMIN)
     later = workflow.advance(queue, number, Authority.of({"run-a"}), P.IMPLEMENTATION)
     assert later.branch_name == f"{number}-fix-the-login-pages-cafe"
     skipped = claimed(queue, title="Skip ahead")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Table, create_engine, insert, select, text
 
+from tests.conftest import ADMIN
 from tests.workq_cli import workq
 from workq.config import Settings
 from workq.db import migrate, models
@@ -36,8 +37,14 @@ def _fill(queue: Queue) -> None:
     claims.claim(queue, 2, Authority.of({"run-b"}))
     blocking.block(queue, 4, "needs a decision", by=Authority.overriding("admin", who="admin"))
     notes.comment(queue, 4, "why?", kind="question")
-    issues.delete_issue(queue, 3, by=Authority.of({"tester"}))
-    issues.update_issue(queue, 2, add_labels=["docs"], priority="high", by=Authority.of({"tester"}))
+    issues.delete_issue(queue, 3, by=ADMIN)
+    issues.update_issue(
+        queue,
+        2,
+        add_labels=["docs"],
+        priority="high",
+        by=ADMIN,
+    )
 
 
 def _fill_the_rest(queue: Queue) -> None:
@@ -198,9 +205,7 @@ def _fill_the_rest(queue: Queue) -> None:
     with queue.db.engine.begin() as conn:
         for table, values in rows.items():
             conn.execute(insert(table), values)
-    issues.update_issue(
-        queue, 2, description="mirrored", by=Authority.of({"tester"})
-    )  # queues an outbox row
+    issues.update_issue(queue, 2, description="mirrored", by=ADMIN)  # queues an outbox row
 
 
 def _every_row(url: str) -> dict[str, list[tuple[object, ...]]]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, create_engine, event, text
 
+from tests.conftest import ADMIN
 from workq.config import Settings
 from workq.db.engine import WRITE_ATTEMPTS
 from workq.domain.authority import Authority
@@ -119,9 +120,7 @@ def test_delete_racing_complete_releases_dependents_once(pg_queue: Queue, pg_url
         )
         _waiting(pg_url, 1)
         # ...while delete of the same issue must wait for it, not decrement on its own.
-        deleting, delete_errors = _in_thread(
-            lambda: issues.delete_issue(pg_queue, 1, by=Authority.of({"tester"}))
-        )
+        deleting, delete_errors = _in_thread(lambda: issues.delete_issue(pg_queue, 1, by=ADMIN))
         _waiting(pg_url, 2)
         release()
         completing.join(30)

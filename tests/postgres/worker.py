@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import sys
 
+from tests.conftest import ADMIN
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput, NotFound, StorageError
@@ -76,7 +77,7 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "reopen":
                 issues.reopen(queue, some, actor=run_id)
             elif action == "delete" and rng.random() < 0.2:
-                issues.delete_issue(queue, some, actor=run_id, by=Authority.of({"tester"}))
+                issues.delete_issue(queue, some, actor=run_id, by=ADMIN)
         except (Conflict, NotFound, InvalidInput):
             continue
     print("done", flush=True)

@@ -6,7 +6,6 @@ of its own would); the HTTP sessions are sessions of one real ``workq serve --ht
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import anyio
@@ -80,8 +79,8 @@ async def test_another_caller_cannot_delete_or_reshape_a_claim_but_may_edit_it(
         assert dump(db) == before
         await call_ok(two, "issue_update", number=1, priority="high")  # triage: anyone
         await call_ok(one, "issue_update", number=1, touches=["src/b/**"])  # its holder
-        listed = json.loads(text(await call_ok(one, "issue_reservations")))
-        assert [r["glob"] for r in listed["reservations"]] == ["src/b/**"]
+        listed = (await call_ok(one, "issue_reservations")).structured_content
+        assert listed is not None and [r["glob"] for r in listed["items"]] == ["src/b/**"]
 
 
 async def test_a_force_claim_records_who_forced_it(db: Path) -> None:
@@ -96,7 +95,8 @@ async def test_a_force_claim_records_who_forced_it(db: Path) -> None:
             confirmation="I understand this may cause conflicts",
             run_id="agent-9",
         )
-        history = json.loads(text(await call_ok(two, "issue_history", number=1)))
+        history = (await call_ok(two, "issue_history", number=1)).structured_content
+    assert history is not None
     forced = [e for e in history["events"] if e["kind"] == "force_claimed"]
     assert forced and forced[0]["after"]["forced_by"] == "server-2"
     assert forced[0]["before"]["claimed_by"] == "server-1"

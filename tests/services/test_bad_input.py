@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ADMIN
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, NotFound, WorkqError
 from workq.services.handle import Queue
@@ -49,17 +50,17 @@ BAD_CALLS: list[tuple[str, Callable[[Queue], Any], type[WorkqError]]] = [
     ),
     (
         "update unknown",
-        lambda q: issues.update_issue(q, 999, title="x", by=Authority.of({"tester"})),
+        lambda q: issues.update_issue(q, 999, title="x", by=ADMIN),
         NotFound,
     ),
     (
         "update bad title",
-        lambda q: issues.update_issue(q, 1, title="", by=Authority.of({"tester"})),
+        lambda q: issues.update_issue(q, 1, title="", by=ADMIN),
         InvalidInput,
     ),
     (
         "delete unknown",
-        lambda q: issues.delete_issue(q, 999, by=Authority.of({"tester"})),
+        lambda q: issues.delete_issue(q, 999, by=ADMIN),
         NotFound,
     ),
     (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from workq.domain.authority import Authority
 from workq.errors import (
     AlreadyClaimed,
@@ -162,7 +162,7 @@ def test_done_issues_cannot_be_claimed(queue: Queue) -> None:
 
 def test_every_mutation_writes_an_event(queue: Queue) -> None:
     issues.create(queue, title="one")
-    issues.update_issue(queue, 1, title="uno", priority="high", by=Authority.of({"tester"}))
+    issues.update_issue(queue, 1, title="uno", priority="high", by=ADMIN)
     claims.claim(queue, 1, Authority.of({"run-a"}))
     claims.heartbeat(queue, 1, Authority.of({"run-a"}))
     blocking.block(queue, 1, "wait", by=Authority.overriding("admin", who="admin"))
@@ -173,7 +173,7 @@ def test_every_mutation_writes_an_event(queue: Queue) -> None:
     claims.complete(queue, 1, Authority.of({"run-a"}))
     issues.reopen(queue, 1)
     notes.comment(queue, 1, "note")
-    issues.delete_issue(queue, 1, by=Authority.of({"tester"}))
+    issues.delete_issue(queue, 1, by=ADMIN)
     kinds = [e.kind for e in notes.history(queue, 1)]
     assert kinds == [
         "created",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import ADMIN
 from workq.domain.authority import Authority
 from workq.errors import DependencyCycle, InvalidInput, NotClaimable, NotFound
 from workq.services.handle import Queue
@@ -83,7 +84,7 @@ def test_deleting_a_blocker_frees_its_dependents(queue: Queue) -> None:
     issues.create(queue, title="a")
     issues.create(queue, title="b")
     dependencies.depend(queue, blocker=1, blocked=2)
-    issues.delete_issue(queue, 1, by=Authority.of({"tester"}))
+    issues.delete_issue(queue, 1, by=ADMIN)
     assert _ready(queue) == [2]
     assert issues.get(queue, 2).blocked_by == []
     _assert_counts_match_oracle(queue)

@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import delete, insert
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from tests.plan.conftest import fill
 from workq.db.tables import (
     comments,
@@ -361,7 +361,7 @@ class QueueMachine(RuleBasedStateMachine):
         item = self.model.items.pop(number, None)
         self._expect(
             item is not None,
-            lambda: issues_service.delete_issue(self.queue, number, by=Authority.of({"tester"})),
+            lambda: issues_service.delete_issue(self.queue, number, by=ADMIN),
         )
         for other in self.model.items.values():
             other.blockers.discard(number)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from tests.conftest import ADMIN
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import SearchPage
@@ -30,14 +31,18 @@ def test_the_index_follows_updates_and_deletes_but_not_claims(queue: Queue) -> N
     issues.create(queue, title="alpha")
     issues.create(queue, title="beta")
     issues.update_issue(
-        queue, 1, title="gamma", description="now about gamma rays", by=Authority.of({"tester"})
+        queue,
+        1,
+        title="gamma",
+        description="now about gamma rays",
+        by=ADMIN,
     )
     assert _numbers(search.search(queue, "alpha")) == []
     assert _numbers(search.search(queue, "gamma")) == [1]
     claims.claim(queue, 1, Authority.of({"run-a"}))
     assert _numbers(search.search(queue, "gamma", status="in_progress")) == [1]
     assert _numbers(search.search(queue, "gamma", status="open")) == []
-    issues.delete_issue(queue, 1, by=Authority.of({"tester"}))
+    issues.delete_issue(queue, 1, by=ADMIN)
     assert _numbers(search.search(queue, "gamma")) == []
     search.rebuild_index(queue)
     assert _numbers(search.search(queue, "beta")) == [2]

@@ -408,10 +408,10 @@ class AuthorityMachine(RuleBasedStateMachine):
         item, now = self.model.items[n], self._now()
         renewal = self.model.holds(item, run)
         reasons = set()
-        if not renewal:
+        if not renewal:  # the table asks who before what it waits on
             if item.status == "done" or item.blocked or self.model.waits_on(item):
                 reasons.add("NOT_CLAIMABLE")
-            elif self.model.live(item, now):
+            if item.status != "done" and self.model.live(item, now):
                 reasons.add("ALREADY_CLAIMED")
         if worktree:
             got = self._call(
@@ -465,7 +465,9 @@ class AuthorityMachine(RuleBasedStateMachine):
         item = self.model.items[n]
         fence = self._fence(item, run, which)
         reasons = self._stale(item, fence)
-        if not self.model.holds(item, run):
+        if item.status == "done":
+            reasons.add("NOT_CLAIMABLE")  # no claim left to renew
+        elif not self.model.holds(item, run):
             reasons.add("NOT_HOLDER")
         elif not self.model.live(item, self._now()):
             reasons.add("LEASE_LAPSED")  # not revived: the holder claims again
@@ -516,7 +518,9 @@ class AuthorityMachine(RuleBasedStateMachine):
             else Authority.of({run}, fence=fence)
         )
         reasons, legit = self._stale(item, fence), set()
-        if item.status != "in_progress" or not (run is None or item.holder == run):
+        if item.status == "done":
+            reasons.add("NOT_CLAIMABLE")  # no claim left to give up, even for an override
+        elif item.status != "in_progress" or not (run is None or item.holder == run):
             reasons.add("NOT_HOLDER")
         tree = self.model.trees.get(item.worktree or "")
         if run is not None and not discard and tree is not None and self._ahead(tree):
@@ -630,7 +634,9 @@ class AuthorityMachine(RuleBasedStateMachine):
         fence = self._fence(item, run, which)
         mode = reservations.EXCLUSIVE if exclusive else reservations.SHARED
         reasons = self._stale(item, fence)
-        if not self.model.holds(item, run):
+        if item.status == "done":
+            reasons.add("NOT_CLAIMABLE")
+        elif not self.model.holds(item, run):
             reasons.add("NOT_HOLDER")
         elif not self.model.live(item, now):
             reasons.add("LEASE_LAPSED")

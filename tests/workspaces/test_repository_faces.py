@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.conftest import migrated_sqlite
+from tests.conftest import ADMIN, migrated_sqlite
 from tests.server.conftest import call_error, call_ok, error_of, make_server, text
 from tests.server.test_claim_faces import cli, cli_json
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
-from workq.domain.authority import Authority
 from workq.errors import NotFound
 from workq.schemas import IssueType, ReadyFilter
 from workq.services.handle import Queue
@@ -36,14 +35,22 @@ def test_the_service_places_an_issue_where_it_is_made_or_changed(
     assert issues.get(queue, made.number).repository == "app"
     assert _events(queue, made.number) == ["created", "repository_set"]
     issues.update_issue(
-        queue, made.number, repository="lib", actor="lead", by=Authority.of({"tester"})
+        queue,
+        made.number,
+        repository="lib",
+        actor="lead",
+        by=ADMIN,
     )
     assert issues.get(queue, made.number).repository == "lib"
     with pytest.raises(NotFound, match="repository 'nowhere' is not registered"):
         issues.create(queue, title="lost", repository="nowhere")
     with pytest.raises(NotFound, match="repository 'nowhere' is not registered"):
         issues.update_issue(
-            queue, made.number, title="renamed", repository="nowhere", by=Authority.of({"tester"})
+            queue,
+            made.number,
+            title="renamed",
+            repository="nowhere",
+            by=ADMIN,
         )
     # Refused: nothing made, nothing changed.
     assert [i.number for i in issues.list_issues(queue).items] == [made.number]

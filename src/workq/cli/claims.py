@@ -311,7 +311,7 @@ def force_claim(
 ) -> None:
     """Take a claim from its holder (recorded in the history)."""
     s = state(ctx)
-    by = s.acting(run_id, override="workq force-claim")
+    by = s.acting(run_id, override=_IGNORING if ignore_plan_mode else None)
     got = claims.force_claim(s.queue(), number, by, confirm)
     _claimed(got, json_)
 

@@ -55,6 +55,7 @@ QUIET_KINDS = frozenset(
         "branch_linked",
         "pull_request_opened",
         "reserved",
+        "branch_created",
     }
 )
 _QUIET_LIST = ", ".join(f"'{kind}'" for kind in sorted(QUIET_KINDS))

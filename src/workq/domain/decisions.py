@@ -9,8 +9,8 @@ Reading the table (``RULES``) tells the whole rule. Its columns:
 
 - ``may``: who may act. ``ANYONE``; ``CLAIMER`` (any caller claiming under its own run id:
   while nobody else holds a live claim, or, for a force-claim (confirmed), whoever does);
-  ``HOLDER`` (one of the caller's run ids holds the claim, and with a fence, that very claim); ``UNLESS_HELD`` (anyone, unless another caller
-  holds a live claim: then only its holder).
+  ``HOLDER`` (one of the caller's run ids holds the claim, and with a fence, that very claim);
+  ``UNLESS_HELD`` (anyone, unless another caller holds a live claim: then only its holder).
 - ``override``: whether an override (a person's ``--force``, the board, the GitHub worker;
   it names who and why, recorded with the change) may act in the holder's place.
 - ``lease``: the holder's lease must still be live (a lapsed claim may have been claimed

@@ -251,10 +251,10 @@ def register_core(reg: Registry) -> None:
         if fence is not None:
             raise InvalidInput("fence needs the number of its issue", field="fence")
         with worded("Could not renew the claims"):
-            holders = state.authority(run_id).run_ids
-        count = claims.renew_leases(q, holders)
+            mine = state.authority(run_id).run_ids
+        count = claims.renew_leases(q, mine)
         until = q.lease_until(q.now())
-        waiting = [Waiting(number=n, waits_on=w) for n, w in claims.waiting(q, holders).items()]
+        waiting = [Waiting(number=n, waits_on=w) for n, w in claims.waiting(q, mine).items()]
         text = f"Renewed {count} claim(s) until {when(until)}"
         text += "".join(_waiting(w.number, w.waits_on) for w in waiting)
         return ok(text, Renewed(renewed=count, lease_expires_at=until, waiting=waiting))

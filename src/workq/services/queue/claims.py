@@ -293,38 +293,37 @@ def heartbeat(q: Queue, number: int, by: Authority) -> Claim:
 
 _renew_all = (
     update(issues)
-    .where(issues.c.claimed_by.in_(bindparam("holders", expanding=True)))
-    .where(predicates.claim_live(bindparam("now")))
+    .where(predicates.held_by(bindparam("run_ids", expanding=True), bindparam("now")))
     .values(lease_expires_at=bindparam("until"))
 )
 
 
-def renew_leases(q: Queue, holders: Collection[str]) -> int:
+def renew_leases(q: Queue, run_ids: Collection[str]) -> int:
     """Extend every live lease these run ids hold (the server's background heartbeat). A
     lease that lapsed meanwhile (the process was stopped, the machine slept) stays lapsed:
     the agent claims it again, under a new fencing token."""
-    if not holders:
+    if not run_ids:
         return 0
 
     def work(conn: Connection) -> int:
         now = q.now()
-        values = {"holders": list(holders), "now": now, "until": q.lease_until(now)}
+        values = {"run_ids": list(run_ids), "now": now, "until": q.lease_until(now)}
         return int(conn.execute(_renew_all, values).rowcount)
 
     return q.db.write(work)
 
 
 @retry_lost_read
-def waiting(q: Queue, holders: Collection[str]) -> dict[int, list[int]]:
-    """The claims these run ids hold that wait on unfinished issues: number -> those."""
-    if not holders:
+def waiting(q: Queue, run_ids: Collection[str]) -> dict[int, list[int]]:
+    """The live claims these run ids hold that wait on unfinished issues: number -> those."""
+    if not run_ids:
         return {}
     with q.db.read() as conn:
         rows = list(
             conn.execute(
                 select(issues.c.id, issues.c.number, issues.c.open_blockers)
-                .where(issues.c.claimed_by.in_(list(holders)))
-                .where(issues.c.status == IN_PROGRESS, issues.c.open_blockers > 0)
+                .where(predicates.held_by(sorted(run_ids), q.now()))
+                .where(issues.c.open_blockers > 0)
                 .order_by(issues.c.number)
             )
         )
@@ -401,8 +400,12 @@ def _keeps_work(q: Queue, number: int, by: Authority, action: Action) -> None:
     from workq.services.workspaces import worktrees
 
     def held() -> None:
-        with contextlib.suppress(NotHolder):  # nobody holds it: nothing to keep
+        try:
             door.ask(q, action, number, by)
+        except NotHolder as refused:
+            if refused.facts.get("holder") is not None:
+                raise  # another caller's claim: the change itself would be refused
+            # nobody holds it: the change says so itself
 
     with contextlib.suppress(NotFound):  # no such issue: the change itself says so
         worktrees.refuse_unmerged(q, number, f"{decisions.verb(action)[:-1]}ing", first=held)

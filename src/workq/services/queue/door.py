@@ -43,7 +43,8 @@ class Admitted:
     row: IssueRecord
     holder: str | None
     now: datetime
-    overridden: bool
+    overridden: bool  # an override acted on a claim that is not the caller's
+    mine: bool  # the claim is one of the caller's run ids'
 
 
 def planning(conn: Connection, run_ids: Collection[str]) -> tuple[str, str, str] | None:
@@ -141,4 +142,5 @@ def _admitted(row: IssueRecord, by: Authority, now: datetime) -> Admitted:
         holder=row.claimed_by,
         now=now,
         overridden=by.override is not None and not mine,
+        mine=mine,
     )

@@ -406,8 +406,7 @@ def commit_tdd_phase(
     work = locate(q, where, by, number)
     issue, kind = None, None
     if work.number is not None:
-        let = door.ask(q, Action.STEP, work.number, by)
-        actor = let.holder if let.holder in by.run_ids else (by.who or actor)
+        actor = worktrees.acted_as(door.ask(q, Action.STEP, work.number, by), by, actor)
         found = issues.get(q, work.number)
         issue, kind = (work.number, found.title), found.issue_type.value
     message = tdd.commit_message(

@@ -201,7 +201,7 @@ def spawn(
         r = repository_row(conn, repo)
         issue = load(conn, number, for_update=True)
         let = door.check(q, conn, issue, Action.RESHAPE, by)
-        mine = let.holder is not None and let.holder in by.run_ids
+        mine = let.mine
         agent = let.holder if mine else (by.acts_as or by.who)
         if issue.repository not in (None, repo):
             raise Conflict(
@@ -456,7 +456,7 @@ def remove(
             let = door.ask(q, Action.REMOVE_WORKTREE, w.number, by)
             actor = acted_as(let, by, actor)
             recorded = by.recorded() if let.overridden else {}
-            mine = let.holder is None or let.holder in by.run_ids or let.overridden
+            mine = let.holder is None or let.mine or let.overridden
             force = force and mine
     if w.state == "merging":
         raise Conflict(
@@ -472,7 +472,7 @@ def remove(
 def acted_as(let: door.Admitted, by: Authority, actor: str | None) -> str | None:
     """Who a change the door let through is recorded as: the holder ``by`` acted as, the
     person or caller who overrode, else ``actor``."""
-    if let.holder is not None and let.holder in by.run_ids:
+    if let.mine:
         return let.holder
     if let.overridden and by.who:
         return by.who
