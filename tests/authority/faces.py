@@ -41,7 +41,7 @@ TOOLS: dict[str, Entry] = {
     "issue_comment": (A.COMMENT,),
     "issue_reserve": (A.RESERVE,),
     "issue_unreserve": (A.UNRESERVE,),
-    "issue_merge": (A.MERGE,),
+    "issue_merge": (A.MERGE, A.QUEUE_LANDING),  # a repository landing through a PR: queued
     "issue_gates": (A.GATES,),
     # contract B (issue-priority)
     "advance_workflow": (A.STEP,),
@@ -111,7 +111,7 @@ COMMANDS: dict[str, Entry] = {
     "import": "loads an export into an empty database (refused otherwise)",
     "init": "creates the database or migrates it; no issue",
     "list": READS,
-    "merge": (A.MERGE,),
+    "merge": (A.MERGE, A.QUEUE_LANDING),
     "plan advance": "moves the run's own plan: no issue",
     "plan enter": "puts the run in plan mode: its plan, no issue",
     "plan exit": "ends the run's own plan; a swarm creates new, unclaimed issues",

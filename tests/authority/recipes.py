@@ -55,6 +55,7 @@ class Recipe:
     always_override: bool = False  # the CLI command acts as an override whatever it is told
     claims_as: str | None = None  # the run id a board force-claim claims under
     for_named: bool = False  # acts for the run id it names only (agit_heartbeat: one agent)
+    for_holder: bool = False  # acts for the claim that asked (the landing worker)
     outcome: str = "code"  # code | next | sweep
     sweeps: str = ""  # for a sweep: what it looks at (lapsed | finished)
     prepare: tuple[str, ...] = ()
@@ -89,6 +90,7 @@ def _run(ctx: Ctx) -> list[str]:
 
 
 ANYONES = ("holder", "other")
+LANDING = ("holder", "stale", "taken-over", "no-claim", "planning")
 NOT_CLAIMABLE_STATE = "the issue is blocked or done: it has no claim, only holder and other apply"
 
 
@@ -145,6 +147,9 @@ TOOL_RECIPES: list[Recipe] = [
          prepare=("reserve",)),
     tool("issue_merge", "repo", (A.MERGE,), lambda c: _opt(c, number=c.number, **_fence(c)),
          **FENCED, prepare=("commit",)),
+    tool("issue_merge", "pr", (A.QUEUE_LANDING,),
+         lambda c: _opt(c, number=c.number, **_fence(c)), **FENCED, prepare=("commit",),
+         variant="pull request"),
     tool("issue_gates", "repo", (A.GATES,), lambda c: _opt(c, number=c.number), **RUN_ID),
     # contract B
     tool("advance_workflow", "queue", (A.STEP,),
@@ -208,13 +213,19 @@ CLI_RECIPES: list[Recipe] = [
         sweeps="lapsed", always_override=True),
     cli("force-claim", "cli", (A.FORCE_CLAIM,),
         lambda c: ["force-claim", "1", "--confirm", CONFIRM, *_run(c)], **RUN_ID,
-        always_override=True),
+        force="--ignore-plan-mode"),
     cli("gates run", "cli-repo", (A.GATES,), lambda c: ["gates", "run", "1", *_run(c)],
         **RUN_ID),
+    cli("sync github", "landing", (A.LAND,),
+        lambda c: ["sync", "github", "--repo", "acme/widgets", "--once"], for_holder=True,
+        outcome="sweep", sweeps="landing", prepare=("commit", "queue"), only=LANDING,
+        why_only="the worker acts for the claim that queued the landing, in each of its states"),
     cli("heartbeat", "cli", (A.HEARTBEAT,),
         lambda c: ["heartbeat", "1", *_run(c), *_fenced(c)], **FENCED),
     cli("merge", "cli-repo", (A.MERGE,), lambda c: ["merge", "1", *_run(c)], **RUN_ID,
         force="--force", prepare=("commit",)),
+    cli("merge", "landing", (A.QUEUE_LANDING,), lambda c: ["merge", "1", *_run(c)], **RUN_ID,
+        force="--force", prepare=("commit",), variant="pull request"),
     cli("release", "cli", (A.RELEASE,), lambda c: ["release", "1", *_run(c), *_fenced(c)],
         **FENCED, force="--force"),
     cli("reopen", "cli", (A.REOPEN,), lambda c: ["reopen", "2"], target=OTHER,
@@ -256,7 +267,4 @@ BOARD_RECIPES: list[Recipe] = [
 RECIPES = TOOL_RECIPES + CLI_RECIPES + BOARD_RECIPES
 
 # Faces with actions that the matrix does not run, and why.
-NOT_RUN: dict[str, str] = {
-    "cli:sync github": "the landing worker needs a repository landing through pull requests "
-    "on the fake GitHub and a queued landing: tests/github covers each push and merge call",
-}
+NOT_RUN: dict[str, str] = {}

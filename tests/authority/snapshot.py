@@ -34,17 +34,17 @@ _SCHEMA: list[MetaData] = []  # reflected once: every database of a run is at th
 
 
 def _dump_url(url: str) -> list[str]:
+    """Every table's rows as JSON, in one statement (one round trip)."""
     engine = create_engine(url, poolclass=NullPool)
     try:
         meta = _schema(engine)
-        lines: list[str] = []
+        names = sorted(meta.tables)
+        query = " UNION ALL ".join(
+            f"SELECT '{name}', row_to_json(t)::text FROM \"{name}\" t" for name in names
+        )
         with engine.connect() as conn:
-            for name in sorted(meta.tables):
-                table = meta.tables[name]
-                lines.append(f"{name}: {sorted(c.name for c in table.columns)}")
-                rows = [tuple(r) for r in conn.execute(select(table))]
-                lines.extend(f"{name}: {row!r}" for row in sorted(rows, key=repr))
-        return lines
+            rows = [f"{table}: {row}" for table, row in conn.execute(text(query))]
+        return [f"tables: {names}", *sorted(rows)]
     finally:
         engine.dispose()
 
@@ -191,8 +191,10 @@ def put_back(url: str, stored: Stored) -> None:
     try:
         meta = _schema(engine)
         with engine.begin() as conn:
-            names = ", ".join(f'"{name}"' for name in stored.rows)
-            conn.execute(text(f"TRUNCATE {names} CASCADE"))
+            # DELETE, not TRUNCATE: a few rows go faster than a table's files are replaced
+            for table in reversed(meta.sorted_tables):
+                if table.name in stored.rows:
+                    conn.execute(table.delete())
             for table in meta.sorted_tables:
                 found = stored.rows.get(table.name)
                 if found:

@@ -189,12 +189,14 @@ CASES = [
 
 # -- the world of one case --------------------------------------------------------------
 
+GITHUB_FAMILIES = ("github", "pr", "landing")
 LATE = ("depend",)  # steps taken once #1 is in the caller's state (a waiting issue cannot
 # be claimed again)
 
 
 def _holder_ids(world: World) -> set[str]:
-    return {H, world.agents["h"]} if world.agit else {H}
+    """The run ids the holder's server acts for: its own; agit's also its two agents'."""
+    return {H, world.agents["h"], world.agents["s"]} if world.agit else {H}
 
 
 def named(world: World, recipe: Recipe, caller: Caller) -> tuple[str | None, str | None]:
@@ -223,6 +225,8 @@ def expected_authority(world: World, recipe: Recipe, caller: Caller) -> Authorit
         if caller.override:
             why = f"workq {recipe.face} {recipe.force}"
             return Authority.overriding(why, who=PERSON, acts_as=PERSON)
+        if recipe.for_holder:  # the worker acts for the claim that asked: H, with its fence
+            return Authority.of({H}, acts_as=H, fence=1)
         me = RUN[caller.who]
         if recipe.always_override:
             return Authority.overriding(f"workq {recipe.face}", who=me, acts_as=me, fence=fence)
@@ -240,16 +244,17 @@ async def build(world: World, recipe: Recipe) -> None:
     """The family's world: issue #1 (touching src/**) claimed by the holder, and #2."""
     family = world.family
     if recipe.kind == "tool":
+        if family == "pr":  # lands through pull requests on the fake GitHub
+            assert world.github is not None
+            world.repo_options = ("--land", "pr", "--github", world.github.repo)
         if family != "queue":
-            world.repository()
-        if family == "github":
-            world.remote()
+            world.repository(remote=family in GITHUB_FAMILIES)
         repo = {"repository": REPO} if family != "queue" else {}
         await world.call("h", "issue_create", title="the claimed work", touches=["src/**"], **repo)
         await world.call("h", "issue_create", title="another", **repo)
         if family == "queue":
             await world.call("h", "issue_claim", number=NUMBER)
-        elif family in ("repo", "github"):
+        elif family in ("repo", "github", "pr"):
             await world.call("h", "issue_claim", number=NUMBER, worktree=True)
         elif family == "agit":
             for who in ("h", "o", "t", "s"):
@@ -260,14 +265,20 @@ async def build(world: World, recipe: Recipe) -> None:
             await world.call(
                 "h", "agit_claim_task", task_id="t-1", agent_id=world.agents["h"], worktree=True
             )
+            # the agit server acts for two agents (and its own run id): three run ids
+            await world.call("h", "agit_claim_task", task_id="t-2", agent_id=world.agents["s"])
         elif family == "workflow":
             os.chdir(world.repos[REPO])
             await world.call("h", "start_work_on_issue", issue_number=NUMBER, worktree=True)
     else:
         if family == "cli-repo":
             world.repo_options = ("--worktree-per-claim",)
+        if family == "landing":  # lands through pull requests on the fake GitHub
+            assert world.github is not None
+            pr = ("--land", "pr", "--github", world.github.repo)
+            world.repo_options = ("--worktree-per-claim", *pr)
         if family != "cli":
-            world.repository()
+            world.repository(remote=family == "landing")
         where = ["--repo", REPO] if family != "cli" else []
         world.cli_ok("create", "the claimed work", "--touch", "src/**", *where)
         world.cli_ok("create", "another", *where)
@@ -279,12 +290,13 @@ async def resume(world: World, recipe: Recipe) -> None:
     """A world copied from its template: its servers start anew (their run ids bound as
     they start); the agit server claims its agent's task again (a restarted agit server
     acting for its agent), so that it acts for that agent."""
-    if recipe.family in ("workflow", "github"):  # the server's checkout is the repository
+    if recipe.family in ("workflow", "github", "pr"):  # the server's checkout: the repository
         os.chdir(world.repos[REPO])
     if recipe.kind == "tool":
         await world.server("h")  # the holder's server runs: its run id is bound to it
     if world.agit:
         await world.call("h", "agit_claim_task", task_id="t-1", agent_id=world.agents["h"])
+        await world.call("h", "agit_claim_task", task_id="t-2", agent_id=world.agents["s"])
 
 
 async def prepare(world: World, recipe: Recipe, step: str) -> None:
@@ -309,6 +321,8 @@ async def prepare(world: World, recipe: Recipe, step: str) -> None:
             await world.call("h", "issue_block", number=OTHER, reason="waits for a person")
         else:
             world.cli_ok("block", str(OTHER), "waits for a person")
+    elif step == "queue":  # the holder queues its landing (workq merge, land = pr)
+        world.cli_ok("merge", str(NUMBER), "--run-id", H)
     elif step == "done2":
         world.cli_ok("claim", str(OTHER), "--run-id", H)
         world.cli_ok("complete", str(OTHER), "--run-id", H)
@@ -402,7 +416,7 @@ class Worlds:
     async def world(self, engine: str, recipe: Recipe) -> World:
         early = [step for step in recipe.prepare if step not in LATE]
         key = "-".join([engine, recipe.family, *early])
-        github = self.github() if recipe.family == "github" else None
+        github = self.github() if recipe.family in GITHUB_FAMILIES else None
         self.reset()
         if key not in self.made:
             settings = self.database(engine, None, fresh=True)
@@ -428,7 +442,8 @@ class Worlds:
         made = self.made[key]
         shutil.copytree(made.folder, self.live, dirs_exist_ok=True)
         world = World(self.live, self.database(engine, made.rows), recipe.family, github=github)
-        if github is not None:
+        if github is not None:  # the fake as new, reading this case's remote
+            github.reset()
             github.set_git_dir(str(made.repos["remote"]))
         world.repos = dict(made.repos)
         world.worktree_id, world.worktree_path = made.worktree_id, made.worktree_path
@@ -482,6 +497,8 @@ def expect(world: World, recipe: Recipe, caller: Caller, by: Authority) -> tuple
     if recipe.outcome == "sweep":
         if recipe.sweeps == "lapsed":
             looks = facts.status == "in_progress" and not live(facts, now)
+        elif recipe.sweeps == "landing":
+            looks = True
         elif recipe.sweeps == "finished":
             looks = facts.status != "in_progress" and world.worktree_id is not None
         else:
@@ -491,7 +508,11 @@ def expect(world: World, recipe: Recipe, caller: Caller, by: Authority) -> tuple
 
 
 async def act(world: World, recipe: Recipe, caller: Caller, ctx: Ctx) -> str:
-    before = (world.row(recipe.target), world.worktree_of(recipe.target))
+    before: tuple[Any, ...] = (
+        world.row(recipe.target),
+        world.worktree_of(recipe.target),
+        landed(world),
+    )
     nothing = False
     if recipe.kind == "tool":
         client: Client = await world.server(caller.who)
@@ -510,7 +531,13 @@ async def act(world: World, recipe: Recipe, caller: Caller, ctx: Ctx) -> str:
         code = None if done.returncode == 0 or nothing else cli_code(done)
     else:
         code = await board_call(world, recipe, ctx)
-    after = (world.row(recipe.target), world.worktree_of(recipe.target))
+    after: tuple[Any, ...] = (
+        world.row(recipe.target),
+        world.worktree_of(recipe.target),
+        landed(world),
+    )
+    if recipe.sweeps == "landing":  # did it push, open or merge? (the mirror writes too)
+        before, after = before[2:], after[2:]
     if recipe.outcome == "next":
         if code is not None and code not in NOTHING_CODES:
             return code
@@ -521,6 +548,15 @@ async def act(world: World, recipe: Recipe, caller: Caller, ctx: Ctx) -> str:
             return code
         return "changed" if after != before else "unchanged"
     return code or "allowed"
+
+
+def landed(world: World) -> list[str]:
+    """What a landing changes outside: the remote's refs, the fake's pull requests."""
+    if world.github is None or "remote" not in world.repos:
+        return []
+    refs = git(world.repos["remote"], "for-each-ref", "--format=%(refname) %(objectname)")
+    pulls = [f"{p['number']} {p['state']} {p['head']['sha']}" for p in world.github.pulls()]
+    return [*refs.splitlines(), *pulls]
 
 
 async def board_call(world: World, recipe: Recipe, ctx: Ctx) -> str | None:
@@ -552,7 +588,7 @@ async def test_the_face_answers_as_the_table_says(
 ) -> None:
     caller = CALLERS[who]
     world: World | None = None
-    if recipe.family == "github":  # the servers' GitHub is the fake, and only it
+    if recipe.family in GITHUB_FAMILIES:  # the GitHub of servers and commands: the fake
         for key in [k for k in os.environ if k.startswith(("GITHUB_", "GH_"))]:
             monkeypatch.delenv(key)
         for key, value in fake_env(worlds.github()).items():
@@ -591,3 +627,90 @@ async def test_the_face_answers_as_the_table_says(
     if got not in DONE and not (recipe.outcome == "sweep" and got == "unchanged"):
         problems += before.differences(after)
     assert not problems, f"{recipe.id} as {who}: " + "\n".join(problems)
+
+
+# -- the faces that say they only read --------------------------------------------------
+
+ARGUMENTS = {  # a valid value for each required parameter of a read-only tool, by name
+    "number": NUMBER,
+    "issue_number": NUMBER,
+    "issueNumber": NUMBER,
+    "pr_number": 1,
+    "repo": REPO,
+    "query": "work",
+}
+
+
+@pytest.mark.parametrize("who", ["h", "o"])
+async def test_the_tools_that_only_read_change_nothing(
+    who: str,
+    engine: str,
+    worlds: Worlds,
+    listed_tools: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each tool hinted read-only (so not in faces.TOOLS), called by the holder's server and
+    by another's on a claimed issue with a worktree, a remote and the fake GitHub, leaves
+    the snapshot as it was: a tool that writes under that hint would escape the table."""
+    reading = Recipe("read-only tools", "tool", "github", (), lambda c: {})
+    for key in [k for k in os.environ if k.startswith(("GITHUB_", "GH_"))]:
+        monkeypatch.delenv(key)
+    for key, value in fake_env(worlds.github()).items():
+        if key.startswith("GITHUB_"):
+            monkeypatch.setenv(key, value)
+    world = await worlds.world(engine, reading)
+    worlds.github().seed_issue("a GitHub issue")  # #1 on GitHub
+    problems: list[str] = []
+    try:
+        client = await world.server(who)
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name in sorted(n for n, hints in listed_tools.items() if not faces.writes(hints)):
+            schema = tools[name].input_schema or {}
+            arguments = {key: ARGUMENTS[key] for key in schema.get("required", [])}
+            before = world.snapshot()
+            await client.call_tool(name, arguments)  # (the pull request tools: not found)
+            problems += [
+                f"{name} by run-{who}: {line}" for line in before.differences(world.snapshot())
+            ]
+    finally:
+        await world.close()
+    assert not problems, "\n".join(problems)
+
+
+READ_COMMANDS = {  # the arguments of each command that only reads, on a claimed issue
+    "show": ["1"],
+    "history": ["1"],
+    "repo status": [REPO],
+    "conflicts": [REPO],
+    "gates evidence": ["1"],
+    "gates list": ["1"],
+    "plan show": ["plan-h"],
+    "docs search": ["work"],
+    "workflow show": ["1"],
+    "hooks check": ["--repo", "."],
+    "watch": ["--since", "0", "--count", "1"],
+}
+
+
+async def test_the_commands_that_only_read_change_nothing(engine: str, worlds: Worlds) -> None:
+    """Each command faces.py says only reads, run on a claimed issue with a worktree (the
+    holder in plan mode, so that plan show has a plan), succeeds and leaves the snapshot
+    as it was."""
+    reading = Recipe("read-only commands", "cli", "cli-repo", (), lambda c: [])
+    world = await worlds.world(engine, reading)
+    problems: list[str] = []
+    try:
+        await bring(world, reading, "planning")
+        for name in sorted(n for n, entry in faces.COMMANDS.items() if entry == faces.READS):
+            before = world.snapshot()
+            done = world.cli(
+                *name.split(), *READ_COMMANDS.get(name, []), actor=H, cwd=world.repos[REPO]
+            )
+            if done.returncode != 0:
+                problems.append(
+                    f"workq {name}: exit {done.returncode}: {done.stderr.strip()[:200]}"
+                )
+            problems += [f"workq {name}: {line}" for line in before.differences(world.snapshot())]
+    finally:
+        await world.close()
+    assert not problems, "\n".join(problems)

@@ -173,6 +173,7 @@ class World:
             "WORKQ_LEASE_SECONDS": str(LEASE),
             "WORKQ_TESTS_GATE": "trust",
             "WORKQ_PLANS_DIR": str(self.plans),
+            "WORKQ_GITHUB_PACE": "0",
         }
         return workq(
             *self.where(), "--as", actor, *args, cwd=cwd or self.tmp, env=env, scrub=("WORKQ_",)
@@ -189,12 +190,15 @@ class World:
 
     # -- git --------------------------------------------------------------------------
 
-    def repository(self, name: str = REPO) -> Path:
-        """A real repository, registered under ``name`` (made once)."""
+    def repository(self, name: str = REPO, *, remote: bool = False) -> Path:
+        """A real repository, registered under ``name`` (made once); with ``remote``, with
+        a bare ``origin`` that the fake GitHub reads."""
         if name not in self.repos:
             path = make_repo(self.tmp / name)
-            self.cli_ok("repo", "add", name, str(path), *self.repo_options)
             self.repos[name] = path
+            if remote:
+                self.remote()
+            self.cli_ok("repo", "add", name, str(path), *self.repo_options)
         return self.repos[name]
 
     repo_options: Sequence[str] = ()

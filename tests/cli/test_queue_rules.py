@@ -86,6 +86,7 @@ def test_a_reopened_blocker_holds_back_its_claimed_dependent(tmp_path: Path) -> 
         "forced": True,
         "waits_on": [1],
         "override": "workq complete --force",
+        "by": "tester",  # the person (--as, WORKQ_ACTOR)
     }
 
 
@@ -125,6 +126,7 @@ def test_blocking_another_runs_live_claim_needs_force(tmp_path: Path) -> None:
         "blocked_reason": "stuck",
         "forced": True,
         "override": "workq block --force",
+        "by": "r2",
     }
 
 

@@ -128,9 +128,11 @@ class ServerState:
             _CALLER.reset(token)
 
     def authority(self, run_id: str | None = None, *, fence: int | None = None) -> Authority:
-        """The caller of this call, as every service takes it: acting for the run ids it
-        claimed with and ``run_id`` if it names one (claiming under that, else under its
-        own), with ``fence``. The one place a server builds an Authority.
+        """The caller of this call, as every service takes it: acting for ``run_id`` alone
+        if it names one (claiming under it), else for every run id it claimed with
+        (claiming under its own), with ``fence``; its own run id is ``who`` (whose plan
+        mode refuses its claims and completions too). The one place a server builds an
+        Authority.
 
         Raises:
             RunIdInUse: another live caller (another server, another session of this one)
@@ -142,8 +144,10 @@ class ServerState:
             self._bind(caller, chosen)  # its own: no other caller may take it first
         else:
             self._check_bound(caller, chosen)  # bound once a claim under it is made
+        if run_id is not None:  # naming a run id acts as that run alone
+            return Authority.of({chosen}, acts_as=chosen, fence=fence, who=caller.run_id)
         with self._lock:
-            ids = frozenset(caller.holders | {chosen})
+            ids = frozenset(caller.holders)
         return Authority.of(ids, acts_as=chosen, fence=fence, who=caller.run_id)
 
     def claimed_with(self, run_id: str) -> None:

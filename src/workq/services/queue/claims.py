@@ -220,7 +220,7 @@ def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> Claimed
     Refused (PlanModeActive) while one of ``by``'s run ids is in plan mode, unless ``by``
     overrides (an admin's ``--ignore-plan-mode``)."""
     run_id = claimer(by)
-    gate = () if by.override is not None else sorted(by.run_ids | {run_id})
+    gate = () if by.override is not None else sorted(door.planners(by))
 
     if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
         claimed = claim_statement.claim_next_alone(q, by, run_id, f, gate)

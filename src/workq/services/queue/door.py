@@ -57,6 +57,13 @@ def planning(conn: Connection, run_ids: Collection[str]) -> tuple[str, str, str]
     return found.run_id, found.slug, PlanPhase(found.phase).display
 
 
+def planners(by: Authority) -> frozenset[str]:
+    """The run ids whose plan mode refuses ``by``: those it acts for, the one it claims
+    under, and the caller's own (a server's plan is under its run id, its claims may be
+    under an agent id)."""
+    return by.run_ids | {r for r in (by.acts_as, by.who) if r}
+
+
 def facts(conn: Connection, row: IssueRecord, action: Action, by: Authority) -> Facts:
     """The facts ``action``'s row of the table reads, loaded in ``conn``'s transaction
     (the plan gate and what the issue waits on only when that row asks)."""
@@ -66,7 +73,7 @@ def facts(conn: Connection, row: IssueRecord, action: Action, by: Authority) -> 
         waits = tuple(blockers.waits_on(conn, row))
     gate = None
     if rule.planning and by.override is None:
-        gate = planning(conn, by.run_ids | ({by.acts_as} if by.acts_as else set()))
+        gate = planning(conn, planners(by))
     return Facts(
         number=row.number,
         status=row.status,
@@ -130,7 +137,7 @@ def refuse_planning(conn: Connection, by: Authority, action: Action) -> None:
     """
     if by.override is not None:
         return
-    found = planning(conn, by.run_ids | ({by.acts_as} if by.acts_as else set()))
+    found = planning(conn, planners(by))
     if found is not None:
         raise decisions.plan_mode_active(found, decisions.verb(action))
 
