@@ -261,6 +261,12 @@ class StorageError(WorkqError):
     hint = "check the database path and run 'workq doctor'"
 
 
+class DriverMissing(StorageError):
+    """The database's driver, an optional extra of workq, is not installed."""
+
+    code = "DRIVER_MISSING"
+
+
 class Busy(StorageError):
     """The database stayed locked by another writer for too long."""
 
