@@ -184,9 +184,10 @@ def serve(
     if sync_github:
         from workq.github.sync import start_background_sync
 
-        # Before the server starts: it checks token and access first (fail fast), and it
-        # may migrate the file, which must not overlap the server's own first open.
-        stop_sync = start_background_sync(settings, sync_github)
+        # Before the server starts: it may migrate the file, which must not overlap the
+        # server's own first open. The server is offline-first: a mirror that cannot start
+        # (no token, GitHub out of reach) says so on stderr and keeps trying.
+        stop_sync = start_background_sync(settings, sync_github, fail_fast=False)
     try:
         run_server(
             settings,
