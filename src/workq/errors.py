@@ -261,6 +261,12 @@ class StorageError(WorkqError):
     hint = "check the database path and run 'workq doctor'"
 
 
+class NoDatabase(StorageError):
+    """There is no database where workq looked."""
+
+    code = "NO_DATABASE"
+
+
 class DriverMissing(StorageError):
     """The database's driver, an optional extra of workq, is not installed."""
 

@@ -133,6 +133,7 @@ def test_a_global_option_without_its_value_is_a_usage_error(tmp_path: Path) -> N
 
 
 def test_cli_errors_name_cli_commands_not_tools(tmp_path: Path) -> None:
+    ok("init")
     missing = one_line_error(workq("show", "9999"))
     assert "'workq list'" in missing and "issue_list" not in missing
     no_plan = one_line_error(workq("plan", "exit", "--run-id", "r"))

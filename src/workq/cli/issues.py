@@ -132,7 +132,7 @@ def list_(
 ) -> None:
     """List issues by number, a page at a time."""
     page = issues.list_issues(
-        state(ctx).queue(),
+        state(ctx).queue(existing=True),
         status=status,
         priority=priority,
         issue_type=issue_type,
@@ -174,7 +174,7 @@ def _waits(item: IssueListItem) -> str:
 
 def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
     """Show one issue in full, with its links and the GitHub mirror if any."""
-    q = state(ctx).queue()
+    q = state(ctx).queue(existing=True)
     issue = issues.get(q, number)
     link = mirror.github_link(q, number)
     pr = pulls.of_issue(q, number)
@@ -310,7 +310,7 @@ def history(
     json_: JsonFlag = False,
 ) -> None:
     """Show the audit history of an issue (also of a deleted one)."""
-    q = state(ctx).queue()
+    q = state(ctx).queue(existing=True)
     found = notes.history(q, number, limit=limit)
     said = notes.comments(q, number) if not json_ and found[-1].kind != "deleted" else []
     if json_:

@@ -55,7 +55,7 @@ def list_(
     json_: JsonFlag = False,
 ) -> None:
     """List plans, newest first."""
-    found = plans.list_plans(state(ctx).queue(), run_id=run_id, active_only=active, limit=limit)
+    found = plans.list_plans(state(ctx).queue(existing=True), run_id=run_id, active_only=active, limit=limit)
     if json_:
         output.emit_json(found)
         return
@@ -90,7 +90,7 @@ def show(
     """Show a plan: phase, file, empty sections and the issues it launched."""
     s = state(ctx)
     who = run_id_of(s, run_id) if slug is None else run_id
-    detail = plans.show(s.queue(), run_id=who, slug=slug)
+    detail = plans.show(s.queue(existing=True), run_id=who, slug=slug)
     if json_:
         output.emit_json(detail)
         return

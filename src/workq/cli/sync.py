@@ -197,7 +197,7 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
 @sync_app.command()
 def status(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Pending, uncertain and dead rows, next attempt, last error, last push."""
-    found = outbox.status(state(ctx).queue())
+    found = outbox.status(state(ctx).queue(existing=True))
     if json_:
         output.emit_json(found)
         return

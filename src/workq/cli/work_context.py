@@ -32,7 +32,7 @@ def context(
     s = state(ctx)
     me = run_id or s.settings().run_id or s.actor
     found = work_context.gather(
-        s.queue(),
+        s.queue(existing=True),
         run_id=me,
         holders={me},
         branch=work_context.checkout_branch(Path.cwd()),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from workq.config import Settings
 from workq.db.files import check_sqlite_path
+from workq.errors import NoDatabase
 
 
 def sqlite_path(settings: Settings) -> Path | None:
@@ -16,6 +17,25 @@ def sqlite_path(settings: Settings) -> Path | None:
         return None
     path = rest[1:].split("?", 1)[0]
     return Path(path) if path and path != ":memory:" else None
+
+
+def require_database(settings: Settings, *, create: str) -> None:
+    """Refuse a SQLite file that does not exist, rather than create it: for what only
+    reads, an empty new database would answer as if it were the right one. ``create`` is
+    how the caller makes one (a command, a tool).
+
+    Raises:
+        NoDatabase: the file is missing.
+    """
+    path = sqlite_path(settings)
+    if path is not None and not path.exists():
+        where = path.expanduser().resolve()
+        raise NoDatabase(
+            f"no database at {where}",
+            hint=f"create it with {create}, or point to another with --db FILE "
+            "(or ISSUES_DB); 'workq where' says which database a command uses",
+            path=str(where),
+        )
 
 
 def check_storage(settings: Settings) -> None:
