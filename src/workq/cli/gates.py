@@ -107,7 +107,11 @@ def list_command(
 ) -> None:
     """The gates in effect, and where they come from."""
     s = state(ctx)
-    where = gates.locate(s.queue(existing=True), number, Path.cwd()) if number is not None else Path.cwd()
+    where = (
+        gates.locate(s.queue(existing=True), number, Path.cwd())
+        if number is not None
+        else Path.cwd()
+    )
     found = gates.settings(where, s.settings().default_gates)
     if json_:
         output.emit_json(found.model_dump(mode="json"))

@@ -55,7 +55,9 @@ def list_(
     json_: JsonFlag = False,
 ) -> None:
     """List plans, newest first."""
-    found = plans.list_plans(state(ctx).queue(existing=True), run_id=run_id, active_only=active, limit=limit)
+    found = plans.list_plans(
+        state(ctx).queue(existing=True), run_id=run_id, active_only=active, limit=limit
+    )
     if json_:
         output.emit_json(found)
         return

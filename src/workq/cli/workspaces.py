@@ -240,7 +240,9 @@ def worktree_list(
     json_: JsonFlag = False,
 ) -> None:
     """List worktrees (active ones unless --all), with their disk use."""
-    found = worktrees.list_worktrees(state(ctx).queue(existing=True), repo, everything=everything, disk=True)
+    found = worktrees.list_worktrees(
+        state(ctx).queue(existing=True), repo, everything=everything, disk=True
+    )
     if json_:
         output.emit_json(found)
         return
