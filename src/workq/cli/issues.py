@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -24,7 +25,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts."
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
 
 
-def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> None:
+def _show(
+    issue: Issue, github: str | None = None, pull: str | None = None, waiting: Sequence[int] = ()
+) -> None:
+    done_first = [n for n in issue.blocked_by if n not in waiting]
     output.fields(
         [
             ("number", f"#{issue.number}"),
@@ -36,7 +40,12 @@ def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> N
             ("labels", ", ".join(issue.labels) or "-"),
             ("touches", ", ".join(issue.touches) or "-"),
             ("blocked", f"yes: {issue.blocked_reason}" if issue.is_blocked else "no"),
-            ("waits on", ", ".join(f"#{n}" for n in issue.blocked_by) or "-"),
+            ("waits on", ", ".join(f"#{n}" for n in waiting) or "-"),
+            *(
+                [("came after", ", ".join(f"#{n} (done)" for n in done_first))]
+                if done_first
+                else []
+            ),
             ("blocks", ", ".join(f"#{n}" for n in issue.blocks) or "-"),
             ("claimed by", issue.claimed_by),
             ("lease until", issue.lease_expires_at),
@@ -189,6 +198,7 @@ def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
         issue,
         f"{link.repo}#{link.gh_number} {link.url}" if link else None,
         f"{pr.repo}#{pr.pr_number} {pr.url}{merged}" if pr else None,
+        issues.waits_on(q, number) if issue.open_blockers else [],
     )
 
 
