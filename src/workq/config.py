@@ -8,6 +8,7 @@ SQLite file, the two timeouts) name it. A bad value is one InvalidInput naming t
 from __future__ import annotations
 
 import os
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -196,12 +197,9 @@ def accepted(name: str) -> str:
     field = Settings.model_fields[name]
     if field.annotation is bool:
         return "true or false"
-    if name == "synchronous":
-        return "NORMAL or FULL"
-    if name == "tests_gate":
-        return "evidence or trust"
-    if name == "default_gates":
-        return "none, strict or pytest"
+    choices = typing.get_args(field.annotation) if typing.get_origin(field.annotation) else ()
+    if choices and all(isinstance(c, str) for c in choices):  # a Literal of words
+        return " or ".join([", ".join(choices[:-1]), choices[-1]] if len(choices) > 1 else choices)
     if name == "token":
         return "one word of printable characters (no space, newline or control character)"
     if name == "db_path":

@@ -324,6 +324,18 @@ async def test_bad_arguments_get_invalid_input_naming_the_field(
     assert "Error executing tool" not in text(result)
 
 
+async def test_bad_arguments_are_said_in_workqs_words_not_pydantics(client: Client) -> None:
+    number = await call_error(client, "issue_get", number="abc")
+    assert "number: 'abc' is not a whole number" in text(number)
+    priority = await call_error(client, "issue_create", title="t", priority="bogus")
+    assert "priority: 'bogus' is not one of 'urgent', 'high', 'medium' or 'low'" in text(priority)
+    long = await call_error(client, "issue_get", number="9" * 500 + "x")
+    assert len(text(long)) < 200  # the value is named, not echoed whole
+    for result in (number, priority, long):
+        for leak in ("Value error", "unable to parse", "Input should"):
+            assert leak not in text(result)
+
+
 async def test_unknown_arguments_are_refused_with_the_accepted_ones(client: Client) -> None:
     result = await call_error(client, "issue_list", stauts="open")
     assert text(result).startswith("INVALID_INPUT: unknown argument(s): stauts")

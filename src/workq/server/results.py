@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from workq.errors import Conflict, InvalidInput, WorkqError
+from workq.schemas import said_plainly
 
 # Where an error result carries contract B's error object (success, error, code, details,
 # hint) for programs.
@@ -106,9 +107,9 @@ def _mentioned(value: Any, message: str) -> bool:
 def invalid_arguments(exc: ValidationError) -> InvalidInput:
     """A pydantic rejection of tool arguments, as workq's INVALID_INPUT."""
     problems: dict[str, str] = {}
-    for err in exc.errors(include_url=False, include_input=False):
+    for err in exc.errors(include_url=False):
         where = ".".join(str(part) for part in err["loc"]) or "arguments"
-        problems.setdefault(where, err["msg"])
+        problems.setdefault(where, said_plainly(err))
     summary = "; ".join(f"{where}: {msg}" for where, msg in problems.items())
     return InvalidInput(f"invalid arguments: {summary}", fields=problems)
 
