@@ -96,7 +96,8 @@ class Settings(BaseSettings):
     )
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     run_id: str | None = None
-    plans_dir: Path = Path("plans")
+    # None: the database's own place (``plans_folder``).
+    plans_dir: Path | None = None
     toolsets: str = "default"
     # Other systems' contracts by their own tool names (server/toolsets.py PROFILES).
     profiles: str = Field(
@@ -135,6 +136,18 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.db_path}"
+
+    @property
+    def plans_folder(self) -> Path:
+        """Where plan files go: ``WORKQ_PLANS_DIR`` when set; else ``plans/`` in the SQLite
+        file's own folder (seed 002's ``plans/<slug>.md`` beside ``autopilot.db``), never in
+        the folder a client happens to start the server in; for a server database,
+        ``plans`` in the working folder."""
+        if self.plans_dir is not None:
+            return self.plans_dir
+        if self.database_url or str(self.db_path) == ":memory:":
+            return Path("plans")
+        return self.db_path.expanduser().parent / "plans"
 
     @property
     def cache_folder(self) -> Path:
