@@ -430,6 +430,13 @@ class RuleViolation(Conflict):
     hint = "change what the rule names, then call again"
 
 
+class NothingToMerge(Conflict):
+    """The branch has no commits the default branch lacks."""
+
+    code = "NOTHING_TO_MERGE"
+    hint = "commit the issue's work on its branch first"
+
+
 class NothingToCommit(Conflict):
     """There is nothing to commit."""
 

@@ -28,7 +28,7 @@ from tests.server.conftest import call_ok, make_server
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import make_repo
 from workq.domain.authority import Authority
-from workq.errors import NotHolder, WorktreeDirty
+from workq.errors import NotHolder, NothingToMerge, WorktreeDirty
 from workq.github.client import AuthFailed
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
@@ -414,3 +414,27 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     again = gitflow.merge_to_main(landing.q, landing.work, holders=[AGENT], number=number)
     landed = landings.require(landing.q, number)
     assert again.already_merged and again.commit_hash == landed.merge_sha
+
+
+def test_a_check_reported_as_a_run_and_a_status_is_named_once(landing: Landing) -> None:
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Both kinds", "both.py", "x = 1\n")
+    landing.land(number)
+    landing.land_pass()
+    (pull,) = landing.fake.pulls()
+    head = pull["head"]["sha"]
+    landing.fake.add_check_run(head, "ci", status="in_progress", conclusion=None)
+    landing.fake.add_status(head, "ci", "pending")
+    assert landing.land_pass().waiting == 1
+    detail = landings.require(landing.q, number).detail or ""
+    assert detail.endswith("waiting for checks: ci"), detail
+
+
+def test_a_branch_with_no_commits_is_nothing_to_merge_not_a_conflict(landing: Landing) -> None:
+    number = issues.create(landing.q, title="Nothing yet", repository="app").number
+    claims.claim(landing.q, number, AGENT)
+    worktrees.spawn(landing.q, "app", number, agent=AGENT)
+    with pytest.raises(NothingToMerge) as refused:
+        merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
+    assert refused.value.code == "NOTHING_TO_MERGE"
+    assert "commit the issue's work" in (refused.value.hint or "")

@@ -35,6 +35,7 @@ from workq.errors import (
     MergeBusy,
     MergeConflict,
     NotFound,
+    NothingToMerge,
     Step,
     WorkqError,
     WorktreeDirty,
@@ -394,10 +395,9 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
             branch=b.name,
         )
     if tip == b.base_commit or (head is not None and git.is_ancestor(root, tip, head)):
-        raise Conflict(
+        raise NothingToMerge(
             f"branch {b.name} has no commits the default branch lacks: nothing to land",
             branch=b.name,
-            hint="commit the issue's work on its branch first",
         )
     if head is not None:
         refuse_conflicts(root, head, tip, b.name)
