@@ -28,7 +28,7 @@ from tests.server.conftest import call_ok, make_server
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import make_repo
 from workq.domain.authority import Authority
-from workq.errors import NotHolder, NothingToMerge, WorktreeDirty
+from workq.errors import NothingToMerge, NotHolder, WorktreeDirty
 from workq.github.client import AuthFailed
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
