@@ -339,6 +339,25 @@ class Event(_Model):
     after: dict[str, Any] | None
     created_at: datetime
 
+    def change(self, limit: int | None = 120) -> str:
+        """What changed, in words for people (the CLI's history, the board's):
+        ``was title=a; now title=b``; empty values left out, cut to ``limit``."""
+        parts = []
+        for word, values in (("was", self.before), ("now", self.after)):
+            said = [f"{k}={_said(v)}" for k, v in sorted((values or {}).items()) if _said(v)]
+            if said:
+                parts.append(f"{word} " + ", ".join(said))
+        text = "; ".join(parts)
+        return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _said(value: Any) -> str:
+    if value is None or value == "" or value == [] or value == {}:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
 
 class BacklogItem(_Model):
     number: int

@@ -328,21 +328,11 @@ def history(
         return
     output.table(
         ["when", "event", "by", "change"],
-        [(output.when(e.created_at), e.kind, e.actor, _change(e.before, e.after)) for e in found],
+        [(output.when(e.created_at), e.kind, e.actor, e.change()) for e in found],
     )
     for c in said:
         output.line(f"\n[{c.kind.value}] {c.author or '-'} at {output.when(c.created_at)}:")
         output.line(c.body)
-
-
-def _change(before: dict[str, object] | None, after: dict[str, object] | None) -> str:
-    parts = []
-    if before:
-        parts.append("was " + ", ".join(f"{k}={v}" for k, v in sorted(before.items())))
-    if after:
-        parts.append("now " + ", ".join(f"{k}={v}" for k, v in sorted(after.items())))
-    text = "; ".join(parts)
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def register(app: typer.Typer) -> None:
