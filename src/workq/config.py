@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     @property
     def plans_folder(self) -> Path:
         """Where plan files go: ``WORKQ_PLANS_DIR`` when set; else ``plans/`` in the SQLite
-        file's own folder (seed 002's ``plans/<slug>.md`` beside ``autopilot.db``), never in
+        file's own folder (``plans/<slug>.md`` beside ``autopilot.db``, as in contract A), never in
         the folder a client happens to start the server in; for a server database,
         ``plans`` in the working folder."""
         if self.plans_dir is not None:

@@ -18,14 +18,16 @@ from typing import Any, ClassVar
 
 
 class Step(Enum):
-    """An operation a hint points to. The value is how an MCP client calls it; the CLI
-    spells each as its command (``workq.cli.steps``)."""
+    """An operation a hint points to. The value is how an MCP client of the native tools
+    calls it; a server without that tool names one it has (``workq.server.spelling``), and
+    the CLI spells each as its command (``workq.domain.commands``)."""
 
     LIST_ISSUES = "issue_list"
     SHOW_ISSUE = "issue_get"
     READY = "issue_ready"
     CLAIM = "issue_claim"
     CLAIM_NEXT = "issue_claim_next"
+    RELEASE = "issue_release"
     UNBLOCK = "issue_unblock"
     FORCE_CLAIM = "issue_force_claim"
     COMPLETE_ANYWAY = "issue_force_claim, then issue_complete"
@@ -204,7 +206,7 @@ class OpenBlockers(Conflict):
     """The issue waits on issues that are not done."""
 
     code = "OPEN_BLOCKERS"
-    hint = "finish those first (the claim stays yours), or give it up with issue_release"
+    next_step = ("finish those first (the claim stays yours), or give it up with ", Step.RELEASE)
 
 
 class InvalidTransition(Conflict):

@@ -21,7 +21,7 @@ from workq.domain.authority import Authority
 from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
 from workq.schemas import RUN_ID_MAX, ConflictReport, Issue, LandingStatus, Status
 from workq.server.registry import READ_ONLY, Registry, writes
-from workq.server.results import ERROR_META, failure
+from workq.server.results import ERROR_META, SPELLING, failure
 
 RepoName = Annotated[str, Field(min_length=1, max_length=64, description="Repository name")]
 TaskId = Annotated[str, Field(min_length=1, max_length=32, description="Task id: t-<number>")]
@@ -157,8 +157,9 @@ def _error(error: WorkqError, message: str | None = None, **extra: Any) -> CallT
     """agit's error object as text (``{"error": ...}``), workq's code and hint too."""
     result = failure(error)
     body: dict[str, Any] = {"error": message or error.message, **extra, "code": error.code}
-    if error.hint:
-        body["hint"] = error.hint
+    hint = error.hint_for(SPELLING.get())
+    if hint:
+        body["hint"] = hint
     result.content = [TextContent(type="text", text=json.dumps(body))]
     meta = dict(result.meta or {})
     meta[ERROR_META] = {**meta.get(ERROR_META, {}), **extra}
