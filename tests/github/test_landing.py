@@ -282,7 +282,13 @@ def test_repository_landing_settings_on_the_command_line(tmp_path: Path) -> None
     assert cli(db, "repo", "add", "app", str(repo), "--land", "bogus").returncode != 0
     assert json.loads(cli(db, "repo", "list", "--json").stdout) == []
 
+    other = make_repo(tmp_path / "other")
+    added = cli(db, "repo", "add", "other", str(other), "--land", "pr", "--github", "acme/o",
+                "--no-update-branch", "--json")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["update_branch"] is False
     assert cli(db, "repo", "add", "app", str(repo)).returncode == 0
+    assert json.loads(cli(db, "repo", "status", "app", "--json").stdout)["update_branch"] is True
     bad = cli(db, "repo", "set", "app", "--on-refused", "shrug")
     assert bad.returncode != 0 and "on refused must be one of return, block" in bad.stderr
     bad = cli(db, "repo", "set", "app", "--land", "pr", "--github", "not a repo")

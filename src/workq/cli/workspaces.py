@@ -106,6 +106,14 @@ def repo_add(
     land: LandOpt = "local",
     github: GitHubOpt = None,
     on_refused: OnRefusedOpt = "return",
+    update_branch: Annotated[
+        bool,
+        typer.Option(
+            "--update-branch/--no-update-branch",
+            help="With --land pr: bring a pull request behind its base up to date on GitHub "
+            "(the default).",
+        ),
+    ] = True,
     json_: JsonFlag = False,
 ) -> None:
     """Register a local git repository."""
@@ -120,6 +128,7 @@ def repo_add(
         land=land,
         github_repo=github,
         on_refused=on_refused,
+        update_branch=update_branch,
     )
     if json_:
         output.emit_json(repo)

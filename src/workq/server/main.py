@@ -78,6 +78,11 @@ def serve(
         f"workq: serving {endpoint} as run id {server.state.run_id} (database {database})"
         f"{checked}\n"
     )
+    if kind == "stdio" and sys.stdin.isatty():  # a person ran it in a terminal
+        sys.stderr.write(
+            "workq: waiting for an MCP client's JSON-RPC messages on stdin: an agent's client "
+            "(or the MCP Inspector) starts this command itself; Ctrl-D or Ctrl-C ends it\n"
+        )
     sys.stderr.flush()
     if kind == "stdio":
         server.run()
