@@ -147,7 +147,7 @@ def register(reg: Registry) -> None:
 
     @reg.tool(READ_ONLY_IDEMPOTENT)
     def docs_search(query: Query, scope: Scope = "all") -> Annotated[CallToolResult, DocResults]:
-        """Ranked search (bm25) over the repository's Markdown docs: the 10 best files,
+        """Ranked search (bm25) over the repository's docs (.md, .rst, .txt): the 10 best files,
         each with title, snippet, line and relevance_score (1 = best)."""
         return docs_answer(state, query, scope)
 
