@@ -44,6 +44,7 @@ class Step(Enum):
     RUN_GATES = "run_quality_gates"
     MAKE_WORKTREE = "issue_claim with worktree=true"
     MERGE = "issue_merge"
+    REMOVE_WORKTREE = "issue_block with remove_worktree=true"
 
 
 Hint = str | tuple[str | Step, ...]

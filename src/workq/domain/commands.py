@@ -32,6 +32,7 @@ COMMANDS: dict[Step, str] = {
     Step.RUN_GATES: "workq gates run {number}",
     Step.MAKE_WORKTREE: "workq worktree spawn {number}",
     Step.MERGE: "workq merge {number}",
+    Step.REMOVE_WORKTREE: "workq worktree remove {repository} {worktree_id}",
 }
 
 

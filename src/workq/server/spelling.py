@@ -35,6 +35,12 @@ TOOLS: dict[Step, tuple[str, ...]] = {
     Step.RUN_GATES: ("run_quality_gates", "issue_gates"),
     Step.MAKE_WORKTREE: ("issue_claim", "agit_spawn_worktree"),
     Step.MERGE: ("issue_merge", "merge_to_main", "agit_merge_worktree"),
+    Step.REMOVE_WORKTREE: ("issue_block", "agit_remove_worktree"),
+}
+# A tool that does a step only through one of its arguments, which it may not offer (the
+# issue tools' workspace arguments come with the workspaces toolset).
+ARGUMENTS: dict[tuple[Step, str], str] = {
+    (Step.REMOVE_WORKTREE, "issue_block"): "remove_worktree",
 }
 # Steps that take two tools: both, or the command line.
 PAIRS: dict[Step, tuple[str, str]] = {
@@ -43,8 +49,18 @@ PAIRS: dict[Step, tuple[str, str]] = {
 }
 
 
-def spelling(tools: Collection[str]) -> Spelling:
-    """The spelling of a server whose tools are ``tools``."""
+def spelling(tools: Collection[str] | Mapping[str, Any]) -> Spelling:
+    """The spelling of a server whose tools are ``tools``: their names, or the tools by
+    name (then a tool's arguments count too, see ``ARGUMENTS``)."""
+    offered = {
+        name: frozenset(getattr(tool, "parameters", {}).get("properties", ()))
+        for name, tool in (tools.items() if isinstance(tools, Mapping) else ())
+    }
+
+    def able(step: Step, name: str) -> bool:
+        needed = ARGUMENTS.get((step, name))
+        return name in have and (needed is None or needed in offered.get(name, ()))
+
     have = frozenset(tools)
 
     def spell(step: Step, facts: Mapping[str, Any]) -> str:
@@ -56,7 +72,7 @@ def spelling(tools: Collection[str]) -> Spelling:
         if choices is None:  # an argument, not a tool
             return step.value
         for name in choices:
-            if name in have:
+            if able(step, name):
                 return _as_tool(step, name)
         return _from_a_terminal(step, facts)
 
