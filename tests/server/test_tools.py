@@ -100,6 +100,10 @@ async def test_seed_issue_tools_answer_in_the_seeds_words(client: Client) -> Non
     ]
     assert (offered["number"], offered["priority"]) == (1, "high")
     assert ready.structured_content is not None
+    # The structured answer is the text's object, flat; the same issue nested under
+    # "issue" too, as earlier releases answered.
+    flat = {k: v for k, v in ready.structured_content.items() if k != "issue"}
+    assert flat == offered == ready.structured_content["issue"]
     assert ready.structured_content["issue"]["priority"] == "high"
 
     claimed = await call_ok(client, "issue_claim", number=1, run_id="autopilot_main")

@@ -121,11 +121,11 @@ def register_core(reg: Registry) -> None:
         text = ready_text(found[0]) if found else NOTHING_READY
         issue = found[0] if found else None
         if not explain:
-            return ok(text, Ready(issue=issue))
+            return ok(text, Ready.of(issue))
         why = ready_queue.explain(state.queue(), wanted, holder=state.run_id, limit=EXPLAINED)
         text += "\nNot ready:" if why else "\nEvery unfinished issue is ready."
         text += "".join(f"\n- #{n.number} {n.title}: {'; '.join(n.reasons)}" for n in why)
-        return ok(text, Ready(issue=issue, not_ready=why))
+        return ok(text, Ready.of(issue, why))
 
     @reg.tool(writes(idempotent=True))
     def issue_claim(
