@@ -45,6 +45,9 @@ class Step(Enum):
     MAKE_WORKTREE = "issue_claim with worktree=true"
     MERGE = "issue_merge"
     REMOVE_WORKTREE = "issue_block with remove_worktree=true"
+    START_WORK = "start_work_on_issue"
+    CREATE_BRANCH = "create_feature_branch"
+    COMMIT_PHASE = "commit_tdd_phase"
 
 
 Hint = str | tuple[str | Step, ...]
@@ -348,7 +351,7 @@ class AllIssuesLocked(Conflict):
     """All matching issues are locked by other sessions."""
 
     code = "ALL_ISSUES_LOCKED"
-    hint = "wait for a lock to be released, or take one over with force_claim"
+    next_step = ("wait for a lock to be released, or take one over with ", Step.FORCE_CLAIM)
 
 
 class MergeConflict(Conflict):
@@ -444,11 +447,15 @@ class NothingToCommit(Conflict):
     """There is nothing to commit."""
 
     code = "NOTHING_TO_COMMIT"
-    hint = "change something first; commit_tdd_phase commits every change of the checkout"
+    next_step = (
+        "change something first; ",
+        Step.COMMIT_PHASE,
+        " commits every change of the checkout",
+    )
 
 
 class OnDefaultBranch(Conflict):
     """The checkout is on the default branch, not on a feature branch."""
 
     code = "ON_DEFAULT_BRANCH"
-    hint = "start a branch first: start_work_on_issue or create_feature_branch"
+    next_step = ("start a branch first: ", Step.START_WORK, " or ", Step.CREATE_BRANCH)

@@ -4,13 +4,21 @@ hint spells a step (server/spelling.py), and a step none of them does is named a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
-from tests.server.conftest import call_error, call_ok, error_of, make_server, text
-from workq.errors import QualityGateFailed, Step
+from tests.server.conftest import EVERYTHING, call_error, call_ok, error_of, make_server, text
+from workq.errors import (
+    AllIssuesLocked,
+    NothingToCommit,
+    OnDefaultBranch,
+    QualityGateFailed,
+    Step,
+    WorkqError,
+)
 from workq.server.spelling import spelling
 
 pytestmark = pytest.mark.anyio
@@ -52,3 +60,44 @@ def test_every_step_is_spelled_by_a_tool_or_an_argument_or_a_command() -> None:
     for step in Step:
         said = nothing(step, {"number": 3})
         assert said == step.value or "in a terminal" in said, step
+
+
+def _error_classes() -> list[type[WorkqError]]:
+    found, todo = [], [WorkqError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_no_fixed_hint_names_a_tool_in_plain_text(db: Path) -> None:
+    """A hint that names a tool names it as a Step, spelled by the face that answers."""
+    tools = set(make_server(db, toolsets=EVERYTHING).workq_tools)
+    named = {
+        cls.__name__: [t for t in tools if re.search(rf"\b{t}\b", cls.hint or "")]
+        for cls in _error_classes()
+        if cls.next_step is None
+    }
+    assert {name: said for name, said in named.items() if said} == {}
+
+
+def test_the_steps_of_the_profile_refusals_are_spelled_by_the_face() -> None:
+    locked = AllIssuesLocked()
+    assert locked.hint_for(spelling({"select_next_issue", "force_claim"})) == (
+        "wait for a lock to be released, or take one over with force_claim"
+    )
+    native = locked.hint_for(spelling({"issue_force_claim", "force_claim"}))
+    assert native is not None and native.endswith("take one over with issue_force_claim")
+    none = locked.hint_for(spelling(set()))
+    assert none is not None and "'workq force-claim N --confirm '...'' in a terminal" in none
+
+    workflow = spelling({"start_work_on_issue", "create_feature_branch", "commit_tdd_phase"})
+    assert OnDefaultBranch().hint_for(workflow) == (
+        "start a branch first: start_work_on_issue or create_feature_branch"
+    )
+    assert "commit_tdd_phase commits every change" in (NothingToCommit().hint_for(workflow) or "")
+    for error in (OnDefaultBranch(), NothingToCommit()):
+        said = error.hint_for(spelling({"issue_claim", "issue_merge"})) or ""
+        assert "start_work_on_issue" not in said and "commit_tdd_phase" not in said
+        assert "in a terminal (this server has no tool for it)" in said

@@ -12,7 +12,6 @@ _AGENT_WORDS = (
     ("fix the argument and call again", "fix it and run the command again; see '{help}'"),
     ("then call again", "then run the command again"),
     ("call again", "run the command again"),
-    ("take one over with force_claim", "take one over with 'workq force-claim N'"),
 )
 
 

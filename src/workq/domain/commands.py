@@ -33,6 +33,9 @@ COMMANDS: dict[Step, str] = {
     Step.MAKE_WORKTREE: "workq worktree spawn {number}",
     Step.MERGE: "workq merge {number}",
     Step.REMOVE_WORKTREE: "workq worktree remove {repository} {worktree_id}",
+    Step.START_WORK: "workq worktree spawn {number}",
+    Step.CREATE_BRANCH: "git switch -c BRANCH",
+    Step.COMMIT_PHASE: "git commit -a",
 }
 
 

@@ -36,6 +36,9 @@ TOOLS: dict[Step, tuple[str, ...]] = {
     Step.MAKE_WORKTREE: ("issue_claim", "agit_spawn_worktree"),
     Step.MERGE: ("issue_merge", "merge_to_main", "agit_merge_worktree"),
     Step.REMOVE_WORKTREE: ("issue_block", "agit_remove_worktree"),
+    Step.START_WORK: ("start_work_on_issue",),
+    Step.CREATE_BRANCH: ("create_feature_branch",),
+    Step.COMMIT_PHASE: ("commit_tdd_phase",),
 }
 # A tool that does a step only through one of its arguments, which it may not offer (the
 # issue tools' workspace arguments come with the workspaces toolset).
