@@ -107,7 +107,11 @@ def list_command(
 ) -> None:
     """The gates in effect, and where they come from."""
     s = state(ctx)
-    where = gates.locate(s.queue(), number, Path.cwd()) if number is not None else Path.cwd()
+    where = (
+        gates.locate(s.queue(existing=True), number, Path.cwd())
+        if number is not None
+        else Path.cwd()
+    )
     found = gates.settings(where, s.settings().default_gates)
     if json_:
         output.emit_json(found.model_dump(mode="json"))
@@ -161,7 +165,7 @@ def evidence_command(
     json_: JsonFlag = False,
 ) -> None:
     """The gate runs stored on an issue, newest first: which gates passed on which commit."""
-    found = gates.evidence(state(ctx).queue(), number, limit=limit)
+    found = gates.evidence(state(ctx).queue(existing=True), number, limit=limit)
     if json_:
         output.emit_json([r.model_dump(mode="json") for r in found])
         return

@@ -39,7 +39,7 @@ def show(
 ) -> None:
     """Show the workflow of claimed issues: phase, branch, tests, PR, lock and history."""
     holders = {run_id} if run_id else None
-    found = workflow.status(state(ctx).queue(), number, holders)
+    found = workflow.status(state(ctx).queue(existing=True), number, holders)
     if json_:
         output.emit_json({"workflows": [w.model_dump(mode="json") for w in found]})
         return

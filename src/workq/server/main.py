@@ -81,6 +81,11 @@ def serve(
     warning = storage_warning(settings)
     if warning:
         sys.stderr.write(f"workq: warning: {warning}\n")
+    if kind == "stdio" and sys.stdin.isatty():  # a person ran it in a terminal
+        sys.stderr.write(
+            "workq: waiting for an MCP client's JSON-RPC messages on stdin: an agent's client "
+            "(or the MCP Inspector) starts this command itself; Ctrl-D or Ctrl-C ends it\n"
+        )
     sys.stderr.flush()
     if kind == "stdio":
         server.run()

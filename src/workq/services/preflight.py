@@ -8,12 +8,14 @@ from pathlib import Path
 from workq.config import Settings
 from workq.db import sqlite
 from workq.db.files import SIDE_FILES, check_sqlite_path, names_database_file
+from workq.errors import NoDatabase
 
 __all__ = [
     "SIDE_FILES",
     "check_storage",
     "describe_database",
     "names_database",
+    "require_database",
     "sqlite_path",
     "storage_warning",
 ]
@@ -26,6 +28,25 @@ def sqlite_path(settings: Settings) -> Path | None:
         return None
     path = rest[1:].split("?", 1)[0]
     return Path(path) if path and path != ":memory:" else None
+
+
+def require_database(settings: Settings, *, create: str) -> None:
+    """Refuse a SQLite file that does not exist, rather than create it: for what only
+    reads, an empty new database would answer as if it were the right one. ``create`` is
+    how the caller makes one (a command, a tool).
+
+    Raises:
+        NoDatabase: the file is missing.
+    """
+    path = sqlite_path(settings)
+    if path is not None and not path.exists():
+        where = path.expanduser().resolve()
+        raise NoDatabase(
+            f"no database at {where}",
+            hint=f"create it with {create}, or point to another with --db FILE "
+            "(or ISSUES_DB); 'workq where' says which database a command uses",
+            path=str(where),
+        )
 
 
 def check_storage(settings: Settings) -> None:

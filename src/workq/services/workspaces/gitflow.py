@@ -29,6 +29,7 @@ from workq.errors import (
     NotFound,
     NothingToCommit,
     OnDefaultBranch,
+    Step,
     UncommittedChanges,
     WorkqError,
 )
@@ -119,7 +120,7 @@ def link_issue_to_branch(
         raise OnDefaultBranch(
             f"the checkout at {co.path} is on {branch or 'a detached HEAD'}, not on a feature "
             "branch",
-            hint="create_feature_branch first, then link_issue_to_branch",
+            hint=("create one first with ", Step.CREATE_BRANCH, ", then call again"),
         )
     issue = _open_issue(q, number)
     if move_to_in_progress and not _holds(issue, holders):
