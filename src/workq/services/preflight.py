@@ -14,6 +14,7 @@ __all__ = [
     "SIDE_FILES",
     "check_storage",
     "describe_database",
+    "describe_storage",
     "names_database",
     "require_database",
     "sqlite_path",
@@ -67,7 +68,7 @@ def describe_database(settings: Settings) -> str:
     server's URL with its password hidden."""
     path = sqlite_path(settings)
     if path is not None:
-        return f"sqlite:///{path.expanduser().resolve()}, {sqlite.describe()}"
+        return f"sqlite:///{path.expanduser().resolve()}"
     from workq.db.dialect import describe_url  # imports SQLAlchemy: only for a server URL
 
     return describe_url(settings.url)
@@ -78,6 +79,12 @@ def names_database(settings: Settings, path: Path) -> bool:
     command may open itself (see db/sqlite.py)."""
     database = sqlite_path(settings)
     return database is not None and names_database_file(path, database)
+
+
+def describe_storage(settings: Settings) -> str:
+    """The database as a start line shows it, with the SQLite library that serves a file."""
+    shown = describe_database(settings)
+    return f"{shown}, {sqlite.describe()}" if sqlite_path(settings) is not None else shown
 
 
 def storage_warning(settings: Settings) -> str | None:
