@@ -171,9 +171,17 @@ async def main(pairs: int, rounds: int) -> None:
     for era in ERAS:
         floor = medians["bare, JSON answers", era]
         print(
-            f"ratio to the bare JSON floor, {era}: workq {medians['workq', era] / floor:.2f}x, "
-            f"bare SSE {medians['bare, SSE answers', era] / floor:.2f}x"
+            f"ratio to the bare JSON floor, {era}: workq {ratio(medians['workq', era], floor)}, "
+            f"bare SSE {ratio(medians['bare, SSE answers', era], floor)}"
         )
+
+
+def ratio(cost: float, floor: float) -> str:
+    """``cost`` as a multiple of ``floor``; none when the floor read 0 (the kernel counts a
+    process's CPU in clock ticks of 10 ms: a short run can read none)."""
+    if floor <= 0:
+        return "n/a (the floor read 0 CPU: run more --pairs)"
+    return f"{cost / floor:.2f}x"
 
 
 if __name__ == "__main__":

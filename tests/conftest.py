@@ -41,6 +41,15 @@ ADMIN = Authority.overriding("tests", who="tester")
 ENGINES = ["sqlite", "postgresql"] if PG_URL else ["sqlite"]
 
 
+def pytest_report_header() -> str:
+    """Said before the first dot: the first minutes are the slow tests'."""
+    return (
+        "workq: the tests marked slow (benchmarks at toy size, storms, races, kill -9, the "
+        "package build) run first, so the first minutes' dots come slowly; -m 'not slow' "
+        "leaves them out"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked slow (storms, races, many processes) go first, shared out among the
     workers, so that none of them is left running alone at the end. pytest-xdist's

@@ -4,6 +4,7 @@ script must only finish and print its table."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -77,3 +78,33 @@ def test_the_benchmark_runs(script: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("script", sorted(POSTGRES_ONLY))
 def test_the_postgres_benchmark_runs(script: str, tmp_path: Path) -> None:
     _run(script, POSTGRES_ONLY[script], tmp_path)
+
+
+def test_bench_http_reports_a_floor_that_read_no_cpu_instead_of_dividing_by_zero() -> None:
+    """At toy size a CPU reading can be 0 (the kernel counts in 10 ms ticks)."""
+    spec = importlib.util.spec_from_file_location("bench_http", ROOT / "scripts" / "bench_http.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ratio(1.0, 0.0).startswith("n/a")
+    assert module.ratio(3.0, 2.0) == "1.50x"
+
+
+def test_the_suite_says_why_its_first_minutes_are_slow() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-p",
+            "no:xdist",
+            str(ROOT / "tests" / "test_layers.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "tests marked slow" in done.stdout and "run first" in done.stdout, done.stdout

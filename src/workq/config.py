@@ -8,6 +8,7 @@ SQLite file, the two timeouts) name it. A bad value is one InvalidInput naming t
 from __future__ import annotations
 
 import os
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,7 +96,8 @@ class Settings(BaseSettings):
     )
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     run_id: str | None = None
-    plans_dir: Path = Path("plans")
+    # None: the database's own place (``plans_folder``).
+    plans_dir: Path | None = None
     toolsets: str = "default"
     # Other systems' contracts by their own tool names (server/toolsets.py PROFILES).
     profiles: str = Field(
@@ -134,6 +136,18 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.db_path}"
+
+    @property
+    def plans_folder(self) -> Path:
+        """Where plan files go: ``WORKQ_PLANS_DIR`` when set; else ``plans/`` in the SQLite
+        file's own folder (``plans/<slug>.md`` beside ``autopilot.db``, as in contract A), never in
+        the folder a client happens to start the server in; for a server database,
+        ``plans`` in the working folder."""
+        if self.plans_dir is not None:
+            return self.plans_dir
+        if self.database_url or str(self.db_path) == ":memory:":
+            return Path("plans")
+        return self.db_path.expanduser().parent / "plans"
 
     @property
     def cache_folder(self) -> Path:
@@ -196,12 +210,9 @@ def accepted(name: str) -> str:
     field = Settings.model_fields[name]
     if field.annotation is bool:
         return "true or false"
-    if name == "synchronous":
-        return "NORMAL or FULL"
-    if name == "tests_gate":
-        return "evidence or trust"
-    if name == "default_gates":
-        return "none, strict or pytest"
+    choices = typing.get_args(field.annotation) if typing.get_origin(field.annotation) else ()
+    if choices and all(isinstance(c, str) for c in choices):  # a Literal of words
+        return " or ".join([", ".join(choices[:-1]), choices[-1]] if len(choices) > 1 else choices)
     if name == "token":
         return "one word of printable characters (no space, newline or control character)"
     if name == "db_path":

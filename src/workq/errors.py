@@ -18,14 +18,16 @@ from typing import Any, ClassVar
 
 
 class Step(Enum):
-    """An operation a hint points to. The value is how an MCP client calls it; the CLI
-    spells each as its command (``workq.cli.steps``)."""
+    """An operation a hint points to. The value is how an MCP client of the native tools
+    calls it; a server without that tool names one it has (``workq.server.spelling``), and
+    the CLI spells each as its command (``workq.domain.commands``)."""
 
     LIST_ISSUES = "issue_list"
     SHOW_ISSUE = "issue_get"
     READY = "issue_ready"
     CLAIM = "issue_claim"
     CLAIM_NEXT = "issue_claim_next"
+    RELEASE = "issue_release"
     UNBLOCK = "issue_unblock"
     FORCE_CLAIM = "issue_force_claim"
     COMPLETE_ANYWAY = "issue_force_claim, then issue_complete"
@@ -42,6 +44,10 @@ class Step(Enum):
     RUN_GATES = "run_quality_gates"
     MAKE_WORKTREE = "issue_claim with worktree=true"
     MERGE = "issue_merge"
+    REMOVE_WORKTREE = "issue_block with remove_worktree=true"
+    START_WORK = "start_work_on_issue"
+    CREATE_BRANCH = "create_feature_branch"
+    COMMIT_PHASE = "commit_tdd_phase"
 
 
 Hint = str | tuple[str | Step, ...]
@@ -204,7 +210,7 @@ class OpenBlockers(Conflict):
     """The issue waits on issues that are not done."""
 
     code = "OPEN_BLOCKERS"
-    hint = "finish those first (the claim stays yours), or give it up with issue_release"
+    next_step = ("finish those first (the claim stays yours), or give it up with ", Step.RELEASE)
 
 
 class InvalidTransition(Conflict):
@@ -259,6 +265,18 @@ class StorageError(WorkqError):
 
     code = "STORAGE_ERROR"
     hint = "check the database path and run 'workq doctor'"
+
+
+class NoDatabase(StorageError):
+    """There is no database where workq looked."""
+
+    code = "NO_DATABASE"
+
+
+class DriverMissing(StorageError):
+    """The database's driver, an optional extra of workq, is not installed."""
+
+    code = "DRIVER_MISSING"
 
 
 class Busy(StorageError):
@@ -333,7 +351,7 @@ class AllIssuesLocked(Conflict):
     """All matching issues are locked by other sessions."""
 
     code = "ALL_ISSUES_LOCKED"
-    hint = "wait for a lock to be released, or take one over with force_claim"
+    next_step = ("wait for a lock to be released, or take one over with ", Step.FORCE_CLAIM)
 
 
 class MergeConflict(Conflict):
@@ -418,15 +436,26 @@ class RuleViolation(Conflict):
     hint = "change what the rule names, then call again"
 
 
+class NothingToMerge(Conflict):
+    """The branch has no commits the default branch lacks."""
+
+    code = "NOTHING_TO_MERGE"
+    hint = "commit the issue's work on its branch first"
+
+
 class NothingToCommit(Conflict):
     """There is nothing to commit."""
 
     code = "NOTHING_TO_COMMIT"
-    hint = "change something first; commit_tdd_phase commits every change of the checkout"
+    next_step = (
+        "change something first; ",
+        Step.COMMIT_PHASE,
+        " commits every change of the checkout",
+    )
 
 
 class OnDefaultBranch(Conflict):
     """The checkout is on the default branch, not on a feature branch."""
 
     code = "ON_DEFAULT_BRANCH"
-    hint = "start a branch first: start_work_on_issue or create_feature_branch"
+    next_step = ("start a branch first: ", Step.START_WORK, " or ", Step.CREATE_BRANCH)

@@ -237,3 +237,19 @@ def test_the_issue_page_offers_only_the_actions_that_apply(
     assert 'data-action="unblock"' in pages[stuck]
     assert 'data-action="release"' in pages[held] and "lease: <time" in pages[held]
     assert "lease until" not in pages[held]
+
+
+def test_history_reads_as_words_and_an_empty_description_says_so(
+    db: Path, q: Queue, client: httpx2.Client
+) -> None:
+    number = new(q, "plain")
+    issues.update_issue(q, number, title="renamed", actor="cli-test", by=ADMIN)
+    with board_server(db) as url:
+        page = client.get(f"{url}/issues/{number}").text
+    history = page[page.index('<ol class="history">') :]
+    history = history[: history.index("</ol>")]
+    assert "was title=plain; now title=renamed" in history
+    assert "{" not in history and "&#34;" not in history  # no JSON
+    assert "description=" not in history  # an empty value is left out
+    assert "No description." in page
+    assert '<div class="description"></div>' not in page

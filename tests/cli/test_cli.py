@@ -67,6 +67,7 @@ def test_claim_next_on_an_empty_queue_exits_2(tmp_path: Path) -> None:
 
 
 def test_errors_are_one_line_with_a_code_and_no_traceback() -> None:
+    ok("init")
     for args, code in (
         (("show", "42"), "NOT_FOUND"),
         (("create", ""), "INVALID_INPUT"),

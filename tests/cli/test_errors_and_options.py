@@ -63,10 +63,12 @@ def test_the_two_names_of_the_sqlite_file_both_work_and_an_empty_one_is_refused(
     assert "ISSUES_DB=''" in one_line_error(workq("list", env={"ISSUES_DB": ""}))
 
 
-def test_postgresql_without_its_driver_names_the_extra_to_install(tmp_path: Path) -> None:
+def test_postgresql_without_its_driver_has_its_own_code_and_the_exact_install_line(
+    tmp_path: Path,
+) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
-    # A process where psycopg cannot be imported, as after `pip install workq`: a real one,
+    # A process where psycopg cannot be imported, as after `pip install workq-mcp`: a real one,
     # since this process may have imported psycopg already.
     (shim / "psycopg.py").write_text("raise ImportError('psycopg is not installed')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")])}
@@ -74,7 +76,10 @@ def test_postgresql_without_its_driver_names_the_extra_to_install(tmp_path: Path
     for command in (["list"], ["serve"]):
         done = workq_process("--database-url", url, *command, env=env, stdin="")
         line = one_line_error(done)
-        assert "psycopg" in line and "pip install 'workq[postgres]'" in line
+        assert line.startswith("error: DRIVER_MISSING: PostgreSQL needs the psycopg driver")
+        # The distribution of its own (`workq` on PyPI is another project), into the
+        # environment this workq runs in.
+        assert f"{sys.executable} -m pip install 'workq-mcp[postgres]'" in line, line
 
 
 # --- item 7: an empty database URL ------------------------------------------------------------
@@ -128,6 +133,7 @@ def test_a_global_option_without_its_value_is_a_usage_error(tmp_path: Path) -> N
 
 
 def test_cli_errors_name_cli_commands_not_tools(tmp_path: Path) -> None:
+    ok("init")
     missing = one_line_error(workq("show", "9999"))
     assert "'workq list'" in missing and "issue_list" not in missing
     no_plan = one_line_error(workq("plan", "exit", "--run-id", "r"))

@@ -4,6 +4,9 @@ its options after the command) and the SDK's stdio client."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -90,3 +93,24 @@ async def test_plan_exit_over_mcp_refuses_a_template_and_accepts_the_agents_shap
             assert "Warning: left empty: Findings, Approach, Tasks" in text(warned)
             assert warned.structured_content is not None
             assert warned.structured_content["empty_sections"] == ["Findings", "Approach", "Tasks"]
+
+
+def test_serve_in_a_terminal_says_it_waits_for_json_rpc_on_stdin(tmp_path: Path) -> None:
+    """`scripts/serve` typed in a terminal: the server says what it waits for, on stderr."""
+    primary, secondary = pty.openpty()
+    try:
+        os.write(primary, b"\x04")  # Ctrl-D, waiting in the terminal: the end of input
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("workq")), "--db", str(tmp_path / "q.db"), "serve"],
+            stdin=secondary,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(secondary)
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert "waiting for an MCP client's JSON-RPC messages on stdin" in done.stderr
+    assert done.stdout == ""

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.context.conftest import status
+from tests.workspaces.gitrepo import make_repo
 from workq.errors import InvalidInput
 from workq.services.coding import docs_index
 
@@ -183,3 +184,65 @@ def test_any_query_text_gives_hits_or_invalid_input(hostile_folder: Path, query:
     except InvalidInput:
         return
     assert all(0 < h.relevance_score <= 1 for h in found.results)
+
+
+RST = """\
+==============
+more-itertools
+==============
+
+Python's itertools library is a gem.
+
+Grouping
+========
+
+Install it::
+
+    pip install more-itertools
+
+    Not a title
+    -----------
+
+``chunked`` breaks an iterable into lists of a given length.
+"""
+
+
+def test_restructuredtext_and_text_docs_are_read_by_their_titles(tmp_path: Path) -> None:
+    """An .rst project (Sphinx) is found; .txt docs only where docs live."""
+    repo = make_repo(
+        tmp_path / "rst",
+        {
+            "README.rst": RST,
+            "docs/api.txt": "API\n===\n\nThe ``ichunked`` function yields chunks lazily.\n",
+            "docs/notes.markdown": "# Notes\n\nchunked in Markdown too.\n",
+            "requirements.txt": "chunked-parser==1.0\n",
+            "tests/data/chunked.txt": "chunked chunked chunked\n",
+        },
+    )
+    assert sorted(docs_index.sync(_tree(repo, tmp_path)).read) == [
+        "README.rst",
+        "docs/api.txt",
+        "docs/notes.markdown",
+    ]
+    hits = {
+        h.file_path: h
+        for h in docs_index.search(repo, "chunked", "all", tmp_path / "cache").results
+    }
+    assert sorted(hits) == ["README.rst", "docs/notes.markdown"]
+    rst = hits["README.rst"]
+    assert rst.title == "more-itertools"
+    assert rst.line_number == 17  # the line the word is on, in its section "Grouping"
+    assert "``chunked`` breaks an iterable" in rst.snippet
+    api = docs_index.search(repo, "lazily", "all", tmp_path / "cache").results
+    assert [(h.file_path, h.title, h.line_number) for h in api] == [("docs/api.txt", "API", 4)]
+
+
+def test_restructuredtext_sections() -> None:
+    from workq.domain import restructuredtext
+
+    found = restructuredtext.sections(RST)
+    assert [(s.heading, s.line) for s in found] == [("more-itertools", 1), ("Grouping", 7)]
+    assert "Not a title" in found[1].text  # indented: a literal block, not a heading
+    # Too short an underline (under 4, shorter than its title) and a transition are text.
+    text = "Intro\n\nTitle\n--\n\n----\n\nEnd\n"
+    assert [s.heading for s in restructuredtext.sections(text)] == [""]

@@ -64,7 +64,9 @@ def test_the_server_may_name_a_preset_for_repositories_without_a_table(
     queue.default_gates = "pytest"
     found = gates.in_effect(queue, repo)
     assert found.source == "preset pytest"
-    assert [(g.name, g.tests) for g in found.gates] == [("tests", True)]
+    assert [(g.name, g.tests) for g in found.gates] == [("lint", False), ("tests", True)]
+    lint = found.gates[0]
+    assert lint.command[:2] == ("ruff", "check") and lint.takes_files
     commit(repo, {"workq.toml": '[gates.only]\ncommand = ["true"]\n'})
     queue.default_gates = "strict"
     assert gates.in_effect(queue, repo).source == "workq.toml [gates] on main"
@@ -102,7 +104,7 @@ def test_a_missing_program_no_tests_and_a_failure_are_named_apart(queue: Queue, 
     message = refused.value.message
     assert "lint (program 'no-such-linter-for-workq' not found)" in message
     assert "tests (no tests collected)" in message
-    assert "checks (1 issues)" in message
+    assert "checks (1 issue, first " in message
     causes = {f["gate"]: f["cause"] for f in refused.value.facts["failing"]}
     assert causes == {"lint": "missing_program", "tests": "no_tests", "checks": "failed"}
     assert git.head(repo) != tip  # nothing landed

@@ -89,6 +89,8 @@ def test_gates_passed_on_an_older_commit_do_not_count(queue: Queue, repo: Path):
         {"gate": "lint", "cause": "failed", "first_issue": "src/app.py:1: col 1: X001 BAD found"}
     ]
     assert failed.value.facts["commit"] == new
+    # The text names what the structured part names: the gate, the file, line and message.
+    assert "lint (1 issue, first src/app.py:1: col 1: X001 BAD found)" in failed.value.message
     # The older commit's evidence still stands for the older commit.
     assert gates.require_passed(queue, number, repo, old, by=AGENT, run=False).from_evidence
 

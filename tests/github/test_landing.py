@@ -28,7 +28,7 @@ from tests.server.conftest import call_ok, make_server
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import make_repo
 from workq.domain.authority import Authority
-from workq.errors import NotHolder, WorktreeDirty
+from workq.errors import NothingToMerge, NotHolder, WorktreeDirty
 from workq.github.client import AuthFailed
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
@@ -282,7 +282,13 @@ def test_repository_landing_settings_on_the_command_line(tmp_path: Path) -> None
     assert cli(db, "repo", "add", "app", str(repo), "--land", "bogus").returncode != 0
     assert json.loads(cli(db, "repo", "list", "--json").stdout) == []
 
+    other = make_repo(tmp_path / "other")
+    added = cli(db, "repo", "add", "other", str(other), "--land", "pr", "--github", "acme/o",
+                "--no-update-branch", "--json")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["update_branch"] is False
     assert cli(db, "repo", "add", "app", str(repo)).returncode == 0
+    assert json.loads(cli(db, "repo", "status", "app", "--json").stdout)["update_branch"] is True
     bad = cli(db, "repo", "set", "app", "--on-refused", "shrug")
     assert bad.returncode != 0 and "on refused must be one of return, block" in bad.stderr
     bad = cli(db, "repo", "set", "app", "--land", "pr", "--github", "not a repo")
@@ -419,3 +425,27 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     again = gitflow.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
     landed = landings.require(landing.q, number)
     assert again.already_merged and again.commit_hash == landed.merge_sha
+
+
+def test_a_check_reported_as_a_run_and_a_status_is_named_once(landing: Landing) -> None:
+    landing.fake.protect_branch("main", required_checks=["ci"])
+    number = landing.issue("Both kinds", "both.py", "x = 1\n")
+    landing.land(number)
+    landing.land_pass()
+    (pull,) = landing.fake.pulls()
+    head = pull["head"]["sha"]
+    landing.fake.add_check_run(head, "ci", status="in_progress", conclusion=None)
+    landing.fake.add_status(head, "ci", "pending")
+    assert landing.land_pass().waiting == 1
+    detail = landings.require(landing.q, number).detail or ""
+    assert detail.endswith("waiting for checks: ci"), detail
+
+
+def test_a_branch_with_no_commits_is_nothing_to_merge_not_a_conflict(landing: Landing) -> None:
+    number = issues.create(landing.q, title="Nothing yet", repository="app").number
+    claims.claim(landing.q, number, Authority.of([AGENT]))
+    worktrees.spawn(landing.q, "app", number, by=Authority.of([AGENT]))
+    with pytest.raises(NothingToMerge) as refused:
+        merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
+    assert refused.value.code == "NOTHING_TO_MERGE"
+    assert "commit the issue's work" in (refused.value.hint or "")

@@ -48,12 +48,14 @@ async def serve_github(
     token: str | None = None,
     toolsets: str = "default,github",
     db: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Client]:
-    """A client of ``workq serve --toolsets TOOLSETS ARGS`` in ``workdir``; stderr to a log."""
+    """A client of ``workq serve --toolsets TOOLSETS ARGS`` in ``workdir``; stderr to a log;
+    ``env`` added to the fake's environment."""
     params = StdioServerParameters(
         command=WORKQ,
         args=serve_args(db or workdir / "queue.db", run_id, "--toolsets", toolsets, *args),
-        env=fake_env(fake, token),
+        env={**fake_env(fake, token), **(env or {})},
         cwd=workdir,
     )
     with ((db.parent if db else workdir) / f"serve-{run_id}.log").open("a") as log:
@@ -93,23 +95,6 @@ async def github_server(
     )
     async with Client(build_server(settings)) as client:
         yield client
-
-
-def start_refused(workdir: Path, fake: FakeGitHub, *args: str, token: str | None = None) -> str:
-    """Run ``workq serve`` that must refuse to start: its stderr (stdin closed)."""
-    done = subprocess.run(
-        [WORKQ, *serve_args(workdir / "queue.db", "run-x", *args)],
-        env=fake_env(fake, token),
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode != 0, done.stderr
-    assert done.stdout == ""
-    return done.stderr
 
 
 def git(cwd: Path, *args: str) -> str:

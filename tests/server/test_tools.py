@@ -100,6 +100,10 @@ async def test_seed_issue_tools_answer_in_the_seeds_words(client: Client) -> Non
     ]
     assert (offered["number"], offered["priority"]) == (1, "high")
     assert ready.structured_content is not None
+    # The structured answer is the text's object, flat; the same issue nested under
+    # "issue" too, as earlier releases answered.
+    flat = {k: v for k, v in ready.structured_content.items() if k != "issue"}
+    assert flat == offered == ready.structured_content["issue"]
     assert ready.structured_content["issue"]["priority"] == "high"
 
     claimed = await call_ok(client, "issue_claim", number=1, run_id="autopilot_main")
@@ -322,6 +326,18 @@ async def test_bad_arguments_get_invalid_input_naming_the_field(
     assert text(result).startswith("INVALID_INPUT: invalid arguments: ")
     assert field in error_of(result)["details"]["fields"]
     assert "Error executing tool" not in text(result)
+
+
+async def test_bad_arguments_are_said_in_workqs_words_not_pydantics(client: Client) -> None:
+    number = await call_error(client, "issue_get", number="abc")
+    assert "number: 'abc' is not a whole number" in text(number)
+    priority = await call_error(client, "issue_create", title="t", priority="bogus")
+    assert "priority: 'bogus' is not one of 'urgent', 'high', 'medium' or 'low'" in text(priority)
+    long = await call_error(client, "issue_get", number="9" * 500 + "x")
+    assert len(text(long)) < 200  # the value is named, not echoed whole
+    for result in (number, priority, long):
+        for leak in ("Value error", "unable to parse", "Input should"):
+            assert leak not in text(result)
 
 
 async def test_unknown_arguments_are_refused_with_the_accepted_ones(client: Client) -> None:

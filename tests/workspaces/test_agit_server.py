@@ -47,6 +47,25 @@ async def test_default_toolset_has_no_agit_tools(tmp_path: Path) -> None:
     assert refused.is_error and "unknown argument(s): worktree" in text(refused)
 
 
+async def test_pending_tasks_list_the_claimable_first_in_claim_order(tmp_path: Path) -> None:
+    """An agent picking from agit_list_tasks(status="pending") picks a task it can claim:
+    those first, as claims take them (priority, then age), the others marked."""
+    db = tmp_path / "q.db"
+    repo = make_repo(tmp_path / "myapp")
+    assert workq("--db", db, "repo", "add", "myapp", str(repo)).returncode == 0
+    for title, priority in (("low one", "low"), ("urgent one", "urgent"), ("after it", "high")):
+        made = workq("--db", db, "create", title, "-p", priority, "--repo", "myapp")
+        assert made.returncode == 0, made.stderr
+    assert workq("--db", db, "depend", "3", "--on", "2").returncode == 0
+    async with Client(make_server(db, "default,agit")) as client:
+        pending = body(await call_ok(client, "agit_list_tasks", repo="myapp", status="pending"))
+    assert [(t["id"], t["claimable"]) for t in pending] == [
+        ("t-2", True),
+        ("t-1", True),
+        ("t-3", False),
+    ]
+
+
 async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     repo = make_repo(tmp_path / "myapp")
@@ -109,6 +128,8 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
         refused = await client.call_tool("agit_claim_task", {"task_id": "t-1", "agent_id": "x"})
         assert refused.is_error
         assert body(refused)["error"] == 'task "t-1" not found or already claimed'
+        assert body(refused)["code"] == "ALREADY_CLAIMED"
+        assert body(refused)["why"].startswith("Issue #1 is held by ")
 
         # A second task, claimed by id with its worktree; both edit one file.
         created = await call_ok(client, "issue_create", title="tune the login form")
@@ -124,6 +145,7 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
         assert (claimed["number"], claimed["fence"]) == (number, 1)
         assert claimed["lease_expires_at"]
         second = Path(claimed["path"])
+        second_id = claimed["worktree_id"]  # what merge and remove take, in the answer
         commit(Path(spawned["path"]), {"src/app.py": "x = 'auth'\n"}, "auth fix")
         commit(second, {"src/app.py": "x = 'form'\n"}, "form tweak")
 
@@ -138,6 +160,11 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
             "tune the login form",
         }
         assert status["conflicts"][0]["file"] == "src/app.py"
+        # The task of each worktree by id too, as claim, complete and merge take it.
+        assert {w["id"]: w["task_id"] for w in status["worktrees"]} == {
+            spawned["worktree_id"]: "t-1",
+            second_id: f"t-{number}",
+        }
 
         merged = body(
             await call_ok(
@@ -153,7 +180,6 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
             "already_merged": False,
         }
         head = git.head(repo)
-        second_id = status["worktrees"][1]["id"]
         conflicted = await client.call_tool(
             "agit_merge_worktree", {"repo": "myapp", "worktree_id": second_id}
         )

@@ -109,3 +109,48 @@ async def test_only_the_holder_merges_and_a_refusal_changes_nothing(
         assert "issue_claim with worktree=true" in error_of(missing)["hint"]
 
         assert data(await call_ok(a, "issue_merge", number=1))["merged"]
+
+
+async def test_a_block_says_where_the_worktree_stays_and_can_remove_it(
+    tmp_path: Path, repo: Path
+) -> None:
+    db = tmp_path / "q.db"
+    _register(db, repo)
+
+    def agent(toolsets: str, run_id: str) -> Client:
+        return Client(build_server(Settings(db_path=db, toolsets=toolsets, run_id=run_id)))
+
+    async with agent(NATIVE, "agent-a") as a, agent("default", "agent-b") as plain:
+        tools = {t.name: t for t in (await plain.list_tools()).tools}
+        assert "remove_worktree" not in tools["issue_block"].input_schema["properties"]
+        for title in ("Kept, then removed", "Dirty"):
+            await call_ok(a, "issue_create", title=title, repository="app")
+        claimed = data(await call_ok(a, "issue_claim", number=1, worktree=True))["worktree"]
+        work, wid = Path(claimed["path"]), claimed["worktree_id"]
+
+        kept = await call_ok(a, "issue_block", number=1, reason="waits for a decision")
+        assert text(kept).splitlines() == [
+            "Blocked issue #1: waits for a decision",
+            f"Its worktree {wid} at {work} (branch {claimed['branch']}) stays for whoever "
+            "takes it up; remove it with issue_block with remove_worktree=true",
+        ]
+        assert data(kept)["worktree"]["removed"] is False and work.is_dir()
+        # A server without the workspaces toolset has no tool for it: the command.
+        said = text(await call_ok(plain, "issue_block", number=1, reason="still waits"))
+        assert f"remove it with 'workq worktree remove app {wid}' in a terminal" in said
+
+        removed = await call_ok(
+            a, "issue_block", number=1, reason="still waits", remove_worktree=True
+        )
+        assert f"Removed its worktree {wid} at {work}" in text(removed)
+        assert data(removed)["worktree"]["removed"] is True and not work.exists()
+
+        dirty = Path(
+            data(await call_ok(a, "issue_claim", number=2, worktree=True))["worktree"]["path"]
+        )
+        (dirty / "notes.txt").write_text("not committed\n")
+        refused = await call_error(a, "issue_block", number=2, reason="stuck", remove_worktree=True)
+        assert error_of(refused)["code"] == "WORKTREE_DIRTY"
+        issue = data(await call_ok(a, "issue_get", number=2))
+        assert issue["status"] == "in_progress" and not issue["is_blocked"]  # nothing done
+        assert dirty.is_dir()

@@ -133,7 +133,6 @@ class Board:
         )
         self.env.filters["markdown"] = render
         self.env.filters["stamp"] = _stamp
-        self.env.filters["tojson_attr"] = lambda v: json.dumps(v)
         self.feed = ChangeFeed(
             lambda: board.last_change(queue),
             lambda after: board.changes(queue, after),

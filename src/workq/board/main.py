@@ -7,7 +7,7 @@ import sys
 
 from workq.bind import check_bind, listen
 from workq.config import Settings
-from workq.services.preflight import check_storage, describe_database, storage_warning
+from workq.services.preflight import check_storage, describe_storage, storage_warning
 from workq.services.runtime import open_queue
 
 DEFAULT_HOST = "127.0.0.1"
@@ -35,7 +35,7 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
     logging.getLogger("workq").setLevel(logging.INFO)
     shown = f"[{host}]" if ":" in host else host
     sys.stderr.write(
-        f"workq: board at http://{shown}:{port}/ (database {describe_database(settings)})\n"
+        f"workq: board at http://{shown}:{port}/ (database {describe_storage(settings)})\n"
     )
     warning = storage_warning(settings)
     if warning:

@@ -104,7 +104,7 @@ def ready(
     """Show the issues that would be claimed next, in order (without those whose paths
     a run other than --run-id has reserved)."""
     s = state(ctx)
-    q, holder = s.queue(), _run_id(s, run_id)
+    q, holder = s.queue(existing=True), _run_id(s, run_id)
     wanted = _filter(agent, include, exclude, label, repo)
     found = waiting.until_found(
         q, lambda: ready_queue.ready(q, wanted, limit=limit, holder=holder) or None, wait
@@ -325,7 +325,7 @@ def backlog(
 ) -> None:
     """Issues not done, by priority score, with lock holders."""
     found = reports.backlog(
-        state(ctx).queue(), include_types=include, exclude_types=exclude, limit=limit
+        state(ctx).queue(existing=True), include_types=include, exclude_types=exclude, limit=limit
     )
     if json_:
         output.emit_json(found)
@@ -352,7 +352,7 @@ def backlog(
 
 def stats(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Counts by status and priority, ready, blocked and stale claims."""
-    found = reports.stats(state(ctx).queue())
+    found = reports.stats(state(ctx).queue(existing=True))
     if json_:
         output.emit_json(found)
         return
@@ -382,7 +382,7 @@ def watch(
     ] = None,
 ) -> None:
     """Print a line per change to the queue as it happens (Ctrl-C to stop)."""
-    q = state(ctx).queue()
+    q = state(ctx).queue(existing=True)
     last = waiting.latest_event(q) if since is None else since
     shown = 0
     with waiting.Waiter(q, waiting.WAIT_MAX, every_change=True) as feed:

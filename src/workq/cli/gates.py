@@ -107,7 +107,7 @@ def list_command(
     """The gates in effect: the table committed on the repository's default branch (never
     a branch's own: a branch's change takes effect once merged), and where it comes from."""
     s = state(ctx)
-    q = s.queue()
+    q = s.queue(existing=True)
     where = gates.locate(q, number, Path.cwd()) if number is not None else Path.cwd()
     found = gates.settings(q, where)
     if json_:
@@ -178,7 +178,7 @@ def evidence_command(
     json_: JsonFlag = False,
 ) -> None:
     """The gate runs stored on an issue, newest first: which gates passed on which commit."""
-    found = gates.evidence(state(ctx).queue(), number, limit=limit)
+    found = gates.evidence(state(ctx).queue(existing=True), number, limit=limit)
     if json_:
         output.emit_json([r.model_dump(mode="json") for r in found])
         return

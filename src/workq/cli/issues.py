@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -24,7 +25,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts."
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
 
 
-def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> None:
+def _show(
+    issue: Issue, github: str | None = None, pull: str | None = None, waiting: Sequence[int] = ()
+) -> None:
+    done_first = [n for n in issue.blocked_by if n not in waiting]
     output.fields(
         [
             ("number", f"#{issue.number}"),
@@ -36,7 +40,12 @@ def _show(issue: Issue, github: str | None = None, pull: str | None = None) -> N
             ("labels", ", ".join(issue.labels) or "-"),
             ("touches", ", ".join(issue.touches) or "-"),
             ("blocked", f"yes: {issue.blocked_reason}" if issue.is_blocked else "no"),
-            ("waits on", ", ".join(f"#{n}" for n in issue.blocked_by) or "-"),
+            ("waits on", ", ".join(f"#{n}" for n in waiting) or "-"),
+            *(
+                [("came after", ", ".join(f"#{n} (done)" for n in done_first))]
+                if done_first
+                else []
+            ),
             ("blocks", ", ".join(f"#{n}" for n in issue.blocks) or "-"),
             ("claimed by", issue.claimed_by),
             ("lease until", issue.lease_expires_at),
@@ -132,7 +141,7 @@ def list_(
 ) -> None:
     """List issues by number, a page at a time."""
     page = issues.list_issues(
-        state(ctx).queue(),
+        state(ctx).queue(existing=True),
         status=status,
         priority=priority,
         issue_type=issue_type,
@@ -174,7 +183,7 @@ def _waits(item: IssueListItem) -> str:
 
 def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
     """Show one issue in full, with its links and the GitHub mirror if any."""
-    q = state(ctx).queue()
+    q = state(ctx).queue(existing=True)
     issue = issues.get(q, number)
     link = mirror.github_link(q, number)
     pr = pulls.of_issue(q, number)
@@ -189,6 +198,7 @@ def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
         issue,
         f"{link.repo}#{link.gh_number} {link.url}" if link else None,
         f"{pr.repo}#{pr.pr_number} {pr.url}{merged}" if pr else None,
+        issues.waits_on(q, number) if issue.open_blockers else [],
     )
 
 
@@ -321,7 +331,7 @@ def history(
     json_: JsonFlag = False,
 ) -> None:
     """Show the audit history of an issue (also of a deleted one)."""
-    q = state(ctx).queue()
+    q = state(ctx).queue(existing=True)
     found = notes.history(q, number, limit=limit)
     said = notes.comments(q, number) if not json_ and found[-1].kind != "deleted" else []
     if json_:
@@ -329,21 +339,11 @@ def history(
         return
     output.table(
         ["when", "event", "by", "change"],
-        [(output.when(e.created_at), e.kind, e.actor, _change(e.before, e.after)) for e in found],
+        [(output.when(e.created_at), e.kind, e.actor, e.change()) for e in found],
     )
     for c in said:
         output.line(f"\n[{c.kind.value}] {c.author or '-'} at {output.when(c.created_at)}:")
         output.line(c.body)
-
-
-def _change(before: dict[str, object] | None, after: dict[str, object] | None) -> str:
-    parts = []
-    if before:
-        parts.append("was " + ", ".join(f"{k}={v}" for k, v in sorted(before.items())))
-    if after:
-        parts.append("now " + ", ".join(f"{k}={v}" for k, v in sorted(after.items())))
-    text = "; ".join(parts)
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def register(app: typer.Typer) -> None:

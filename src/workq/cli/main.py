@@ -184,9 +184,10 @@ def serve(
     if sync_github:
         from workq.github.sync import start_background_sync
 
-        # Before the server starts: it checks token and access first (fail fast), and it
-        # may migrate the file, which must not overlap the server's own first open.
-        stop_sync = start_background_sync(settings, sync_github)
+        # Before the server starts: it may migrate the file, which must not overlap the
+        # server's own first open. The server is offline-first: a mirror that cannot start
+        # (no token, GitHub out of reach) says so on stderr and keeps trying.
+        stop_sync = start_background_sync(settings, sync_github, fail_fast=False)
     try:
         run_server(
             settings,
@@ -383,9 +384,23 @@ def _usage(exc: Exception) -> str:
     """Click's usage error as one line: ``USAGE: message; see 'workq CMD --help'``."""
     format_message = getattr(exc, "format_message", None)
     message = " ".join((format_message() if format_message else str(exc)).split()).rstrip(".")
+    plain = _plain_validation(exc.__cause__)
+    if plain is not None:  # Typer's conversion said it in pydantic's words
+        message = message.split(": ", 1)[0] + f": {plain}"
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "workq"
     return f"USAGE: {message}; see '{where} --help'"
+
+
+def _plain_validation(cause: BaseException | None) -> str | None:
+    """A value Typer refused through pydantic, said in workq's words."""
+    from pydantic import ValidationError
+
+    from workq.schemas import said_plainly
+
+    if not isinstance(cause, ValidationError):
+        return None
+    return "; ".join(said_plainly(err) for err in cause.errors(include_url=False))
 
 
 def _input_error(exc: OSError | UnicodeError) -> InvalidInput:

@@ -52,7 +52,7 @@ def downgrade(
 @db_app.command()
 def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Print the schema revision of the database."""
-    found = schema.status(state(ctx).settings())
+    found = schema.status(state(ctx).for_reading())
     if json_:
         output.emit_json({"state": found.state, "revision": found.revision, "head": schema.HEAD})
     else:
@@ -62,10 +62,49 @@ def current(ctx: typer.Context, json_: JsonFlag = False) -> None:
 @db_app.command()
 def check(ctx: typer.Context) -> None:
     """Exit 0 if the schema is at head, else say what to run (exit 1)."""
-    found = schema.status(state(ctx).settings())
+    found = schema.status(state(ctx).for_reading())
     if found.state != "current":
         raise SchemaMismatch(f"the schema is {found.describe()}", hint="run 'workq db upgrade'")
     output.line(f"Schema {found.describe()}")
+
+
+def where(ctx: typer.Context, json_: JsonFlag = False) -> None:
+    """Say which database the commands here use, what named it, and whether it exists (and
+    its schema), without creating it."""
+    import os
+
+    from workq.config import variables
+    from workq.services.preflight import describe_database, sqlite_path
+
+    s = state(ctx)
+    settings = s.settings()
+    if s.database_url is not None:
+        source = "--database-url"
+    elif os.environ.get("WORKQ_DATABASE_URL"):
+        source = "WORKQ_DATABASE_URL"
+    elif s.db is not None:
+        source = "--db"
+    else:
+        named = [v for v in variables("db_path") if os.environ.get(v)]
+        source = named[0] if named else "the default: autopilot.db in the working folder"
+    path = sqlite_path(settings)
+    exists = path.exists() if path is not None else None
+    found = schema.status(settings) if exists is not False else None
+    data = {
+        "database": describe_database(settings),
+        "source": source,
+        "exists": exists,
+        "schema": found.describe() if found is not None else None,
+    }
+    if json_:
+        output.emit_json(data)
+        return
+    output.line(f"database: {data['database']}")
+    output.line(f"named by: {source}")
+    if exists is False:
+        output.line("exists:   no ('workq init' creates it; reading commands refuse it)")
+    elif found is not None:
+        output.line(f"schema:   {found.describe()}")
 
 
 def doctor(
@@ -74,7 +113,7 @@ def doctor(
     json_: JsonFlag = False,
 ) -> None:
     """Check integrity, blocked counts against the graph, stale claims and orphans."""
-    report = maintenance.doctor(state(ctx).queue(), repair=repair)
+    report = maintenance.doctor(state(ctx).queue(existing=True), repair=repair)
     if json_:
         output.emit_json(report)
         if not report.ok:
@@ -102,7 +141,7 @@ def export(
     path: Annotated[Path | None, typer.Argument(help="Output file ('-' or none: stdout).")] = None,
 ) -> None:
     """Write the whole queue as JSON lines (lossless: ids, numbers, history)."""
-    lines = transfer.export_lines(state(ctx).queue())
+    lines = transfer.export_lines(state(ctx).queue(existing=True))
     if path is None or str(path) == "-":
         for text in lines:
             sys.stdout.write(text + "\n")
@@ -173,12 +212,13 @@ def backup(
     path: Annotated[Path, typer.Argument(help="The new backup file.")],
 ) -> None:
     """Copy the live SQLite database safely, while agents keep working."""
-    pages = maintenance.backup(state(ctx).queue(), path)
+    pages = maintenance.backup(state(ctx).queue(existing=True), path)
     output.line(f"Backed up {pages} pages to {path}")
 
 
 def register(app: typer.Typer) -> None:
     app.command()(init)
+    app.command()(where)
     app.add_typer(db_app, name="db")
     copy.register(db_app)
     app.command()(doctor)

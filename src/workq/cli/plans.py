@@ -55,7 +55,9 @@ def list_(
     json_: JsonFlag = False,
 ) -> None:
     """List plans, newest first."""
-    found = plans.list_plans(state(ctx).queue(), run_id=run_id, active_only=active, limit=limit)
+    found = plans.list_plans(
+        state(ctx).queue(existing=True), run_id=run_id, active_only=active, limit=limit
+    )
     if json_:
         output.emit_json(found)
         return
@@ -90,7 +92,7 @@ def show(
     """Show a plan: phase, file, empty sections and the issues it launched."""
     s = state(ctx)
     who = run_id_of(s, run_id) if slug is None else run_id
-    detail = plans.show(s.queue(), run_id=who, slug=slug)
+    detail = plans.show(s.queue(existing=True), run_id=who, slug=slug)
     if json_:
         output.emit_json(detail)
         return
@@ -136,9 +138,10 @@ def enter(
     run_id: RunId = None,
     json_: JsonFlag = False,
 ) -> None:
-    """Put a run in plan mode: create plans/SLUG.md (WORKQ_PLANS_DIR) at phase Explore."""
+    """Put a run in plan mode: create plans/SLUG.md beside the database (WORKQ_PLANS_DIR to
+    choose another folder) at phase Explore."""
     s = state(ctx)
-    entered = plans.enter(s.queue(), run_id_of(s, run_id), slug, goal, s.settings().plans_dir)
+    entered = plans.enter(s.queue(), run_id_of(s, run_id), slug, goal, s.settings().plans_folder)
     if json_:
         output.emit_json(entered)
         return
@@ -206,6 +209,25 @@ def exit_(
             f"Launched {len(done.launched)} issue(s) for {done.teammate_count} teammate(s):"
         )
         _issues(done.launched)
+
+
+@plan_app.command("relocate")
+def relocate_(ctx: typer.Context, json_: JsonFlag = False) -> None:
+    """Copy plan files that earlier releases wrote under the client's working folder into
+    this database's plans folder, and point their plans at the copies (nothing is moved
+    or overwritten)."""
+    from workq.services.plans import relocation
+
+    s = state(ctx)
+    folder = s.settings().plans_folder
+    found = relocation.relocate(s.queue(existing=True), folder)
+    if json_:
+        output.emit_json([r._asdict() for r in found])
+        return
+    if not found:
+        output.line(f"Every plan file is in {folder.expanduser().resolve()}")
+    for r in found:
+        output.line(f"{r.slug}: {r.why}: {r.old}" + (f" -> {r.new}" if r.new else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from workq.cli import output
 from workq.config import Settings, load_settings
 from workq.domain.authority import Authority
 
@@ -28,12 +29,34 @@ class State:
     def settings(self, **overrides: object) -> Settings:
         return load_settings(db_path=self.db, database_url=self.database_url, **overrides)
 
-    def queue(self, *, migrate: bool | None = None) -> Queue:
+    def queue(self, *, migrate: bool | None = None, existing: bool = False) -> Queue:
+        """The queue of the settings, opened once. ``existing``: a command that only reads
+        refuses a missing SQLite file instead of creating an empty one (``NO_DATABASE``)."""
         if self._queue is None:
             from workq.services.runtime import open_queue
 
-            self._queue = open_queue(self.settings(), migrate=migrate)
+            settings = self.for_reading() if existing else self.named()
+            self._queue = open_queue(settings, migrate=migrate)
         return self._queue
+
+    def named(self) -> Settings:
+        """The settings, the database they name said on stderr with --verbose."""
+        settings = self.settings()
+        if self.verbose:
+            from workq.services.preflight import describe_database
+
+            said = f"workq: database {describe_database(settings)}"
+            output.errors().print(said, markup=False)
+        return settings
+
+    def for_reading(self) -> Settings:
+        """The settings of a command that only reads: a missing SQLite file is refused, not
+        created (``NO_DATABASE``, naming the path and how to make or name one)."""
+        from workq.services.preflight import require_database
+
+        settings = self.named()
+        require_database(settings, create="'workq init'")
+        return settings
 
     @property
     def actor(self) -> str:

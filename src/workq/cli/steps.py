@@ -2,46 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from workq.domain.commands import COMMANDS, command
 
-from workq.errors import Step
-
-COMMANDS: dict[Step, str] = {
-    Step.LIST_ISSUES: "workq list",
-    Step.SHOW_ISSUE: "workq show {number}",
-    Step.READY: "workq ready",
-    Step.CLAIM: "workq claim {number}",
-    Step.CLAIM_NEXT: "workq claim-next",
-    Step.UNBLOCK: "workq unblock {number}",
-    Step.FORCE_CLAIM: "workq force-claim {number} --confirm '...'",
-    Step.COMPLETE_ANYWAY: "workq complete {number} --force",
-    Step.RELEASE_ANYWAY: "workq release {number} --force",
-    Step.CONFIRM: "--confirm 'I understand this may cause conflicts'",
-    Step.NAME_ISSUE: "the issue number",
-    Step.ENTER_PLAN: "workq plan enter SLUG GOAL",
-    Step.PLAN_PHASE: "workq plan show",
-    Step.ADVANCE_PLAN: "workq plan advance",
-    Step.EXIT_PLAN: "workq plan exit",
-    Step.LIST_PLANS: "workq plan list",
-    Step.TESTS_PASSED: "--tests-passed",
-    Step.SKIP_JUSTIFICATION: "--skip-justification",
-    Step.RUN_GATES: "workq gates run {number}",
-    Step.MAKE_WORKTREE: "workq worktree spawn {number}",
-    Step.MERGE: "workq merge {number}",
-}
-
-
-class _Facts(dict[str, Any]):
-    def __missing__(self, key: str) -> str:
-        return key.upper() if key != "number" else "N"
-
-
-def command(step: Step, facts: Mapping[str, Any]) -> str:
-    """A step as the command a person types (quoted), or as an argument to give."""
-    text = COMMANDS[step].format_map(_Facts(facts))
-    return f"'{text}'" if text.startswith("workq ") else text
-
+__all__ = ["COMMANDS", "command", "for_person"]
 
 # Hints written once for every face, in an agent's words; on the command line they say
 # what a person runs instead. (Hints that point to a Step are spelled by ``command``.)
@@ -49,8 +12,6 @@ _AGENT_WORDS = (
     ("fix the argument and call again", "fix it and run the command again; see '{help}'"),
     ("then call again", "then run the command again"),
     ("call again", "run the command again"),
-    ("give it up with issue_release", "give it up with 'workq release N'"),
-    ("take one over with force_claim", "take one over with 'workq force-claim N'"),
 )
 
 

@@ -48,7 +48,9 @@ def github(
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for GitHub.", min=1)] = 10.0,
 ) -> None:
-    """Push the queue to GitHub issues (token: GITHUB_TOKEN or 'gh auth token')."""
+    """Push the queue to GitHub issues (token: GITHUB_TOKEN or 'gh auth token'; API:
+    GITHUB_API_URL, default https://api.github.com, e.g. https://HOST/api/v3 for GitHub
+    Enterprise Server)."""
     if once and watch_:
         raise InvalidInput("choose --once or --watch, not both")
     if pace is None:
@@ -195,7 +197,7 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
 @sync_app.command()
 def status(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Pending, uncertain and dead rows, next attempt, last error, last push."""
-    found = outbox.status(state(ctx).queue())
+    found = outbox.status(state(ctx).queue(existing=True))
     if json_:
         output.emit_json(found)
         return

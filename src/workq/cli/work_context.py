@@ -11,7 +11,7 @@ from workq.cli import output
 from workq.cli.state import state
 from workq.services.coding import docs_index, work_context
 
-docs_app = typer.Typer(help="The repository's Markdown docs.", no_args_is_help=True)
+docs_app = typer.Typer(help="The repository's docs.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
@@ -31,7 +31,7 @@ def context(
     acceptance criteria, your claims, the next ready issues, blockers and your plan."""
     s = state(ctx)
     found = work_context.gather(
-        s.queue(),
+        s.queue(existing=True),
         by=s.acting(run_id),
         branch=work_context.checkout_branch(Path.cwd()),
         include_closed_recent=include_closed_recent,
@@ -49,7 +49,8 @@ def search(
     scope: Annotated[str, typer.Option(help=f"One of {', '.join(docs_index.SCOPES)}.")] = "all",
     json_: JsonFlag = False,
 ) -> None:
-    """Ranked search over the repository's Markdown docs (indexed as you search)."""
+    """Ranked search over the repository's docs, Markdown and reStructuredText (indexed as you
+    search)."""
     found = docs_index.search(Path.cwd(), query, scope, state(ctx).settings().cache_folder)
     if json_:
         output.emit_json(found)

@@ -38,7 +38,7 @@ def show(
 ) -> None:
     """Show the workflow of claimed issues: phase, branch, tests, PR, lock and history."""
     s = state(ctx)
-    found = workflow.status(s.queue(), number, s.acting(run_id) if run_id else None)
+    found = workflow.status(s.queue(existing=True), number, s.acting(run_id) if run_id else None)
     if json_:
         output.emit_json({"workflows": [w.model_dump(mode="json") for w in found]})
         return

@@ -106,6 +106,14 @@ def repo_add(
     land: LandOpt = "local",
     github: GitHubOpt = None,
     on_refused: OnRefusedOpt = "return",
+    update_branch: Annotated[
+        bool,
+        typer.Option(
+            "--update-branch/--no-update-branch",
+            help="With --land pr: bring a pull request behind its base up to date on GitHub "
+            "(the default).",
+        ),
+    ] = True,
     json_: JsonFlag = False,
 ) -> None:
     """Register a local git repository."""
@@ -120,6 +128,7 @@ def repo_add(
         land=land,
         github_repo=github,
         on_refused=on_refused,
+        update_branch=update_branch,
     )
     if json_:
         output.emit_json(repo)
@@ -180,7 +189,7 @@ def repo_set(
 @repo_app.command("list")
 def repo_list(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """List registered repositories."""
-    found = repositories.list_all(state(ctx).queue())
+    found = repositories.list_all(state(ctx).queue(existing=True))
     if json_:
         output.emit_json(found)
         return
@@ -199,7 +208,7 @@ def repo_list(ctx: typer.Context, json_: JsonFlag = False) -> None:
 @repo_app.command("status")
 def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> None:
     """A repository: its worktrees and the files two of them both change."""
-    repo = workspaces.overview(state(ctx).queue(), name)
+    repo = workspaces.overview(state(ctx).queue(existing=True), name)
     if json_:
         output.emit_json(repo)
         return
@@ -249,7 +258,9 @@ def worktree_list(
     json_: JsonFlag = False,
 ) -> None:
     """List worktrees (active ones unless --all), with their disk use."""
-    found = worktrees.list_worktrees(state(ctx).queue(), repo, everything=everything, disk=True)
+    found = worktrees.list_worktrees(
+        state(ctx).queue(existing=True), repo, everything=everything, disk=True
+    )
     if json_:
         output.emit_json(found)
         return
@@ -333,7 +344,7 @@ def worktree_prune(
 
 def agents_command(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Agents and run ids at work: last seen, what each holds, and where."""
-    found = agents.roster(state(ctx).queue())
+    found = agents.roster(state(ctx).queue(existing=True))
     if json_:
         output.emit_json(found)
         return
@@ -358,7 +369,7 @@ def agents_command(ctx: typer.Context, json_: JsonFlag = False) -> None:
 
 def conflicts_command(ctx: typer.Context, repo: RepoArg, json_: JsonFlag = False) -> None:
     """Files that two or more active worktrees of a repository change."""
-    report = conflicts.scan(state(ctx).queue(), repo)
+    report = conflicts.scan(state(ctx).queue(existing=True), repo)
     if json_:
         output.emit_json(report)
         return
@@ -389,7 +400,7 @@ def merge_command(
     it, opens its pull request, waits for its checks and merges it; --status follows it."""
     s = state(ctx)
     if status:
-        found = landings.require(s.queue(), number)
+        found = landings.require(s.queue(existing=True), number)
         if json_:
             output.emit_json(found)
         else:

@@ -11,6 +11,8 @@ for every statement of a read (an export, an issue with its labels), as SQLite's
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -37,7 +39,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
 from workq.db.prepared import Prepared
-from workq.errors import InvalidInput
+from workq.errors import DriverMissing, InvalidInput
 
 if TYPE_CHECKING:  # imported where used: a SQLite process never needs PostgreSQL's dialect
     from sqlalchemy.dialects import postgresql
@@ -77,10 +79,20 @@ def require_driver(url: str) -> None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        raise InvalidInput(
+        raise DriverMissing(
             "PostgreSQL needs the psycopg driver, which is not installed",
-            hint="pip install 'workq[postgres]'",
+            hint=f"install it into workq's environment: {install_line('postgres')}",
+            driver="psycopg",
         ) from None
+
+
+def install_line(extra: str) -> str:
+    """The command that adds an extra to the environment this workq runs in (the
+    distribution is ``workq-mcp``; ``workq`` on PyPI is another project)."""
+    wanted = f"'workq-mcp[{extra}]'"
+    if importlib.util.find_spec("pip") is None:  # made by uv (uvx, uv tool, uv venv)
+        return f"uv pip install --python {sys.executable} {wanted}"
+    return f"{sys.executable} -m pip install {wanted}"
 
 
 def postgres_engine(

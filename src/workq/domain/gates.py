@@ -109,7 +109,11 @@ PRESETS: dict[str, tuple[GateSpec, ...]] = {
         _default(4, "mypy", "mypy --strict --no-error-summary {files}"),
         _default(5, "tests", "pytest -q --tb=line", tests=True),
     ),
-    "pytest": (_default(1, "tests", "pytest -q --tb=line", tests=True),),
+    # A Python project's two: ruff's default rules on the changed files, then the tests.
+    "pytest": (
+        _default(1, "lint", f"{_RUFF} {{files}}"),
+        _default(2, "tests", "pytest -q --tb=line", tests=True),
+    ),
 }
 NO_PRESET = "none"
 

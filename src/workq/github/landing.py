@@ -395,7 +395,9 @@ class Lander:
                 failing.append(status.context)
             elif status.state == "pending":
                 pending.append(status.context)
-        return failing, pending
+        # A check run and a commit status may share a name (a CI that reports both): one
+        # check to the reader.
+        return list(dict.fromkeys(failing)), list(dict.fromkeys(pending))
 
     def _conflicts(self, item: Due, pull: GhPull) -> str:
         """Why the pull request does not merge, with the conflicting files when this

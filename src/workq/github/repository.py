@@ -86,11 +86,11 @@ def connect(
         GitHubToolsSetup: no token, a refused token, no repository, an unknown one.
         GitHubUnreachable: GitHub did not answer.
     """
+    repo = check_repo_name(setting) if setting else (mirror() or repo_from_work_tree(cwd))
     try:
         token = resolve_token(env)
     except SyncSetupError as exc:
-        raise GitHubToolsSetup(exc.message, hint=exc.hint) from exc
-    repo = check_repo_name(setting) if setting else (mirror() or repo_from_work_tree(cwd))
+        raise GitHubToolsSetup(f"{exc.message} for {repo}", hint=exc.hint, repo=repo) from exc
     client = GitHubClient(token, base_url=api_url(env), timeout=timeout)
     where = client.base_url
     try:
@@ -99,8 +99,9 @@ def connect(
     except AuthFailed as exc:
         client.close()
         raise GitHubToolsSetup(
-            f"GitHub at {where} refused the token ({exc.status}): {exc.github_message}",
+            f"GitHub at {where} refused the token ({exc.status}) for {repo}: {exc.github_message}",
             hint="set GITHUB_TOKEN to a valid token (or log in with 'gh auth login')",
+            repo=repo,
         ) from exc
     except NotFoundOnGitHub as exc:
         client.close()
@@ -111,5 +112,10 @@ def connect(
         ) from exc
     except (RateLimited, Unclear) as exc:
         client.close()
-        raise GitHubUnreachable(f"could not check GitHub at {where}: {exc.message}") from exc
+        raise GitHubUnreachable(
+            f"could not reach GitHub at {where} for {repo}: {exc.message}",
+            hint="check the network and GITHUB_API_URL; the queue keeps working, and the "
+            "GitHub tools work again at the next call that reaches it",
+            repo=repo,
+        ) from exc
     return Connection(client=client, repo=found.full_name, login=user.login)

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from workq.config import Settings
 from workq.errors import StorageError, WorkqError
 from workq.github import merges
-from workq.github.auth import GitHubUnreachable, api_url, check_repo_name, preflight, resolve_token
+from workq.github.auth import (
+    GitHubUnreachable,
+    SyncSetupError,
+    api_url,
+    check_repo_name,
+    preflight,
+    resolve_token,
+)
 from workq.github.client import DEFAULT_TIMEOUT, AuthFailed, GitHubCallError, GitHubClient
 from workq.github.importer import Importer, ImportReport
 from workq.github.landing import Lander, LandReport
@@ -163,13 +170,16 @@ def start_background_sync(
     options: Options | None = None,
     with_import: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
+    fail_fast: bool = True,
 ) -> Callable[[], None]:
     """Run the mirror in a daemon thread with its own database connections; returns the
     function that stops it (waits for the current request, at most the client timeout).
 
-    Checks token, repository and access before returning (fail fast). If GitHub cannot be
-    reached, or another worker holds the mirror, the thread keeps trying in the background:
-    the queue never waits for GitHub.
+    Checks token, repository and access before returning (``fail_fast``). If GitHub cannot
+    be reached, or another worker holds the mirror, the thread keeps trying in the
+    background: the queue never waits for GitHub. Without ``fail_fast`` (beside a server,
+    which is offline-first) a failed check is said on stderr and tried again too; only a
+    database that mirrors another repository stops the mirror, and never the server.
 
     Raises:
         SyncSetupError: no token, refused token, unknown repository, no push access.
@@ -177,26 +187,43 @@ def start_background_sync(
     """
     from workq.services.runtime import open_queue
 
+    repo = check_repo_name(repo)  # a name that can never work is refused at once
+    pause = (options or Options()).lease_seconds / 3
+    retried: tuple[type[WorkqError], ...] = (
+        (GitHubUnreachable, WorkerBusy) if fail_fast else (SyncSetupError, WorkerBusy)
+    )
+    retried_in_loop: tuple[type[WorkqError], ...] = (*retried, StorageError)
     q = open_queue(settings)
     stop = threading.Event()
     session: Session | None = None
     try:
         session = connect(q, repo, env=env, options=options, stop=stop, timeout=timeout)
-    except (GitHubUnreachable, WorkerBusy) as exc:
-        log.warning("GitHub sync: %s; will keep trying", exc.message)
+    except retried as exc:
+        log.warning(
+            "GitHub mirror to %s off until this is fixed (%s); trying again every %d s",
+            repo,
+            exc.describe(),
+            pause,
+        )
+    except WorkqError as exc:
+        if fail_fast:
+            q.db.dispose()
+            raise
+        log.error("GitHub mirror to %s stopped: %s", repo, exc.describe())
+        q.db.dispose()
+        return lambda: None
     except BaseException:
         q.db.dispose()
         raise
 
     def run() -> None:
         nonlocal session
-        pause = (options or Options()).lease_seconds / 3
         while not stop.is_set():
             try:
                 if session is None:
                     session = connect(q, repo, env=env, options=options, stop=stop, timeout=timeout)
                 watch(session, with_import=with_import)
-            except (GitHubUnreachable, WorkerBusy, StorageError) as exc:
+            except retried_in_loop as exc:
                 log.warning("GitHub sync: %s; retrying", exc.message)
             except WorkqError as exc:
                 log.error("GitHub sync stopped: %s", exc.describe())

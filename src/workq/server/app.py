@@ -29,12 +29,14 @@ from workq.server.opening import Opening
 from workq.server.registry import Catalog, Registry
 from workq.server.results import (
     OBJECT_FAILURES,
+    SPELLING,
     Refusal,
     failure,
     invalid_arguments,
     object_failure,
     unknown_arguments,
 )
+from workq.server.spelling import spelling
 from workq.server.state import ServerState
 
 log = logging.getLogger("workq.server")
@@ -81,6 +83,7 @@ class WorkqServer(MCPServer[ServerState]):
         )
         self.state = state
         self.workq_tools = tools
+        self.spell = spelling(tools)
         self.opening = Opening(state.wait_open, state.is_open)
         self._homes: dict[str, str] | None = None
 
@@ -96,7 +99,11 @@ class WorkqServer(MCPServer[ServerState]):
         tool = self.workq_tools.get(name)
         if tool is None:
             return failure(self._unknown_tool(name))
-        result = await self._call(tool, name, arguments, context)
+        said = SPELLING.set(self.spell)  # hints name tools this server has
+        try:
+            result = await self._call(tool, name, arguments, context)
+        finally:
+            SPELLING.reset(said)
         if name in OBJECT_FAILURES and isinstance(result, CallToolResult) and result.is_error:
             return object_failure(name, result)
         return result

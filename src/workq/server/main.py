@@ -7,7 +7,7 @@ import sys
 from workq.config import Settings
 from workq.errors import InvalidInput
 from workq.server.startup import log_to_stderr, prepare, serve_http, starting
-from workq.services.preflight import check_storage, describe_database, storage_warning
+from workq.services.preflight import check_storage, describe_storage, storage_warning
 
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 DEFAULT_HOST = "127.0.0.1"
@@ -73,7 +73,7 @@ def serve(
         server, checked = prepare(settings, migrate=migrate)
     endpoint = "stdio" if kind == "stdio" else f"http://{host}:{port}/mcp"
     # stderr: in the server process stdout carries the protocol and nothing else.
-    database = describe_database(settings)
+    database = describe_storage(settings)
     sys.stderr.write(
         f"workq: serving {endpoint} as run id {server.state.run_id} (database {database})"
         f"{checked}\n"
@@ -81,6 +81,11 @@ def serve(
     warning = storage_warning(settings)
     if warning:
         sys.stderr.write(f"workq: warning: {warning}\n")
+    if kind == "stdio" and sys.stdin.isatty():  # a person ran it in a terminal
+        sys.stderr.write(
+            "workq: waiting for an MCP client's JSON-RPC messages on stdin: an agent's client "
+            "(or the MCP Inspector) starts this command itself; Ctrl-D or Ctrl-C ends it\n"
+        )
     sys.stderr.flush()
     if kind == "stdio":
         server.run()

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
 from workq.schemas import (
     Comment,
     Event,
     IssueListItem,
+    IssueType,
     NotReady,
+    Priority,
     ReadyIssue,
 )
 
@@ -25,10 +28,33 @@ class _Out(BaseModel):
 Unset = SkipJsonSchema[None]
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
+# issue_ready's answer: the ready issue's fields flat, as its text shows them (absent when
+# nothing is ready), then the same issue under ``issue`` (null when nothing is ready), as
+# earlier releases answered; its schema says only "an object or null" (the flat fields
+# describe it), which keeps the default toolsets' tools/list within its budget.
 class Ready(_Out):
-    issue: ReadyIssue | None = Field(description="null when nothing is ready")
-    # Only with explain=true: an answer without it stays {"issue": ...}.
-    not_ready: list[NotReady] | Unset = Field(default=None, exclude_if=lambda v: v is None)
+    number: int | Unset = Field(default=None, exclude_if=_unset)
+    title: str | Unset = Field(default=None, exclude_if=_unset)
+    description: str | Unset = Field(default=None, exclude_if=_unset)
+    priority: Priority | Unset = Field(default=None, exclude_if=_unset)
+    issue_type: IssueType | Unset = Field(default=None, exclude_if=_unset)
+    agent: str | Unset = Field(default=None, exclude_if=_unset)
+    created_at: datetime | Unset = Field(default=None, exclude_if=_unset)
+    issue: Annotated[
+        ReadyIssue | None,
+        WithJsonSchema({"anyOf": [{"type": "object"}, {"type": "null"}]}),
+    ] = Field(description="null when nothing is ready")
+    # Only with explain=true.
+    not_ready: list[NotReady] | Unset = Field(default=None, exclude_if=_unset)
+
+    @classmethod
+    def of(cls, issue: ReadyIssue | None, not_ready: list[NotReady] | None = None) -> Ready:
+        flat = dict(issue) if issue is not None else {}
+        return cls(**flat, issue=issue, not_ready=not_ready)
 
 
 class ListedIssue(IssueListItem):

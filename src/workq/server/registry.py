@@ -32,7 +32,7 @@ def writes(*, idempotent: bool, destructive: bool = False) -> ToolAnnotations:
 # The issue tools' arguments and answer fields for agent workspaces (a repository, a
 # worktree per claim, releasing one with unmerged commits). Every schema byte costs every
 # agent context, so they are offered only with the workspaces toolset (or the agit profile).
-WORKSPACE_FIELDS = frozenset({"repository", "worktree", "discard"})
+WORKSPACE_FIELDS = frozenset({"repository", "worktree", "discard", "remove_worktree"})
 
 # Tool definitions already built, by the tool function's code, its defaults and whether
 # workspaces are offered: every server built in one process (an HTTP session's, a test's)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -19,8 +20,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
-from workq.errors import Conflict, InvalidInput, WorkqError
+from workq.errors import Conflict, InvalidInput, Spelling, WorkqError, tool_call
+from workq.schemas import said_plainly
 
+# How the server answering this call spells the steps hints point to (server/spelling.py):
+# set by the server around each call, so every failure built in it (in the tool's worker
+# thread too: anyio copies the context there) names tools this server has.
+SPELLING: ContextVar[Spelling] = ContextVar("workq_spelling", default=tool_call)
 # Where an error result carries contract B's error object (success, error, code, details,
 # hint) for programs.
 ERROR_META = "workq/error"
@@ -32,7 +38,7 @@ class Refusal(ToolError):
     """A workq error with the contract's wording in front of it."""
 
     def __init__(self, prefix: str, error: WorkqError) -> None:
-        super().__init__(f"{prefix}: {error.describe()}")
+        super().__init__(f"{prefix}: {error.describe(SPELLING.get())}")
         self.prefix = prefix
         self.error = error
 
@@ -75,6 +81,9 @@ def error_object(error: WorkqError) -> dict[str, Any]:
     """Contract B's error object: ``success``, ``error``, ``code``, ``reason`` (when the
     error names one), ``details``, and workq's ``hint``."""
     data: dict[str, Any] = {"success": False, **error.to_dict()}
+    hint = error.hint_for(SPELLING.get())
+    if hint:
+        data["hint"] = hint
     reason = error.facts.get("reason")
     if isinstance(reason, str):
         data["reason"] = reason
@@ -92,8 +101,9 @@ def error_text(error: WorkqError) -> str:
     text = f"{error.code}: {message}"
     if extra:
         text += f" ({', '.join(extra)})"
-    if error.hint:
-        text += f"; {error.hint}"
+    hint = error.hint_for(SPELLING.get())
+    if hint:
+        text += f"; {hint}"
     return text
 
 
@@ -106,9 +116,9 @@ def _mentioned(value: Any, message: str) -> bool:
 def invalid_arguments(exc: ValidationError) -> InvalidInput:
     """A pydantic rejection of tool arguments, as workq's INVALID_INPUT."""
     problems: dict[str, str] = {}
-    for err in exc.errors(include_url=False, include_input=False):
+    for err in exc.errors(include_url=False):
         where = ".".join(str(part) for part in err["loc"]) or "arguments"
-        problems.setdefault(where, err["msg"])
+        problems.setdefault(where, said_plainly(err))
     summary = "; ".join(f"{where}: {msg}" for where, msg in problems.items())
     return InvalidInput(f"invalid arguments: {summary}", fields=problems)
 

@@ -53,7 +53,7 @@ def prepare(
     """The server, built and checked before it serves; what the start line adds.
 
     Raises:
-        InvalidInput, GitHubToolsSetup, GitHubUnreachable, GitMissing: it cannot serve.
+        InvalidInput, GitMissing: it cannot serve.
     """
     from workq.server.app import build_server
 
@@ -93,17 +93,23 @@ def serve_http(
 
 
 def _check_github(state: ServerState, settings: Settings, migrate: bool | None) -> str:
-    """The GitHub tools' fail-fast check (contract C) when their profile is on: what the
-    start line adds.
-
-    Raises:
-        GitHubToolsSetup, GitHubUnreachable: the profile cannot work.
-    """
+    """The GitHub tools' link, tried once before serving when their profile is on: what the
+    start line adds. workq is offline-first: a link that cannot be made (no token, a
+    refused one, no repository, GitHub out of reach) turns the GitHub tools off, not the
+    server; each GitHub call then says why, and tries again, so they work once the cause
+    is gone, without a restart."""
+    from workq.github.auth import SyncSetupError
     from workq.server import toolsets
 
     if "github-tools" not in toolsets.select(settings.toolsets, settings.profiles):
         return ""
-    link = state.github.check(lambda: _mirror_repo(settings, migrate))
+    try:
+        link = state.github.check(lambda: _mirror_repo(settings, migrate))
+    except SyncSetupError as exc:
+        return (
+            f"; GitHub tools off until this is fixed ({exc.describe()}): each GitHub call "
+            "says so and tries again"
+        )
     return f"; GitHub tools on {link.repo} as {link.login}"
 
 

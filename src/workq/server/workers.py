@@ -31,7 +31,7 @@ from types import FrameType
 from workq.config import Settings
 from workq.errors import WorkerFailed
 from workq.server.state import new_run_id
-from workq.services.preflight import describe_database
+from workq.services.preflight import describe_storage
 
 log = logging.getLogger("workq.server")
 
@@ -94,7 +94,7 @@ def supervise(
     workers = {start(): time.monotonic() for _ in range(count)}
     sys.stderr.write(
         f"workq: serving http://{host}:{port}/mcp as run id {settings.run_id} with {count} "
-        f"workers (database {describe_database(settings)}){checked}\n"
+        f"workers (database {describe_storage(settings)}){checked}\n"
     )
     sys.stderr.flush()
     try:

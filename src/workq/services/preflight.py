@@ -8,12 +8,15 @@ from pathlib import Path
 from workq.config import Settings
 from workq.db import sqlite
 from workq.db.files import SIDE_FILES, check_sqlite_path, names_database_file
+from workq.errors import NoDatabase
 
 __all__ = [
     "SIDE_FILES",
     "check_storage",
     "describe_database",
+    "describe_storage",
     "names_database",
+    "require_database",
     "sqlite_path",
     "storage_warning",
 ]
@@ -26,6 +29,25 @@ def sqlite_path(settings: Settings) -> Path | None:
         return None
     path = rest[1:].split("?", 1)[0]
     return Path(path) if path and path != ":memory:" else None
+
+
+def require_database(settings: Settings, *, create: str) -> None:
+    """Refuse a SQLite file that does not exist, rather than create it: for what only
+    reads, an empty new database would answer as if it were the right one. ``create`` is
+    how the caller makes one (a command, a tool).
+
+    Raises:
+        NoDatabase: the file is missing.
+    """
+    path = sqlite_path(settings)
+    if path is not None and not path.exists():
+        where = path.expanduser().resolve()
+        raise NoDatabase(
+            f"no database at {where}",
+            hint=f"create it with {create}, or point to another with --db FILE "
+            "(or ISSUES_DB); 'workq where' says which database a command uses",
+            path=str(where),
+        )
 
 
 def check_storage(settings: Settings) -> None:
@@ -46,7 +68,7 @@ def describe_database(settings: Settings) -> str:
     server's URL with its password hidden."""
     path = sqlite_path(settings)
     if path is not None:
-        return f"sqlite:///{path.expanduser().resolve()}, {sqlite.describe()}"
+        return f"sqlite:///{path.expanduser().resolve()}"
     from workq.db.dialect import describe_url  # imports SQLAlchemy: only for a server URL
 
     return describe_url(settings.url)
@@ -57,6 +79,12 @@ def names_database(settings: Settings, path: Path) -> bool:
     command may open itself (see db/sqlite.py)."""
     database = sqlite_path(settings)
     return database is not None and names_database_file(path, database)
+
+
+def describe_storage(settings: Settings) -> str:
+    """The database as a start line shows it, with the SQLite library that serves a file."""
+    shown = describe_database(settings)
+    return f"{shown}, {sqlite.describe()}" if sqlite_path(settings) is not None else shown
 
 
 def storage_warning(settings: Settings) -> str | None:

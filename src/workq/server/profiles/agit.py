@@ -18,9 +18,17 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
-from workq.schemas import RUN_ID_MAX, ConflictReport, Issue, LandingStatus, Status
+from workq.schemas import (
+    PAGE_MAX,
+    RUN_ID_MAX,
+    ConflictReport,
+    Issue,
+    LandingStatus,
+    ReadyFilter,
+    Status,
+)
 from workq.server.registry import READ_ONLY, Registry, writes
-from workq.server.results import ERROR_META, failure
+from workq.server.results import ERROR_META, SPELLING, failure
 
 RepoName = Annotated[str, Field(min_length=1, max_length=64, description="Repository name")]
 TaskId = Annotated[str, Field(min_length=1, max_length=32, description="Task id: t-<number>")]
@@ -68,6 +76,9 @@ class WorktreeItem(BaseModel):
     agent: str | None
     task: str | None
     path: str
+    # The task's id (``task`` is its title, as the contract has it): what claim, complete
+    # and merge take, with no other call to find it.
+    task_id: str | None = None
 
 
 class TaskItem(BaseModel):
@@ -76,6 +87,9 @@ class TaskItem(BaseModel):
     status: str
     agent: str | None
     created_at: datetime
+    # For a pending task: whether a claim would take it now (not waiting on unfinished
+    # tasks, no paths reserved by another holder).
+    claimable: bool | None = None
 
 
 class RepoStatus(BaseModel):
@@ -110,6 +124,7 @@ class ClaimedTask(BaseModel):
     agent_id: str
     path: str | None = None
     branch: str | None = None
+    worktree_id: str | None = None  # what agit_merge_worktree and agit_remove_worktree take
     # The claim as issue_claim answers it, beside the contract's keys.
     number: int | None = None
     fence: int | None = None
@@ -156,8 +171,9 @@ def _error(error: WorkqError, message: str | None = None, **extra: Any) -> CallT
     """agit's error object as text (``{"error": ...}``), workq's code and hint too."""
     result = failure(error)
     body: dict[str, Any] = {"error": message or error.message, **extra, "code": error.code}
-    if error.hint:
-        body["hint"] = error.hint
+    hint = error.hint_for(SPELLING.get())
+    if hint:
+        body["hint"] = hint
     result.content = [TextContent(type="text", text=json.dumps(body))]
     meta = dict(result.meta or {})
     meta[ERROR_META] = {**meta.get(ERROR_META, {}), **extra}
@@ -207,6 +223,23 @@ def register(reg: Registry) -> None:
             for i in repositories.tasks(state.queue(), repo)
         ]
 
+    def _claim_order(repo: str, items: list[TaskItem]) -> list[TaskItem]:
+        """Pending tasks marked claimable or not, the claimable first in the order claims
+        take them (as issue_ready orders them), then the others by number."""
+        from workq.services.queue import ready_queue
+
+        pending = {t.id: t for t in items if t.status == "pending"}
+        if not pending:
+            return items
+        ready = ready_queue.ready(
+            state.queue(), ReadyFilter(repository=repo), limit=PAGE_MAX, holder=state.run_id
+        )
+        order = {task_id(r.number): n for n, r in enumerate(ready)}
+        for t in pending.values():
+            t.claimable = t.id in order
+        first = sorted((t for t in items if t.id in order), key=lambda t: order[t.id])
+        return first + [t for t in items if t.id not in order]
+
     @reg.tool(READ_ONLY)
     def agit_list_repos() -> Annotated[CallToolResult, Repos]:
         """List all registered repositories."""
@@ -238,6 +271,7 @@ def register(reg: Registry) -> None:
                     agent=w.agent,
                     task=titles.get(task_id(w.number)) if w.number else None,
                     path=w.path,
+                    task_id=task_id(w.number) if w.number else None,
                 )
                 for w in r.worktrees
             ]
@@ -353,8 +387,11 @@ def register(reg: Registry) -> None:
                     field="status",
                 )
             repositories.get(state.queue(), repo)
-            items = [t for t in _tasks(repo) if wanted is None or t.status == wanted]
-            return _answer([t.model_dump(mode="json") for t in items], Tasks(tasks=items))
+            listed = [t for t in _tasks(repo) if wanted is None or t.status == wanted]
+            items = _claim_order(repo, listed)
+            return _answer(
+                [t.model_dump(mode="json", exclude_none=True) for t in items], Tasks(tasks=items)
+            )
 
         return _guarded(call)
 
@@ -384,7 +421,8 @@ def register(reg: Registry) -> None:
             except WorkqError as exc:
                 if _of_the_worktree(exc):
                     raise
-                return _error(exc, refused)
+                # The contract's words, and why (the code alone told an agent too little).
+                return _error(exc, refused, why=exc.message)
             state.claimed_with(agent_id)
             info = taken.worktree
             out = ClaimedTask(
@@ -393,6 +431,7 @@ def register(reg: Registry) -> None:
                 agent_id=agent_id,
                 path=info.path if info else None,
                 branch=info.branch if info else None,
+                worktree_id=info.worktree_id if info else None,
                 number=number,
                 fence=taken.fence,
                 lease_expires_at=taken.lease_expires_at,

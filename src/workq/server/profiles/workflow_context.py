@@ -35,6 +35,6 @@ def register(reg: Registry) -> None:
     def search_documentation(
         query: Query, scope: Scope = "all"
     ) -> Annotated[CallToolResult, DocResults]:
-        """Ranked full-text search (bm25) over the repository's Markdown docs: top 10
+        """Ranked full-text search (bm25) over the repository's docs (.md, .rst, .txt): top 10
         files with title, snippet, line and relevance_score (1 = best hit)."""
         return docs_answer(state, query, scope)

@@ -4,12 +4,12 @@ heartbeat; plus the recovery tools unblock and force_claim."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from workq.errors import InvalidInput
+from workq.errors import InvalidInput, Step, render
 from workq.schemas import (
     NOTHING_CLAIMED,
     Claim,
@@ -35,7 +35,7 @@ from workq.server.params import (
 )
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
-from workq.server.results import ok, when, worded
+from workq.server.results import SPELLING, ok, when, worded
 from workq.server.waits import Look, until_found
 
 NOTHING_READY = "No ready issues available"
@@ -81,6 +81,15 @@ def _filter(
     )
 
 
+def _worktree_left(kept: WorkspaceInfo, *, removed: bool) -> str:
+    """What a block did with the issue's worktree; how to remove one it leaves."""
+    where = f"{kept.worktree_id} at {kept.path} (branch {kept.branch})"
+    if removed:
+        return f"Removed its worktree {where}; the branch stays if it has unmerged commits"
+    how = render(("remove it with ", Step.REMOVE_WORKTREE), SPELLING.get(), kept.model_dump())
+    return f"Its worktree {where} stays for whoever takes it up; {how}"
+
+
 def register_core(reg: Registry) -> None:
     state = reg.state
 
@@ -111,11 +120,11 @@ def register_core(reg: Registry) -> None:
         text = ready_text(found[0]) if found else NOTHING_READY
         issue = found[0] if found else None
         if not explain:
-            return ok(text, Ready(issue=issue))
+            return ok(text, Ready.of(issue))
         why = ready_queue.explain(state.queue(), wanted, holder=state.run_id, limit=EXPLAINED)
         text += "\nNot ready:" if why else "\nEvery unfinished issue is ready."
         text += "".join(f"\n- #{n.number} {n.title}: {'; '.join(n.reasons)}" for n in why)
-        return ok(text, Ready(issue=issue, not_ready=why))
+        return ok(text, Ready.of(issue, why))
 
     @reg.tool(writes(idempotent=True))
     def issue_claim(
@@ -191,21 +200,39 @@ def register_core(reg: Registry) -> None:
 
     @reg.tool(writes(idempotent=True))
     def issue_block(
-        number: Number, reason: Reason, run_id: RunId = None, fence: Fence = None
+        number: Number,
+        reason: Reason,
+        run_id: RunId = None,
+        fence: Fence = None,
+        remove_worktree: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="Its worktree too (not with uncommitted changes; its branch "
+                "keeps unmerged commits)",
+            ),
+        ] = False,
     ) -> CallToolResult:
         """Block an issue with a reason: releases the claim and keeps it out of issue_ready
         until unblocked."""
         from workq.services.queue import blocking
+        from workq.services.workspaces import worktrees
 
+        q = state.queue()
+        actor = run_id or state.run_id
         with worded(f"Could not block issue #{number}"):
-            blocked = blocking.block(
-                state.queue(),
-                number,
-                reason,
-                by=state.authority(run_id, fence=fence),
-                actor=run_id or state.run_id,
-            )
-        return ok(f"Blocked issue #{number}: {reason}", blocked.summary())
+            by = state.authority(run_id, fence=fence)
+            kept = worktrees.get_for_issue(q, number)
+            if remove_worktree and kept is not None:
+                # First: a refusal (uncommitted changes, a merge under way) blocks nothing.
+                worktrees.remove(q, kept.repository, kept.worktree_id, by=by, actor=actor)
+            blocked = blocking.block(q, number, reason, by=by, actor=actor)
+        text = f"Blocked issue #{number}: {reason}"
+        data: dict[str, Any] = blocked.summary().model_dump(mode="json")
+        if kept is not None:
+            data["worktree"] = {**kept.model_dump(), "removed": remove_worktree}
+            text += "\n" + _worktree_left(kept, removed=remove_worktree)
+        return ok(text, data)
 
     @reg.tool(writes(idempotent=False))
     def issue_release(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from workq.errors import InvalidInput
 from workq.schemas import DocResults, GateReport, WorkContext
 from workq.server.params import Flag, Number, RunId
 from workq.server.registry import Registry, writes
@@ -65,28 +66,43 @@ def gates_answer(
     *,
     include_tests: bool = True,
     gates: list[int | str] | None = None,
+    changed: bool = False,
     run_id: str | None = None,
 ) -> CallToolResult:
+    """``changed``: on the files the issue's checkout changes against its default branch
+    (instead of ``files``), an empty change running no gate."""
+    from workq.services.coding import changes
     from workq.services.coding import gates as service
 
     q = state.queue()
     prefix = "Could not run the quality gates"
     if number is not None:
         prefix += f" of issue #{number}"
+    verdict = taken = None
     with worded(prefix):
+        if changed and files:
+            raise InvalidInput("give files or changed=true, not both", field="files")
         by = state.authority(run_id)
         chosen = number or service.held_issue(q, by)
+        checkout = service.locate(q, chosen, Path.cwd())
+        if changed:
+            found = changes.changed_files(q, checkout)
+            files = found.files
+            taken = f"changed against {found.against}: {clip(', '.join(files), 200)}"
+            if not files:  # no gate runs (files=[] would mean the whole checkout)
+                gates = []
+                verdict = f"no file changed against {found.against}, so no gate ran"
         report = service.run(
             q,
             chosen,
-            service.locate(q, chosen, Path.cwd()),
+            checkout,
             by=by,
             files=files,
             include_tests=include_tests,
             gates=gates,
             actor=run_id or state.run_id,
         )
-    return ok(_text(report), report)
+    return ok(_text(report, verdict=verdict, files=taken), report)
 
 
 def _line(gate: GateResult) -> str:
@@ -102,11 +118,14 @@ def _line(gate: GateResult) -> str:
     return head
 
 
-def _text(report: GateReport) -> str:
+def _text(report: GateReport, *, verdict: str | None = None, files: str | None = None) -> str:
+    """``verdict`` in place of the report's; ``files``: the files the gates took, said when
+    the caller did not name them."""
     state = "uncommitted changes on " if report.dirty else ""
-    lines = [
-        f"Issue #{report.number}, {state}{report.commit[:12]}: {report.verdict()} ({report.config})"
-    ]
+    said = verdict or report.verdict()
+    lines = [f"Issue #{report.number}, {state}{report.commit[:12]}: {said} ({report.config})"]
+    if files is not None and verdict is None:
+        lines.append(files)
     lines += [_line(g) for g in report.gates]
     if report.test_results is not None:
         t = report.test_results
@@ -129,15 +148,34 @@ def register(reg: Registry) -> None:
 
     @reg.tool(READ_ONLY_IDEMPOTENT)
     def docs_search(query: Query, scope: Scope = "all") -> Annotated[CallToolResult, DocResults]:
-        """Ranked search (bm25) over the repository's Markdown docs: the 10 best files,
+        """Ranked search (bm25) over the repository's docs (.md, .rst, .txt): the 10 best files,
         each with title, snippet, line and relevance_score (1 = best)."""
         return docs_answer(state, query, scope)
 
     @reg.tool(writes(idempotent=True))
     def issue_gates(
-        number: Number | None = None, files: Files | None = None, run_id: RunId = None
+        number: Number | None = None,
+        files: Files | None = None,
+        gate: Annotated[GateRef | None, Field(description="Only this gate")] = None,
+        changed: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="Only the files changed against the default branch, "
+                "without the tests gates unless named",
+            ),
+        ] = False,
+        run_id: RunId = None,
     ) -> Annotated[CallToolResult, GateReport]:
         """Run the repository's quality gates on the issue's checkout (default: the one
         issue you hold). Stored as evidence: a run of a clean tree's whole checkout is
         what merges need."""
-        return gates_answer(state, number, files or [], run_id=run_id)
+        return gates_answer(
+            state,
+            number,
+            files or [],
+            include_tests=not changed or gate is not None,
+            gates=None if gate is None else [gate],
+            changed=changed,
+            run_id=run_id,
+        )

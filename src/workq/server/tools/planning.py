@@ -86,7 +86,9 @@ def register(reg: Registry) -> None:
         from workq.services.plans import plans
 
         with worded("Could not enter plan mode"):
-            entered = plans.enter(state.queue(), state.run_id, slug, goal, state.settings.plans_dir)
+            entered = plans.enter(
+                state.queue(), state.run_id, slug, goal, state.settings.plans_folder
+            )
         plan = entered.plan
         text = f"Entered plan mode: {plan.slug}\nPlan file: {plan.shown_path}"
         if entered.resumed:

@@ -1,6 +1,7 @@
 """The ``workspaces`` toolset: registered repositories, and the one merge of an issue's
 worktree into its repository's default branch. With it on, the issue tools also take
-and answer their workspace fields (``repository``, ``worktree``, ``discard``)."""
+and answer their workspace fields (``repository``, ``worktree``, ``discard``,
+``remove_worktree``)."""
 
 from __future__ import annotations
 

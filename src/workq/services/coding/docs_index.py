@@ -1,4 +1,7 @@
-"""Ranked search over a repository's Markdown docs (contract E's ``search_documentation``).
+"""Ranked search over a repository's docs (contract E's ``search_documentation``): Markdown
+(``.md``, ``.markdown``), reStructuredText (``.rst``) and text (``.txt``, read as
+reStructuredText; only in a ``doc`` or ``docs`` folder, or named ``README``, ``CHANGES``,
+``HISTORY`` or ``NEWS``, so that ``requirements.txt`` and test data stay out).
 
 The index is SQLite FTS5, ranked by ``bm25()``, one row per section (heading to heading)
 so that line numbers and snippets point into the document. It lives in a cache file that
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from workq.domain import markdown
+from workq.domain import markdown, restructuredtext
 from workq.errors import Busy, GitMissing, InvalidInput, StorageError
 from workq.schemas import DocHit, DocResults
 from workq.services.queue.search import words
@@ -47,6 +50,10 @@ SCOPES: dict[str, str] = {
     "implementation": "docs/implementation/",
 }
 RESULTS = 10
+MARKDOWN = (".md", ".markdown")
+RST = (".rst", ".txt")
+TEXT_FOLDERS = frozenset({"doc", "docs"})
+TEXT_NAMES = ("README", "CHANGES", "HISTORY", "NEWS")
 SNIPPET_CHARS = 150
 FILE_BYTES_MAX = 1_000_000  # read of one document; the rest is not indexed
 FILES_MAX = 20_000  # documents indexed outside a git repository
@@ -113,13 +120,15 @@ def on_disk(tree: Tree, prefix: str = "") -> dict[str, tuple[int, int]]:
     """Every document under ``prefix``: its path relative to the root, with its
     ``(mtime_ns, size)``. Symbolic links are not followed."""
     if tree.in_git:
-        names = git.listed_files(tree.root, f"{prefix}*.md")
+        names = git.listed_files(tree.root, *(f"{prefix}*{s}" for s in (*MARKDOWN, *RST)))
     else:
         names = _walk(tree.root, prefix)
     found: dict[str, tuple[int, int]] = {}
     base = str(tree.root)
     for name in names:
         if "/" in name and SKIPPED.intersection(name.split("/")[:-1]):
+            continue
+        if not is_document(name):
             continue
         try:
             info = os.lstat(os.path.join(base, name))
@@ -130,6 +139,17 @@ def on_disk(tree: Tree, prefix: str = "") -> dict[str, tuple[int, int]]:
     return found
 
 
+def is_document(path: str) -> bool:
+    """Whether the file at ``path`` (relative to the root) is one the index reads."""
+    folders, _, name = path.rpartition("/")
+    suffix = Path(name).suffix.lower()
+    if suffix != ".txt":
+        return suffix in MARKDOWN or suffix in RST
+    return bool(TEXT_FOLDERS.intersection(folders.lower().split("/"))) or name.upper().startswith(
+        TEXT_NAMES
+    )
+
+
 def _walk(root: Path, prefix: str) -> list[str]:
     start = root / prefix if prefix else root
     found: list[str] = []
@@ -137,7 +157,7 @@ def _walk(root: Path, prefix: str) -> list[str]:
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED and not d.startswith("."))
         where = Path(folder).relative_to(root)
         for name in sorted(files):
-            if name.endswith(".md"):
+            if is_document(name):
                 found.append((where / name).as_posix())
                 if len(found) >= FILES_MAX:
                     return found
@@ -228,7 +248,8 @@ def _read(tree: Tree, path: str, version: tuple[int, int]) -> _Document:
             text = handle.read(FILE_BYTES_MAX).decode("utf-8", errors="replace")
     except OSError:
         text = ""
-    parts = markdown.sections(text)
+    cut = markdown if Path(path).suffix.lower() in MARKDOWN else restructuredtext
+    parts = cut.sections(text)
     return _Document(path, version, markdown.title(parts, Path(path).name), parts)
 
 

@@ -70,7 +70,10 @@ def _why(result: GateResult) -> str:
     if result.tests and result.issues_total:
         return f"{result.issues_total} failing"
     if result.issues_total:
-        return f"{result.issues_total} issues"
+        count = f"{result.issues_total} issue{'s' if result.issues_total != 1 else ''}"
+        # The first one as the gate reported it, so the text says what the structured
+        # error says (an agent reading only the text can act on it).
+        return f"{count}, first {_first_issue(result)}" if result.issues else count
     return f"exit {result.exit_code}"
 
 

@@ -295,6 +295,15 @@ def get(q: Queue, number: int) -> Issue:
         return _detail(conn, number)
 
 
+@retry_lost_read
+def waits_on(q: Queue, number: int) -> list[int]:
+    """The numbers of the unfinished issues issue ``number`` waits on (of its blockers,
+    those not done)."""
+    fields.number(number)
+    with q.db.read() as conn:
+        return blockers.waits_on(conn, load(conn, number))
+
+
 def encode_cursor(number: int) -> str:
     return base64.urlsafe_b64encode(f"n:{number}".encode()).decode().rstrip("=")
 

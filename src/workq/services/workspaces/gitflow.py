@@ -32,6 +32,7 @@ from workq.errors import (
     NothingToCommit,
     OnDefaultBranch,
     PlanModeActive,
+    Step,
     UncommittedChanges,
     WorkqError,
 )
@@ -128,7 +129,7 @@ def link_issue_to_branch(
         raise OnDefaultBranch(
             f"the checkout at {co.path} is on {branch or 'a detached HEAD'}, not on a feature "
             "branch",
-            hint="create_feature_branch first, then link_issue_to_branch",
+            hint=("create one first with ", Step.CREATE_BRANCH, ", then call again"),
         )
     _open_issue(q, number)
     action = Action.RESHAPE

@@ -36,6 +36,7 @@ from workq.errors import (
     MergeBusy,
     MergeConflict,
     NotFound,
+    NothingToMerge,
     Step,
     WorkqError,
     WorktreeDirty,
@@ -306,8 +307,9 @@ def _merge_locked(
 
     def dirty() -> WorkqError:
         return WorktreeDirty(
-            f"worktree {worktree_id} ({path}) has uncommitted changes: commit them before merging",
+            f"worktree {worktree_id} ({path}) has uncommitted changes",
             worktree_id=worktree_id,
+            hint="commit them there (or discard them), then merge again",
         )
 
     def gates(tip: str, new: str) -> None:
@@ -414,15 +416,14 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
         raise NotFound(f"branch {b.name!r} is gone", branch=b.name)
     if b.checkout.is_dir() and git.dirty_paths(b.checkout):
         raise WorktreeDirty(
-            f"the checkout of {b.name} at {b.checkout} has uncommitted changes: commit them "
-            "before landing",
+            f"the checkout of {b.name} at {b.checkout} has uncommitted changes",
             branch=b.name,
+            hint="commit them there (or discard them), then land again",
         )
     if tip == b.base_commit or (head is not None and git.is_ancestor(root, tip, head)):
-        raise Conflict(
+        raise NothingToMerge(
             f"branch {b.name} has no commits the default branch lacks: nothing to land",
             branch=b.name,
-            hint="commit the issue's work on its branch first",
         )
     if head is not None:
         refuse_conflicts(root, head, tip, b.name)

@@ -90,6 +90,7 @@ def add(
     land: str = "local",
     github_repo: str | None = None,
     on_refused: str = "return",
+    update_branch: bool = True,
 ) -> Repository:
     """Register the repository at ``path`` as ``name``. ``land="pr"``: its issues' work
     lands through pull requests on ``github_repo`` (by default the GitHub repository its
@@ -137,6 +138,7 @@ def add(
                 land=land,
                 github_repo=github_repo,
                 on_refused=on_refused,
+                update_branch=update_branch,
                 created_at=now,
             )
         )

@@ -29,6 +29,7 @@ from workq.errors import (
     GitFailed,
     InvalidInput,
     NotFound,
+    Step,
     UnmergedWork,
     WorktreeDirty,
 )
@@ -118,8 +119,9 @@ def refuse_unmerged(
             branch=w.branch,
             commits=ahead,
             hint=(
-                "merge them first (issue_merge, or 'workq merge N'), or release with discard "
-                "(the branch is kept)"
+                "merge them first with ",
+                Step.MERGE,
+                ", or release with discard (the branch is kept)",
             ),
         )
 
@@ -462,7 +464,8 @@ def remove(
         raise Conflict(
             f"worktree {worktree_id} is being merged (or a merge of it was interrupted)",
             worktree_id=worktree_id,
-            hint="finish the merge: agit_merge_worktree (workq merge N)",
+            number=w.number,
+            hint=("finish the merge: ", Step.MERGE),
         )
     _discard(q, w, r, force=force, actor=actor, recorded=recorded)
     with q.db.read() as conn:
