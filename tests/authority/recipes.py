@@ -1,17 +1,21 @@
 """How each face that acts on claimed work is called: a recipe per face (and per variant,
 where one face does different things), building valid arguments for the claimed issue.
 
-A recipe names its *family*: how the world is set up and how the holder claims issue #1
-(queue: ``issue_claim``; repo: ``issue_claim`` with a worktree; agit: ``agit_claim_task``
-for ``agent-h`` with a worktree; workflow: ``start_work_on_issue`` with a worktree; cli:
-``workq claim``; cli-repo: ``workq claim`` in a repository that makes a worktree per
-claim; cli-bare-repo: the same without the worktree). ``prepare`` lists what the holder
-does before the case: commit work, leave an edit, reserve a path, ...
+A recipe names its *family*: how the world is set up and how the holder claims issue #1.
+Tools: queue (``issue_claim``); repo (``issue_claim`` with a worktree); github (the same,
+the repository's ``origin`` a bare one the fake GitHub reads); pr (the same, landing
+through pull requests); agit (``agit_claim_task`` for a registered agent, with a
+worktree); workflow (``start_work_on_issue`` with a worktree, the server working in the
+repository). Commands and the board: cli (``workq claim``); cli-repo (in a repository that
+makes a worktree per claim); cli-bare-repo (in a repository, no worktree); landing (a
+worktree per claim, landing through pull requests on the fake GitHub). ``prepare`` lists
+what the holder does before the case: commit work, leave an edit, reserve a path, queue
+its landing, ...
 
 ``outcome``: ``code`` compares the call's code (or success) with the table's; ``next``
 is a claim of the next ready issue (it claims #1 or answers that nothing is ready: the
-table's refusal shows as "nothing"); ``sweep`` renews or cleans up what it finds (the
-outcome is whether #1 changed)."""
+table's refusal shows as "nothing"); ``sweep`` renews, releases, removes or lands what it
+finds (the outcome is whether #1, its worktree, or what it landed changed)."""
 
 from __future__ import annotations
 
@@ -54,10 +58,9 @@ class Recipe:
     force: str | None = None  # the CLI's override flag
     always_override: bool = False  # the CLI command acts as an override whatever it is told
     claims_as: str | None = None  # the run id a board force-claim claims under
-    for_named: bool = False  # acts for the run id it names only (agit_heartbeat: one agent)
     for_holder: bool = False  # acts for the claim that asked (the landing worker)
     outcome: str = "code"  # code | next | sweep
-    sweeps: str = ""  # for a sweep: what it looks at (lapsed | finished)
+    sweeps: str = ""  # for a sweep: what it looks at (held | lapsed | finished | landing)
     prepare: tuple[str, ...] = ()
     target: int = NUMBER
     only: tuple[str, ...] = ()  # the callers it runs as, when not all of them
@@ -194,7 +197,7 @@ TOOL_RECIPES: list[Recipe] = [
     tool("agit_merge_worktree", "agit", (A.MERGE,),
          lambda c: {"repo": REPO, "worktree_id": c.worktree_id}, prepare=("commit",)),
     tool("agit_heartbeat", "agit", (A.HEARTBEAT,), lambda c: {"agent_id": c.agent},
-         names="agent_id", for_named=True, outcome="sweep", sweeps="held"),
+         names="agent_id", outcome="sweep", sweeps="held"),
 ]
 
 CLI_RECIPES: list[Recipe] = [

@@ -11,8 +11,11 @@ and an override (the CLI's ``--force``, the board). The outcome must be the tabl
 byte-identical snapshot: database (run bindings included), refs, worktrees, files,
 uncommitted edits, plan files.
 
-On SQLite, and on PostgreSQL too when WORKQ_TEST_PG_URL is set (tests/conftest.py's
-``settings``)."""
+On SQLite, and on PostgreSQL too when WORKQ_TEST_PG_URL is set (``ENGINES``). Each
+family of faces has its world built once per engine and test process (``Worlds``) and
+copied for each case. Two sessions of one HTTP server are callers in test_sessions.py.
+With AUTHORITY_MATRIX_LOG=FILE, each case appends its face, caller, the table's outcome,
+the face's and the facts as a JSON line (the matrix as a table, to read)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -232,12 +235,12 @@ def expected_authority(world: World, recipe: Recipe, caller: Caller) -> Authorit
             return Authority.overriding(f"workq {recipe.face}", who=me, acts_as=me, fence=fence)
         return Authority.of({me}, acts_as=me, fence=fence, who=me)
     own = RUN[caller.who]
-    ids = _holder_ids(world) if caller.who == "h" else {own}
     run_id, agent = named(world, recipe, caller)
-    acts = run_id or agent or own
-    if recipe.for_named:  # it acts for the one run id it names, not for the caller's others
-        return Authority.of({acts}, acts_as=acts, fence=fence)
-    return Authority.of(ids | {acts}, acts_as=acts, fence=fence)
+    if run_id or agent:  # naming a run id (an agent id) acts as that run alone
+        acts = str(run_id or agent)
+        return Authority.of({acts}, acts_as=acts, fence=fence, who=own)
+    ids = _holder_ids(world) if caller.who == "h" else {own}
+    return Authority.of(ids, acts_as=own, fence=fence, who=own)
 
 
 async def build(world: World, recipe: Recipe) -> None:
@@ -477,7 +480,7 @@ def expect(world: World, recipe: Recipe, caller: Caller, by: Authority) -> tuple
         return "RUN_ID_IN_USE", "the call names a run id another live caller bound"
     code: str | None = None
     facts: Facts | None = None
-    now = datetime.now()
+    now = datetime.now(UTC)
     for action in recipe.actions:
         facts, now = world.facts(action, by, recipe.target)
         refusal = decide(action, facts, by, now)
@@ -495,13 +498,11 @@ def expect(world: World, recipe: Recipe, caller: Caller, by: Authority) -> tuple
             return code, shown
         return ("claimed" if code is None and not live(facts, now) else "nothing"), shown
     if recipe.outcome == "sweep":
-        if recipe.sweeps == "lapsed":
+        if recipe.sweeps == "lapsed":  # doctor: the claims whose lease lapsed
             looks = facts.status == "in_progress" and not live(facts, now)
-        elif recipe.sweeps == "landing":
-            looks = True
-        elif recipe.sweeps == "finished":
+        elif recipe.sweeps == "finished":  # prune: worktrees of done or released issues
             looks = facts.status != "in_progress" and world.worktree_id is not None
-        else:
+        else:  # held, landing: whatever the table lets it do, it does
             looks = True
         return ("changed" if code is None and looks else "unchanged"), shown
     return code or "allowed", shown

@@ -4,10 +4,12 @@ its holder through the face's own family of tools, then brought to the case's st
 
 The callers:
 
-- the holder: server ``run-h`` (agit: its agent ``agent-h``), the person ``--as run-h``;
+- the holder: server ``run-h`` (agit: acting for its registered agents ``agent-h``, which
+  holds #1, and ``agent-s``, which holds #2), the person ``--as run-h``;
 - another live caller: server ``run-o`` on the same database (agit: another agit server,
-  its agent ``agent-o``), the person ``--as run-o``;
-- the taker: server ``run-t`` (agit: agent ``agent-t``), who claims #1 once it lapsed.
+  naming its agent ``agent-o``), the person ``--as run-o``;
+- the taker: server ``run-t`` (agit: for ``agent-t``), who claims #1 once it lapsed;
+- a person who overrides: ``--as alice --force``, the board's ``alice``.
 
 Every server serves every toolset and profile, with a lease of 600 s (its renewer runs
 every 200 s: never inside a case) and the tests gate trusted."""

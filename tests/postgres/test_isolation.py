@@ -136,7 +136,13 @@ def test_delete_racing_complete_releases_dependents_once(pg_queue: Queue, pg_url
         pytest.param(lambda q: notes.comment(q, 1, "a note"), id="comment"),
         pytest.param(
             lambda q: pulls.opened(
-                q, 1, repo="o/r", pr_number=7, url="https://example.test/pr/7", branch="b"
+                q,
+                1,
+                repo="o/r",
+                pr_number=7,
+                url="https://example.test/pr/7",
+                branch="b",
+                by=ADMIN,
             ),
             id="pull-request",
         ),

@@ -10,7 +10,7 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import state
-from workq.errors import InvalidInput
+from workq.errors import InvalidInput, NoDatabase
 from workq.schemas import GateConfig, GateReport
 from workq.services.coding import gates
 
@@ -107,9 +107,15 @@ def list_command(
     """The gates in effect: the table committed on the repository's default branch (never
     a branch's own: a branch's change takes effect once merged), and where it comes from."""
     s = state(ctx)
-    q = s.queue(existing=True)
-    where = gates.locate(q, number, Path.cwd()) if number is not None else Path.cwd()
-    found = gates.settings(q, where)
+    preset = s.settings().default_gates
+    try:
+        q = s.queue(existing=True)
+    except NoDatabase:  # a repository no database registers: its own default branch
+        if number is not None:
+            raise
+        q = None
+    where = gates.locate(q, number, Path.cwd()) if q is not None and number else Path.cwd()
+    found = gates.settings(q, where, preset=preset)
     if json_:
         output.emit_json(found.model_dump(mode="json"))
         return
@@ -118,7 +124,7 @@ def list_command(
     else:
         output.line(f"Gates of {found.checkout} ({found.source}):")
         _gates_table(found)
-    changed = gates.pending(q, where)
+    changed = gates.pending(q, where, preset=preset)
     if changed is not None:
         output.line(
             f"This checkout's own table ({changed.source}) differs: it takes effect once "

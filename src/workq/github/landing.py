@@ -231,11 +231,8 @@ class Lander:
             _Refuse: it may not (claim ended or taken over, lease lapsed, open blockers,
                 plan mode, the issue done or deleted): nothing is written.
         """
-        by = Authority.of(
-            [item.requested_by] if item.requested_by else [], fence=item.fence, who=ACTOR
-        )
         try:
-            door.ask(self.q, Action.LAND, item.number, by)
+            door.ask(self.q, Action.LAND, item.number, landings.asker(item))
         except NotFound:
             raise _Refuse("the issue was deleted") from None
         except WorkqError as exc:
@@ -261,6 +258,7 @@ class Lander:
             pr_number=pull.number,
             url=pull.html_url,
             branch=item.branch,
+            by=landings.asker(item),
             actor=ACTOR,
         )
         if item.pr_number != pull.number:

@@ -149,7 +149,7 @@ def _registered(q: Queue, main_root: Path) -> tuple[str, bool] | None:
     return None if found is None else (str(found.default_branch), found.land == "pr")
 
 
-def owner(q: Queue, checkout: Path) -> Owner | None:
+def owner(q: Queue | None, checkout: Path) -> Owner | None:
     """The default branch of the repository ``checkout`` stands in, and its tip: the
     registered repository's (for one that lands through pull requests, as last fetched
     from GitHub, ``origin/BRANCH``, where merges happen); else the branch ``origin/HEAD``
@@ -158,7 +158,7 @@ def owner(q: Queue, checkout: Path) -> Owner | None:
     root = git.toplevel(checkout)
     common = git.common_dir(root)
     main_root = common.parent.resolve() if common.name == ".git" else None
-    if main_root is not None:
+    if main_root is not None and q is not None:
         registered = _registered(q, main_root)
         if registered is not None:
             branch, through_pulls = registered
@@ -197,21 +197,23 @@ def owner(q: Queue, checkout: Path) -> Owner | None:
     return None
 
 
-def in_effect(q: Queue, checkout: Path) -> Configuration:
+def in_effect(q: Queue | None, checkout: Path, *, preset: str | None = None) -> Configuration:
     """The gates in effect for the repository ``checkout`` stands in: the table committed
-    on its default branch (``owner``), else the server's preset (``q.default_gates``).
-    Never the checkout's own files nor the tip being judged.
+    on its default branch (``owner``), else the server's preset (``q.default_gates``, or
+    ``preset`` without a queue: a repository no database registers). Never the checkout's
+    own files nor the tip being judged.
 
     Raises:
         InvalidInput: the owner's table is malformed (naming the file, the branch and the
             gate); GateEnvRefused (domain/gates.py): a gate's env names a secret.
     """
+    default = q.default_gates if q is not None else (preset or rules.NO_PRESET)
     found = owner(q, checkout)
     if found is None:
-        return _table(lambda _name: None, q.default_gates)
+        return _table(lambda _name: None, default)
     return _table(
         lambda name: show_file(found.root, found.commit, name),
-        q.default_gates,
+        default,
         f" on {found.branch}",
     )
 
@@ -274,17 +276,19 @@ def _settings(root: Path, found: Configuration) -> GateConfig:
     )
 
 
-def settings(q: Queue, checkout: Path) -> GateConfig:
-    """The gates in effect for the work tree ``checkout`` stands in, as an answer."""
+def settings(q: Queue | None, checkout: Path, *, preset: str | None = None) -> GateConfig:
+    """The gates in effect for the work tree ``checkout`` stands in, as an answer (without
+    a queue: as no database registers its repository, ``preset`` the default)."""
     root = git.toplevel(checkout)
-    return _settings(root, in_effect(q, root))
+    return _settings(root, in_effect(q, root, preset=preset))
 
 
-def pending(q: Queue, checkout: Path) -> GateConfig | None:
+def pending(q: Queue | None, checkout: Path, *, preset: str | None = None) -> GateConfig | None:
     """The checkout's own gate table when it differs from the one in effect (its branch
     changes the gates: in effect once merged), else None."""
     root = git.toplevel(checkout)
-    mine = proposed(root, default=q.default_gates)
-    if mine.gates == in_effect(q, root).gates:
+    default = q.default_gates if q is not None else (preset or rules.NO_PRESET)
+    mine = proposed(root, default=default)
+    if mine.gates == in_effect(q, root, preset=preset).gates:
         return None
     return _settings(root, mine)

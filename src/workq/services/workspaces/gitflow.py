@@ -134,7 +134,9 @@ def link_issue_to_branch(
     _open_issue(q, number)
     action = Action.RESHAPE
     if move_to_in_progress:
-        if not _holds(q, number, by):
+        if door.refusal(q, Action.STEP, number, by) is not None:
+            # Claimed (or claimed again, a lapsed lease renewed) as issue_claim would;
+            # the claim says why if it cannot be.
             workspaces.claim(q, number, by, worktree=False)
         action = Action.STEP
     base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
