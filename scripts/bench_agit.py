@@ -106,9 +106,11 @@ def run(files: int, sizes: list[int]) -> None:
                 edit(where, i)
                 plain.append(where)
                 number = issues.create(queue, title=f"bench {size}-{i}").number
-                repositories.assign(queue, number, "bench")
+                repositories.assign(queue, number, "bench", by=Authority.of(()))
                 t = time.perf_counter()
-                info = workspaces.claim(queue, number, "bench", worktree=True).worktree
+                info = workspaces.claim(
+                    queue, number, Authority.of({"bench"}), worktree=True
+                ).worktree
                 spawn_wq.append(time.perf_counter() - t)
                 assert info is not None
                 edit(Path(info.path), i)
@@ -135,7 +137,9 @@ def run(files: int, sizes: list[int]) -> None:
                 git.delete_branch(repo, f"plain/{size}-{i}")
                 merge_git.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                merges.merge(queue, "bench", info.worktree_id, by=Authority.overriding("admin"))
+                merges.merge(
+                    queue, "bench", info.worktree_id, by=Authority.overriding("admin", who="admin")
+                )
                 merge_wq.append(time.perf_counter() - t)
             rows.append(
                 (
@@ -170,13 +174,13 @@ def _evidenced(queue: Queue, repo: Path, agent: str, name: str) -> tuple[str, st
     """A worktree claimed by ``agent`` with one commit whose gate passed (evidence stored),
     and a plain branch with the same change; their ids."""
     number = issues.create(queue, title=name, repository="bench").number
-    info = workspaces.claim(queue, number, agent, worktree=True).worktree
+    info = workspaces.claim(queue, number, Authority.of({agent}), worktree=True).worktree
     assert info is not None
     where = Path(info.path)
     (where / f"{name}.py").write_text("x = 1\n")
     git.stage_all(where)
     git.commit(where, f"work {name}")
-    gates.run(queue, number, where, actor=agent)
+    gates.run(queue, number, where, by=Authority.of({agent}), actor=agent)
     git.run(["branch", f"plain/{name}", git.head(where)], cwd=repo)
     # the plain twin: the same change under another name, so that both merges land
     git.run(["checkout", "-q", f"plain/{name}"], cwd=repo)

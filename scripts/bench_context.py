@@ -75,19 +75,23 @@ def build(q: Queue, count: int) -> int:
     rng.shuffle(numbers)
     picks = iter(numbers)
     for _ in range(count // 20):  # 5% claimed by others
-        claims.claim(q, next(picks), f"run-{rng.randrange(8)}")
+        claims.claim(q, next(picks), Authority.of({f"run-{rng.randrange(8)}"}))
     for _ in range(count // 50):  # 2% blocked by hand
         blocking.block(
-            q, next(picks), "waiting for a person", by=Authority.overriding("admin"), actor="bench"
+            q,
+            next(picks),
+            "waiting for a person",
+            by=Authority.overriding("admin", who="admin"),
+            actor="bench",
         )
     for _ in range(count // 50):  # 2% waiting on another issue
         dependencies.depend(q, blocker=next(picks), blocked=next(picks), actor="bench")
     for _ in range(count // 10):  # 10% done
         n = next(picks)
-        claims.claim(q, n, "run-done")
-        claims.complete(q, n, {"run-done"})
+        claims.claim(q, n, Authority.of({"run-done"}))
+        claims.complete(q, n, Authority.of({"run-done"}))
     mine = next(picks)
-    claims.claim(q, mine, ME)
+    claims.claim(q, mine, Authority.of({ME}))
     return mine
 
 
@@ -133,12 +137,12 @@ def main() -> None:
         cases: dict[str, Callable[[], object]] = {
             "issue_ready (baseline)": lambda: ready_queue.ready(q, limit=1, holder=ME),
             "issue_get": lambda: issues.get(q, mine),
-            "get_work_context": lambda: work_context.gather(q, run_id=ME, holders={ME}),
+            "get_work_context": lambda: work_context.gather(q, by=Authority.of({ME})),
             "get_work_context(include_closed_recent)": lambda: work_context.gather(
-                q, run_id=ME, holders={ME}, include_closed_recent=True
+                q, by=Authority.of({ME}), include_closed_recent=True
             ),
         }
-        found = work_context.gather(q, run_id=ME, holders={ME}, include_closed_recent=True)
+        found = work_context.gather(q, by=Authority.of({ME}), include_closed_recent=True)
         assert found.active_issue is not None and found.active_issue.number == mine
         assert found.next_up_issues and found.blockers and found.closed_recent
         times: dict[str, list[float]] = {name: [] for name in cases}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from workq.config import Settings
 from workq.db import sqlite
+from workq.domain.authority import Authority
 from workq.services import handle as context
 from workq.services.queue import claims, ready_queue
 from workq.services.runtime import open_queue
@@ -122,7 +123,7 @@ def service_claims(path: Path, count: int) -> float:
     queue = open_queue(Settings(db_path=path))
     began = time.perf_counter()
     for _ in range(count):
-        if claims.claim_next(queue, "bench") is None:
+        if claims.claim_next(queue, Authority.of({"bench"})) is None:
             break
     elapsed = time.perf_counter() - began
     queue.db.dispose()

@@ -57,8 +57,8 @@ def prepare(q: Queue, repo: str, count: int) -> list[tuple[int, str]]:
     made = []
     for n in range(count):
         number = issues.create(q, title=f"change {n}", repository=repo).number
-        claims.claim(q, number, AGENT)
-        where = Path(worktrees.spawn(q, repo, number, agent=AGENT).path)
+        claims.claim(q, number, Authority.of({AGENT}))
+        where = Path(worktrees.spawn(q, repo, number, by=Authority.of({AGENT})).path)
         (where / f"change_{number}.py").write_text(f"N = {number}\n")
         git(where, "add", ".")
         git(where, "commit", "-q", "-m", f"change {number}")

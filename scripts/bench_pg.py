@@ -41,6 +41,7 @@ from typing import Any
 import psycopg
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.queue import claims
 from workq.services.runtime import open_queue
 
@@ -170,7 +171,7 @@ def loop_raw_txn(url: str, me: str) -> Callable[[], bool]:
 
 def loop_service(url: str, me: str) -> Callable[[], bool]:
     queue = open_queue(Settings(database_url=url, pool_size=1, pool_max_overflow=0))
-    return lambda: claims.claim_next(queue, me) is not None
+    return lambda: claims.claim_next(queue, Authority.of({me})) is not None
 
 
 LOOPS = {"raw": loop_raw, "raw-txn": loop_raw_txn, "service": loop_service}

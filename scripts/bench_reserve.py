@@ -29,6 +29,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
@@ -48,7 +49,7 @@ def _fresh(where: str, tmp: Path) -> Settings:
 def _scenario(queue: Queue, count: int, held: int, touching: bool) -> list[float]:
     for i in range(held):
         made = issues.create(queue, title=f"held {i}", touches=[f"held{i}/**"], priority="urgent")
-        claims.claim(queue, made.number, f"holder-{i}")
+        claims.claim(queue, made.number, Authority.of({f"holder-{i}"}))
     for i in range(count):
         issues.create(
             queue, title=f"work {i}", touches=[f"src/m{i}/**", f"docs/m{i}.md"] if touching else ()
@@ -56,11 +57,11 @@ def _scenario(queue: Queue, count: int, held: int, touching: bool) -> list[float
     times: list[float] = []
     while True:
         start = time.perf_counter()
-        got = claims.claim_next(queue, "bench")
+        got = claims.claim_next(queue, Authority.of({"bench"}))
         times.append(time.perf_counter() - start)
         if got is None:
             break
-        claims.complete(queue, got.number, {"bench"})
+        claims.complete(queue, got.number, Authority.of({"bench"}))
     return times[:-1]
 
 

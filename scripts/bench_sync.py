@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.github_fake.server import FakeGitHub
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.github.importer import Importer
 from workq.github.sync import Session, connect
 from workq.github.worker import Options
@@ -59,11 +60,13 @@ def _mutations(q: Queue, ops: int) -> float:
     started = time.perf_counter()
     numbers = [issues.create(q, title=f"issue {n}").number for n in range(quarter)]
     for n in numbers:
-        issues.update_issue(q, n, title=f"renamed {n}")
+        issues.update_issue(
+            q, n, title=f"renamed {n}", by=Authority.overriding("bench", who="bench")
+        )
     for n in numbers:
-        claims.claim(q, n, "bench")
+        claims.claim(q, n, Authority.of({"bench"}))
     for n in numbers:
-        claims.complete(q, n, ["bench"])
+        claims.complete(q, n, Authority.of(["bench"]))
     return (time.perf_counter() - started) / (quarter * 4)
 
 

@@ -44,6 +44,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.queue import claims, issues, ready_queue, waiting
 from workq.services.runtime import open_queue
 
@@ -62,7 +63,7 @@ def waiter(where: str, i: int, results: Any, stop: Event) -> None:
         while not stop.is_set():
             got = waiting.until_found(
                 queue,
-                lambda: claims.claim_next(queue, f"w{i}"),
+                lambda: claims.claim_next(queue, Authority.of({f"w{i}"})),
                 WAIT,
                 lambda: bool(ready_queue.ready(queue, holder=f"w{i}")),  # as the server does
             )
@@ -85,7 +86,7 @@ def wake_latency(where: str, count: int, rounds: int) -> tuple[float, float, flo
         issues.create(queue, title=f"plain {n}")
     for _ in range(rounds):
         t0 = time.perf_counter()
-        claims.claim_next(queue, "plain")
+        claims.claim_next(queue, Authority.of({"plain"}))
         plain.append((time.perf_counter() - t0) * 1000)
     ctx = mp.get_context("spawn")
     results: Any = ctx.Queue()

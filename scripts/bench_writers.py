@@ -93,7 +93,7 @@ def held(db: Path, count: int) -> tuple[list[float], list[float], list[list[str]
         claiming, completing = [], []
         for _ in range(count):
             start = len(seen.done)
-            taken = claims.claim_next(queue, "bench")
+            taken = claims.claim_next(queue, Authority.of({"bench"}))
             assert taken is not None
             claiming += [ms for _, ms in seen.done[start:]]
             start = len(seen.done)

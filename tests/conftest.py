@@ -26,6 +26,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import ProgrammingError
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.runtime import open_queue
 
@@ -35,6 +36,8 @@ hypothesis_settings.register_profile("workq", deadline=None)
 hypothesis_settings.load_profile("workq")
 
 PG_URL = os.environ.get("WORKQ_TEST_PG_URL")
+# An admin's override, for tests whose subject is not who may act.
+ADMIN = Authority.overriding("tests", who="tester")
 ENGINES = ["sqlite", "postgresql"] if PG_URL else ["sqlite"]
 
 

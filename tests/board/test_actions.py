@@ -29,7 +29,7 @@ def test_unblock_needs_the_boards_own_header_and_origin(
     db: Path, q: Queue, client: httpx2.Client
 ) -> None:
     number = issues.create(q, title="stuck").number
-    blocking.block(q, number, "waiting for a person", by=Authority.overriding("admin"))
+    blocking.block(q, number, "waiting for a person", by=Authority.overriding("admin", who="admin"))
     with board_server(db) as url:
         plain_form = client.post(f"{url}/api/issues/{number}/unblock")
         other_site = post(client, url, number, "unblock", origin="https://evil.example")
@@ -49,7 +49,7 @@ def test_unblock_needs_the_boards_own_header_and_origin(
 
 def test_with_a_token_actions_need_it(db: Path, q: Queue, client: httpx2.Client) -> None:
     number = issues.create(q, title="stuck").number
-    blocking.block(q, number, "why", by=Authority.overriding("admin"))
+    blocking.block(q, number, "why", by=Authority.overriding("admin", who="admin"))
     with board_server(db, "--token", "t0ken") as url:
         without = post(client, url, number, "unblock")
         wrong = post(client, url, number, "unblock", authorization="Bearer nope")
@@ -65,7 +65,7 @@ def test_reprioritise_release_force_claim_and_comment(
     db: Path, q: Queue, client: httpx2.Client
 ) -> None:
     number = issues.create(q, title="work").number
-    claims.claim(q, number, "run-gone")
+    claims.claim(q, number, Authority.of({"run-gone"}))
     with board_server(db) as url:
         bad_priority = post(client, url, number, "priority", {"priority": "whenever"})
         prio = post(client, url, number, "priority", {"priority": "urgent"})

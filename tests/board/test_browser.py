@@ -63,9 +63,11 @@ def test_a_new_issue_appears_live(db: Path, q: Queue, browser: webdriver.Chrome)
     held = issues.create(q, title="Fix the flaky test", priority="urgent").number
     waits = issues.create(q, title="Ship 1.0").number
     stuck = issues.create(q, title="Renew the certificate", issue_type="chore").number
-    claims.claim(q, held, "agent-1")
+    claims.claim(q, held, Authority.of({"agent-1"}))
     dependencies.depend(q, blocker=first, blocked=waits)
-    blocking.block(q, stuck, "needs the admin password", by=Authority.overriding("admin"))
+    blocking.block(
+        q, stuck, "needs the admin password", by=Authority.overriding("admin", who="admin")
+    )
     with board_server(db) as url:
         browser.get(f"{url}/")
         until(browser, lambda d: d.find_element(By.ID, "live").text.startswith("live"))
@@ -99,7 +101,7 @@ def test_unblock_with_the_token_and_refused_without(
     db: Path, q: Queue, browser: webdriver.Chrome
 ) -> None:
     number = issues.create(q, title="Waiting for a person", description="Needs **you**.").number
-    blocking.block(q, number, "asks a question", by=Authority.overriding("admin"))
+    blocking.block(q, number, "asks a question", by=Authority.overriding("admin", who="admin"))
     with board_server(db, "--token", "let-me-in") as url:
         browser.get(f"{url}/issues/{number}")
         assert "needs its token" in browser.find_element(By.TAG_NAME, "h1").text
@@ -113,7 +115,7 @@ def test_unblock_with_the_token_and_refused_without(
         assert not issues.get(q, number).is_blocked
         shot(browser, "unblocked")
         # The same page, its cookie gone: the board refuses, the issue stays blocked.
-        blocking.block(q, number, "blocked again", by=Authority.overriding("admin"))
+        blocking.block(q, number, "blocked again", by=Authority.overriding("admin", who="admin"))
         # The page redraws itself on that change: click only once it has.
         until(browser, lambda d: "blocked again" in d.find_element(By.ID, "main").text)
         browser.delete_all_cookies()

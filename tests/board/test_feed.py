@@ -172,15 +172,16 @@ def test_a_cli_change_reaches_an_open_board(db: Path, q: Queue) -> None:
 AGENT = """
 import sys
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 q = open_queue(Settings(db_path=sys.argv[1]))
 me = sys.argv[2]
 for i in range(int(sys.argv[3])):
     issues.create(q, title=f"{me} task {i}", actor=me)
-    got = claims.claim_next(q, me)
+    got = claims.claim_next(q, Authority.of({me}))
     if got is not None:
-        claims.complete(q, got.number, [me])
+        claims.complete(q, got.number, Authority.of({me}))
 q.db.dispose()
 """
 

@@ -11,6 +11,7 @@ from sqlalchemy import update
 
 from tests.board.conftest import board_server, cli
 from tests.board.html_check import column_numbers, unsafe
+from tests.conftest import ADMIN
 from workq.db.tables import agents as agents_t
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
@@ -36,11 +37,11 @@ def new(q: Queue, title: str, **kw: object) -> int:
 
 def test_each_issue_is_in_its_column(db: Path, q: Queue, client: httpx2.Client) -> None:
     ready, held, waiting, blocked, done = (new(q, f"{n} one") for n in range(5))
-    claims.claim(q, held, "run-a")
+    claims.claim(q, held, Authority.of({"run-a"}))
     dependencies.depend(q, blocker=ready, blocked=waiting)
-    blocking.block(q, blocked, "needs a decision", by=Authority.overriding("admin"))
-    claims.claim(q, done, "run-b")
-    claims.complete(q, done, ["run-b"])
+    blocking.block(q, blocked, "needs a decision", by=Authority.overriding("admin", who="admin"))
+    claims.claim(q, done, Authority.of({"run-b"}))
+    claims.complete(q, done, Authority.of(["run-b"]))
     with board_server(db) as url:
         page = client.get(f"{url}/")
     assert page.status_code == 200
@@ -90,7 +91,9 @@ def test_hostile_text_is_shown_as_text(db: Path, q: Queue, client: httpx2.Client
     number = new(q, HOSTILE_TITLE, description=HOSTILE_BODY)
     notes.comment(q, number, HOSTILE_BODY, author="someone")
     huge = new(q, "huge", description="word " * 13_000)
-    blocking.block(q, huge, "<script>alert('reason')</script>", by=Authority.overriding("admin"))
+    blocking.block(
+        q, huge, "<script>alert('reason')</script>", by=Authority.overriding("admin", who="admin")
+    )
     with board_server(db) as url:
         pages = {
             "board": client.get(f"{url}/"),
@@ -116,7 +119,7 @@ def test_the_issue_view(db: Path, q: Queue, client: httpx2.Client) -> None:
     dependencies.depend(q, blocker=first, blocked=second, actor="cli-test")
     dependencies.depend(q, blocker=second, blocked=third, actor="cli-test")
     notes.comment(q, second, "looked at it", author="cli-test")
-    issues.update_issue(q, second, priority="high", actor="cli-test")
+    issues.update_issue(q, second, priority="high", actor="cli-test", by=ADMIN)
     with board_server(db) as url:
         page = client.get(f"{url}/issues/{second}").text
         missing = client.get(f"{url}/issues/999")
@@ -134,11 +137,11 @@ def test_agents_and_graph(db: Path, q: Queue, client: httpx2.Client) -> None:
     a, b, c = new(q, "base"), new(q, "middle"), new(q, "top")
     dependencies.depend(q, blocker=a, blocked=b)
     dependencies.depend(q, blocker=b, blocked=c)
-    claims.claim(q, a, "run-7")
+    claims.claim(q, a, Authority.of({"run-7"}))
     worker = registered.register(q, "worker", "claude")
     idle = registered.register(q, "idle", "codex")
     held = new(q, "elsewhere")
-    claims.claim(q, held, worker.agent_id)
+    claims.claim(q, held, Authority.of({worker.agent_id}))
     # The lease says nothing of a registered agent's last heartbeat: it has its own.
     q.db.write(
         lambda conn: conn.execute(
@@ -224,9 +227,9 @@ def test_the_issue_page_offers_only_the_actions_that_apply(
 ) -> None:
     free = new(q, "nothing to undo")
     stuck = new(q, "stuck")
-    blocking.block(q, stuck, "asks a question", by=Authority.overriding("admin"))
+    blocking.block(q, stuck, "asks a question", by=Authority.overriding("admin", who="admin"))
     held = new(q, "held")
-    claims.claim(q, held, "run-a")
+    claims.claim(q, held, Authority.of({"run-a"}))
     with board_server(db) as url:
         pages = {n: client.get(f"{url}/issues/{n}").text for n in (free, stuck, held)}
     assert 'data-action="unblock"' not in pages[free]
@@ -240,7 +243,7 @@ def test_history_reads_as_words_and_an_empty_description_says_so(
     db: Path, q: Queue, client: httpx2.Client
 ) -> None:
     number = new(q, "plain")
-    issues.update_issue(q, number, title="renamed", actor="cli-test")
+    issues.update_issue(q, number, title="renamed", actor="cli-test", by=ADMIN)
     with board_server(db) as url:
         page = client.get(f"{url}/issues/{number}").text
     history = page[page.index('<ol class="history">') :]

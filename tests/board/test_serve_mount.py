@@ -16,7 +16,7 @@ from workq.services.queue import blocking, issues
 
 def test_the_board_under_serve_http(db: Path, q: Queue, client: httpx2.Client) -> None:
     number = issues.create(q, title="seen from the mount").number
-    blocking.block(q, number, "why", by=Authority.overriding("admin"))
+    blocking.block(q, number, "why", by=Authority.overriding("admin", who="admin"))
     with http_server(db, "--board") as mcp_url:
         root = mcp_url.removesuffix("/mcp")
         page = client.get(f"{root}/board/")

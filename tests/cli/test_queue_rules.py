@@ -14,6 +14,7 @@ from tests import storage
 from tests.workq_cli import data, ok, workq
 from workq.config import Settings
 from workq.db import sqlite
+from workq.domain.authority import Authority
 from workq.schemas import DESCRIPTION_MAX, TITLE_MAX
 from workq.services.queue import claims
 from workq.services.runtime import open_queue
@@ -85,6 +86,7 @@ def test_a_reopened_blocker_holds_back_its_claimed_dependent(tmp_path: Path) -> 
         "forced": True,
         "waits_on": [1],
         "override": "workq complete --force",
+        "by": "tester",  # the person (--as, WORKQ_ACTOR)
     }
 
 
@@ -124,6 +126,7 @@ def test_blocking_another_runs_live_claim_needs_force(tmp_path: Path) -> None:
         "blocked_reason": "stuck",
         "forced": True,
         "override": "workq block --force",
+        "by": "r2",
     }
 
 
@@ -239,7 +242,7 @@ def test_a_heartbeat_does_not_revive_a_lapsed_lease(tmp_path: Path) -> None:
     queue = open_queue(Settings(db_path=tmp_path / "autopilot.db"))
     try:
         queue.clock = lambda: datetime.now(UTC) - timedelta(hours=1)
-        claims.claim(queue, 1, "r1")
+        claims.claim(queue, 1, Authority.of({"r1"}))
     finally:
         queue.db.dispose()
     ok("claim", "2", "--run-id", "r2")

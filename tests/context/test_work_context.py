@@ -17,6 +17,7 @@ from tests.context.conftest import environment, workq, workq_json
 from tests.server.conftest import call_ok, stdio_server, text
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.server.app import build_server
 from workq.services.coding import work_context
 from workq.services.handle import Queue
@@ -186,18 +187,32 @@ def test_workq_context_on_the_command_line(tmp_path: Path) -> None:
 def test_closures_older_than_seven_days_are_left_out(queue: Queue, clock: FakeClock) -> None:
     old = issues.create(queue, title="Old").number
     new = issues.create(queue, title="New").number
-    claims.claim(queue, old, "r")
-    claims.complete(queue, old, {"r"})
+    claims.claim(queue, old, Authority.of({"r"}))
+    claims.complete(queue, old, Authority.of({"r"}))
     clock.advance(6 * 24 * 3600)
-    claims.claim(queue, new, "r")
-    claims.complete(queue, new, {"r"})
-    found = work_context.gather(queue, run_id="r", holders={"r"}, include_closed_recent=True)
+    claims.claim(queue, new, Authority.of({"r"}))
+    claims.complete(queue, new, Authority.of({"r"}))
+    found = work_context.gather(queue, by=Authority.of({"r"}), include_closed_recent=True)
     assert [c.number for c in found.closed_recent or []] == [new, old]
     clock.advance(2 * 24 * 3600)
-    found = work_context.gather(queue, run_id="r", holders={"r"}, include_closed_recent=True)
+    found = work_context.gather(queue, by=Authority.of({"r"}), include_closed_recent=True)
     assert [c.number for c in found.closed_recent or []] == [new]
 
 
 def test_no_branch_outside_a_repository(tmp_path: Path) -> None:
     assert work_context.checkout_branch(tmp_path) is None
     assert work_context.checkout_branch(None) is None
+
+
+def test_a_lapsed_claim_is_not_held(queue: Queue, clock: FakeClock) -> None:
+    """Another caller may claim a lapsed claim now: the context no longer counts it as the
+    caller's (issue 40)."""
+    number = issues.create(queue, title="Lapsing").number
+    me = Authority.of({"r"})
+    claims.claim(queue, number, me)
+    found = work_context.gather(queue, by=me)
+    assert [i.number for i in found.in_progress_issues] == [number]
+    assert found.active_issue is not None and found.active_issue.number == number
+    clock.advance(queue.lease_seconds + 1)
+    found = work_context.gather(queue, by=me)
+    assert found.in_progress_issues == [] and found.active_issue is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.queue import claims, issues, notes
 from workq.services.runtime import open_queue
 
@@ -19,7 +20,9 @@ def test_the_feed_moves_on_a_commit_elsewhere_and_not_on_idle_writes(
         feed = watcher.db.changes
         with feed.watching():
             seen = feed.version()
-            assert claims.claim_next(watcher, "idle") is None  # a write that changed nothing
+            assert (
+                claims.claim_next(watcher, Authority.of({"idle"})) is None
+            )  # a write that changed nothing
             assert not feed.wait_past(seen, QUIET)
             issues.create(writer, title="news")
             assert feed.wait_past(seen, LONG)
@@ -40,7 +43,7 @@ def test_waiters_wake_for_work_not_for_a_claim_or_a_comment(settings: Settings) 
         issues.create(writer, title="first")
         with feed.watching():
             seen, work = feed.version(), feed.work()
-            claims.claim_next(writer, "agent")
+            claims.claim_next(writer, Authority.of({"agent"}))
             notes.comment(writer, 1, "on it", author="agent")
             assert feed.wait_past(seen, LONG)
             assert not feed.wait_work_past(work, QUIET)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import Busy, NotFound
 from workq.services.queue import claims, issues, ready_queue
 from workq.services.runtime import open_queue
@@ -20,7 +21,7 @@ def test_a_failed_write_never_leaves_the_write_lock_held(tmp_path: Path) -> None
     try:
         issues.create(first, title="a")
         with pytest.raises(NotFound):
-            claims.complete(first, 99, {"run"})
+            claims.complete(first, 99, Authority.of({"run"}))
         assert issues.create(other, title="b").number == 2
     finally:
         first.db.dispose()

@@ -48,7 +48,7 @@ def test_upgrade_to_landings_with_data(settings: Settings, tmp_path: Path) -> No
             True,
         )
         repositories.configure(queue, "app", land="pr", github_repo="acme/app")
-        claims.claim(queue, 1, "agent-a")
+        claims.claim(queue, 1, Authority.of({"agent-a"}))
         tip = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
         ).stdout.strip()

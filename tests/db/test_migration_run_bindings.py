@@ -9,6 +9,7 @@ from sqlalchemy import inspect, text
 from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
+from workq.domain.authority import Authority
 from workq.errors import RunIdInUse
 from workq.services.handle import Queue
 from workq.services.queue import claims, run_ids
@@ -25,7 +26,7 @@ def test_upgrade_to_run_bindings_with_data(settings: Settings) -> None:
 
         migrate.upgrade(db, "head")
         queue = Queue(db=db, lease_seconds=60)
-        claims.claim(queue, 1, "autopilot_main")
+        claims.claim(queue, 1, Authority.of({"autopilot_main"}))
         run_ids.bind(queue, "autopilot_main", "host-a:1:aa")
         with pytest.raises(RunIdInUse):
             run_ids.bind(queue, "autopilot_main", "host-b:2:bb")

@@ -15,6 +15,7 @@ from workq.config import Settings
 from workq.db import migrate
 from workq.db.engine import Database
 from workq.db.models import metadata
+from workq.domain.authority import Authority
 from workq.errors import SchemaMismatch
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_database, open_queue
@@ -167,7 +168,7 @@ def test_fence_revision_gives_live_claims_a_token(settings: Settings) -> None:
     queue = open_queue(settings)
     try:
         # The claim from before the upgrade works without a token and with its token 1.
-        claims.heartbeat(queue, 2, {"run-a"}, fence=1)
-        assert claims.claim(queue, 1, "run-b").fence == 1
+        claims.heartbeat(queue, 2, Authority.of({"run-a"}, fence=1))
+        assert claims.claim(queue, 1, Authority.of({"run-b"})).fence == 1
     finally:
         queue.db.dispose()

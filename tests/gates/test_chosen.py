@@ -21,19 +21,20 @@ from workq.errors import InvalidInput, TestsFailing
 from workq.schemas import Status
 from workq.services.coding import gates
 from workq.services.handle import Queue
-from workq.services.queue import issues
+from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 from workq.services.workspaces import merges, repositories
 from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
 UNTYPED = "def add(a, b):\n    return a + b\n"
+AGENT = Authority.of({"agent-a"})
 
 
 def _spawned(q: Queue, repo: Path) -> tuple[int, Path, str]:
     repositories.add(q, "app", repo)
     number = issues.create(q, title="Add numbers", repository="app").number
-    taken = workspaces.claim(q, number, "agent-a", worktree=True)
+    taken = workspaces.claim(q, number, Authority.of({"agent-a"}), worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 
@@ -43,7 +44,7 @@ def test_without_a_gate_table_a_merge_checks_nothing_and_says_so(queue: Queue, t
     repo = make_repo(tmp_path / "app", {"README.md": "hi\n"})
     number, path, wid = _spawned(queue, repo)
     tip = commit(path, {"src/add.py": UNTYPED})
-    report = gates.run(queue, number, path)
+    report = gates.run(queue, number, path, by=Authority.of({"agent-a"}))
     assert (report.gates, report.config, report.verdict()) == ([], "none", "no gates")
     assert "workq gates init" in (report.note() or "")
     done = merges.merge(queue, "app", wid, by=Authority.of({"agent-a"}))
@@ -59,14 +60,16 @@ def test_the_server_may_name_a_preset_for_repositories_without_a_table(
     queue: Queue, tmp_path: Path
 ):
     repo = make_repo(tmp_path / "app", {"README.md": "hi\n"})
-    assert gates.configuration(repo).gates == ()
-    found = gates.configuration(repo, default="pytest")
+    assert gates.in_effect(queue, repo).gates == ()
+    queue.default_gates = "pytest"
+    found = gates.in_effect(queue, repo)
     assert found.source == "preset pytest"
     assert [(g.name, g.tests) for g in found.gates] == [("lint", False), ("tests", True)]
     lint = found.gates[0]
     assert lint.command[:2] == ("ruff", "check") and lint.takes_files
-    (repo / "workq.toml").write_text('[gates.only]\ncommand = ["true"]\n')
-    assert gates.configuration(repo, default="strict").source == "workq.toml [gates]"
+    commit(repo, {"workq.toml": '[gates.only]\ncommand = ["true"]\n'})
+    queue.default_gates = "strict"
+    assert gates.in_effect(queue, repo).source == "workq.toml [gates] on main"
 
 
 CAUSES_TOML = f"""\
@@ -86,7 +89,7 @@ def test_a_missing_program_no_tests_and_a_failure_are_named_apart(queue: Queue, 
     repo = make_repo(tmp_path / "app", {"workq.toml": CAUSES_TOML, "x.py": "x = 1\n"})
     number, path, wid = _spawned(queue, repo)
     tip = commit(path, {"x.py": "x = 2\n"})
-    report = gates.run(queue, number, path)
+    report = gates.run(queue, number, path, by=Authority.of({"agent-a"}))
     by_name = {g.name: g for g in report.gates}
     assert {n: g.cause for n, g in by_name.items()} == {
         "lint": "missing_program",
@@ -125,7 +128,7 @@ def test_gates_init_writes_a_starter_table_and_refuses_a_second(tmp_path: Path):
         "mypy",
         "tests",
     ]
-    assert gates.configuration(repo).gates == rules.PRESETS["strict"]
+    assert gates.proposed(repo).gates == rules.PRESETS["strict"]
 
     again = workq("gates", "init", cwd=repo)
     assert again.returncode != 0 and "already has gates (workq.toml [gates])" in again.stderr
@@ -154,7 +157,8 @@ def test_a_timed_out_tests_gate_names_the_test_it_was_running(tmp_path: Path):
     queue = open_queue(Settings(db_path=tmp_path / "q.db"))
     try:
         number = issues.create(queue, title="Hang").number
-        report = gates.run(queue, number, repo)
+        claims.claim(queue, number, AGENT)
+        report = gates.run(queue, number, repo, by=AGENT)
     finally:
         queue.db.dispose()
     (tests,) = report.gates
@@ -186,7 +190,8 @@ def test_a_committed_file_named_like_an_option_is_linted_not_obeyed(queue: Queue
     git.run(["add", "--", evil], cwd=repo)
     git.run(["commit", "-q", "-m", "a file named like an option"], cwd=repo)
     number = issues.create(queue, title="Lint").number
-    (lint,) = gates.run(queue, number, repo).gates
+    claims.claim(queue, number, AGENT)
+    (lint,) = gates.run(queue, number, repo, by=AGENT).gates
     assert not (repo / "report.txt").exists()  # the name was not taken as an option
     assert not lint.passed and lint.issues[0].file == f"./{evil}"
 
@@ -199,21 +204,27 @@ def test_gates_get_no_secrets_and_what_they_print_is_redacted(
 ):
     monkeypatch.setenv("GITHUB_TOKEN", SECRET)
     monkeypatch.setenv("DEPLOY_API_KEY", SECRET + "2")
+    monkeypatch.setenv("DEPLOY_REGION", "eu-west")
     show = "import os, sys; print(os.environ.get('{0}')); sys.exit(1)"
+    leak = "import sys; print(open('leaked.txt').read()); sys.exit(1)"
     toml = (
         f'[gates.plain]\ncommand = [{PY}, "-c", "{show.format("GITHUB_TOKEN")}"]\n\n'
-        f'[gates.named]\ncommand = [{PY}, "-c", "{show.format("DEPLOY_API_KEY")}"]\n'
-        'env = ["DEPLOY_API_KEY"]\n'
+        f'[gates.named]\ncommand = [{PY}, "-c", "{show.format("DEPLOY_REGION")}"]\n'
+        'env = ["DEPLOY_REGION"]\n\n'
+        f'[gates.leak]\ncommand = [{PY}, "-c", "{leak}"]\n'
     )
-    repo = make_repo(tmp_path / "app", {"workq.toml": toml})
+    # A secret a gate finds some other way (a file) is still cut out of what it prints.
+    repo = make_repo(tmp_path / "app", {"workq.toml": toml, "leaked.txt": SECRET + "2"})
     number = issues.create(queue, title="Leak").number
-    report = gates.run(queue, number, repo)
-    plain, named = report.gates
+    claims.claim(queue, number, AGENT)
+    report = gates.run(queue, number, repo, by=AGENT)
+    plain, named, leaked = report.gates
     assert plain.output.strip() == "None"  # not allow-listed: the gate never saw it
-    assert named.output.strip() == "[DEPLOY_API_KEY redacted]"  # passed on, cut from output
+    assert named.output.strip() == "eu-west"  # named in the table: passed on
+    assert leaked.output.strip() == "[DEPLOY_API_KEY redacted]"
     stored = _summaries(queue)
     assert "DEPLOY_API_KEY redacted" in stored and SECRET not in stored
-    assert [g.env for g in gates.settings(repo).gates] == [[], ["DEPLOY_API_KEY"]]
+    assert [g.env for g in gates.settings(queue, repo).gates] == [[], ["DEPLOY_REGION"], []]
 
 
 def _summaries(q: Queue) -> str:

@@ -125,7 +125,7 @@ def test_the_gates_commands(tmp_path: Path) -> None:
     listed = workq(repo, db, "gates", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     config = json.loads(listed.stdout)
-    assert config["source"] == "workq.toml [gates]"
+    assert config["source"] == "workq.toml [gates] on main"
     assert [g["name"] for g in config["gates"]] == ["lint", "tests"]
 
     failing = workq(repo, db, "gates", "run")  # the issue the run id holds

@@ -26,8 +26,8 @@ def repo(tmp_path: Path) -> Path:
 
 def _spawned(q: Queue, title: str) -> tuple[int, Path, str]:
     number = issues.create(q, title=title).number
-    repositories.assign(q, number, "app")
-    taken = workspaces.claim(q, number, "agent-a", worktree=True)
+    repositories.assign(q, number, "app", by=Authority.of({"agent-a"}))
+    taken = workspaces.claim(q, number, Authority.of({"agent-a"}), worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 
@@ -39,19 +39,19 @@ def test_a_branch_whose_gates_fail_is_not_merged(queue: Queue, repo: Path):
     before = git.head(repo)
     bad = commit(path, {"src/app.py": "x = 2  # BAD\n"})
     with pytest.raises(QualityGateFailed, match="lint") as refused:
-        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert refused.value.facts["commit"] == bad
     assert git.head(repo) == before and path.is_dir()
     assert issues.get(queue, number).status == Status.IN_PROGRESS
 
     failing = commit(path, {"src/app.py": "x = 2  # FAIL\n"})
     with pytest.raises(TestsFailing):
-        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert git.head(repo) == before
 
     commit(repo, {"other.txt": "main moved\n"})  # the merge makes a merge commit
     good = commit(path, {"src/app.py": "x = 2\n"})
-    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert done.merged and done.commit not in (good, failing)
     assert issues.get(queue, number).status == Status.DONE
     runs = gates.evidence(queue, number)
@@ -67,5 +67,5 @@ def test_trust_mode_merges_without_gates(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "Trusted")
     commit(path, {"src/app.py": "x = 2  # BAD\n"})
-    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin")).merged
     assert gates.evidence(queue, number) == []

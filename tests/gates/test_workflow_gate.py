@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.gates.gaterepo import commit, gated_repo
+from workq.domain.authority import Authority
 from workq.domain.workflow import WorkflowPhase as P
 from workq.errors import QualityGateFailed, TestsFailing
 from workq.services.coding import gates
@@ -17,6 +18,8 @@ from workq.services.plans import workflow
 from workq.services.queue import claims, issues, notes
 from workq.services.workspaces import repositories, worktrees
 from workq.vcs import git
+
+RUN_A = Authority.of({"run-a"})
 
 
 @pytest.fixture
@@ -27,8 +30,8 @@ def repo(tmp_path: Path) -> Path:
 def _testing(q: Queue) -> int:
     """A claimed issue at the testing phase."""
     number = issues.create(q, title="Gated change").number
-    claims.claim(q, number, "run-a")
-    workflow.advance(q, number, {"run-a"}, P.TESTING, skip_justification="to the test")
+    claims.claim(q, number, RUN_A)
+    workflow.advance(q, number, RUN_A, P.TESTING, skip_justification="to the test")
     return number
 
 
@@ -37,7 +40,7 @@ def _phase(q: Queue, number: int) -> P:
 
 
 def _advance(q: Queue, number: int, here: Path | None) -> None:
-    workflow.advance(q, number, {"run-a"}, P.COMMIT, tests_passed=True, here=here)
+    workflow.advance(q, number, RUN_A, P.COMMIT, tests_passed=True, here=here)
 
 
 def test_tests_passed_is_refused_until_the_gates_pass(queue: Queue, repo: Path):
@@ -62,7 +65,7 @@ def test_stored_evidence_for_the_head_is_enough(queue: Queue, repo: Path):
     queue.tests_gate = gates.EVIDENCE
     number = _testing(queue)
     head = commit(repo, {"src/app.py": "x = 1\n"})
-    gates.run(queue, number, repo)
+    gates.run(queue, number, repo, by=RUN_A)
     _advance(queue, number, repo)
     assert _phase(queue, number) is P.COMMIT
     assert len(gates.evidence(queue, number)) == 2  # read, not run again
@@ -103,7 +106,7 @@ def test_trust_mode_takes_the_agents_word(queue: Queue, repo: Path):
 def test_a_justification_is_still_taken_without_gates(queue: Queue, repo: Path):
     queue.tests_gate = gates.EVIDENCE
     number = _testing(queue)
-    workflow.advance(queue, number, {"run-a"}, P.COMMIT, skip_justification="docs only", here=repo)
+    workflow.advance(queue, number, RUN_A, P.COMMIT, skip_justification="docs only", here=repo)
     assert _phase(queue, number) is P.COMMIT
     assert gates.evidence(queue, number) == []
 
@@ -112,8 +115,8 @@ def test_the_issues_worktree_is_where_the_gates_run(queue: Queue, repo: Path, tm
     queue.tests_gate = gates.EVIDENCE
     repositories.add(queue, "app", repo)
     number = _testing(queue)
-    repositories.assign(queue, number, "app")
-    spawned = worktrees.spawn(queue, "app", number)
+    repositories.assign(queue, number, "app", by=RUN_A)
+    spawned = worktrees.spawn(queue, "app", number, by=RUN_A)
     path = Path(spawned.path)
     fixed = commit(path, {"src/app.py": "x = 1\n"})
     elsewhere = tmp_path / "elsewhere"

@@ -17,6 +17,7 @@ from tests.server.conftest import call_ok, error_of
 from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t
+from workq.domain.authority import Authority
 from workq.server.app import build_server
 from workq.services.queue import claims, issues, notes
 from workq.services.runtime import open_queue
@@ -34,8 +35,8 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
     q = open_queue(settings)
     repositories.add(q, "app", repo)
     n = issues.create(q, title="parse the input").number
-    repositories.assign(q, n, "app")
-    first = workspaces.claim(q, n, "run-a", worktree=True)
+    repositories.assign(q, n, "app", by=Authority.of(()))
+    first = workspaces.claim(q, n, Authority.of({"run-a"}), worktree=True)
     assert first.worktree is not None and first.fence == 1
     lapsed = q.now() - timedelta(seconds=1)
     q.db.write(
@@ -43,7 +44,7 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
             update(issues_t).where(issues_t.c.number == n).values(lease_expires_at=lapsed)
         )
     )
-    second = claims.claim(q, n, "run-b")
+    second = claims.claim(q, n, Authority.of({"run-b"}))
     assert second.fence == 2
     q.db.dispose()
     work = Path(first.worktree.path)
@@ -81,9 +82,9 @@ async def test_history_names_the_holder_a_git_step_acted_as(
     q = open_queue(settings)
     repositories.add(q, "app", repo)
     n = issues.create(q, title="parse the input").number
-    repositories.assign(q, n, "app")
+    repositories.assign(q, n, "app", by=Authority.of(()))
     m = issues.create(q, title="given up").number
-    repositories.assign(q, m, "app")
+    repositories.assign(q, m, "app", by=Authority.of(()))
     q.db.dispose()
     own = {"toolsets": "default,git,agit", "run_id": "run-srv", "plans_dir": tmp_path / "plans"}
     async with Client(build_server(settings.model_copy(update=own))) as agent:

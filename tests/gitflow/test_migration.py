@@ -9,6 +9,8 @@ from sqlalchemy import text
 from tests.db import upgrades
 from workq.config import Settings
 from workq.db import migrate
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.services.handle import Queue
 from workq.services.queue import issues
 from workq.services.runtime import open_database
@@ -28,7 +30,12 @@ def test_upgrade_from_the_previous_revision_with_data_and_back(settings: Setting
         queue = Queue(db)
         assert issues.get(queue, 1).title == "parse input"
         assert checkouts.of_issue(queue, 1) is None
-        assert checkouts.link(queue, 1, "fix/1-parse-input", db_dir(settings), actor="run-a")
+        nobody = Authority.of(())  # issue 1 is not claimed: anyone may link it
+        where = db_dir(settings)
+        linked = checkouts.link(
+            queue, 1, "fix/1-parse-input", where, by=nobody, action=Action.RESHAPE, actor="run-a"
+        )
+        assert linked
         found = checkouts.of_branch(queue, "fix/1-parse-input")
         assert found is not None and found.number == 1
         migrate.downgrade(db, previous)

@@ -37,8 +37,8 @@ class Origin:
         """An issue of ``app`` claimed by ``run_id`` in its own worktree, with one commit
         writing ``text`` to ``path``."""
         number = issues.create(self.q, title=title, repository="app").number
-        claims.claim(self.q, number, run_id)
-        worktrees.spawn(self.q, "app", number, agent=run_id)
+        claims.claim(self.q, number, Authority.of({run_id}))
+        worktrees.spawn(self.q, "app", number, by=Authority.of({run_id}))
         self.commit(number, path, text)
         return number
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ADMIN
 from tests.github.mirror_helpers import MARKER, REPO, open_file_queue
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHubProcess
 from tests.storage import assert_intact
@@ -82,19 +83,24 @@ def _mutate(q: Queue, rng: random.Random, step: int) -> None:
         n = rng.choice(live)
         issue = issues.get(q, n)
         if action == "rename":
-            issues.update_issue(q, n, title=f"{issue.title} +{step}")
+            issues.update_issue(q, n, title=f"{issue.title} +{step}", by=ADMIN)
         elif action == "label":
-            issues.update_issue(q, n, add_labels=[f"l{rng.randint(1, 3)}"])
+            issues.update_issue(
+                q,
+                n,
+                add_labels=[f"l{rng.randint(1, 3)}"],
+                by=ADMIN,
+            )
         elif action == "comment":
             notes.comment(q, n, f"note {step}")
         elif action == "claim" and issue.status == "open" and not issue.claimed_by:
-            claims.claim(q, n, f"run-{step}")
+            claims.claim(q, n, Authority.of({f"run-{step}"}))
         elif action == "done" and issue.status != "done":
-            claims.complete(q, n, Authority.overriding("admin"))
+            claims.complete(q, n, Authority.overriding("admin", who="admin"))
         elif action == "reopen" and issue.status == "done":
             issues.reopen(q, n)
         elif action == "delete" and len(live) > 3:
-            issues.delete_issue(q, n)
+            issues.delete_issue(q, n, by=ADMIN)
             live.remove(n)
 
 

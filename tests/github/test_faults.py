@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ADMIN
 from tests.github.mirror_helpers import FAST, REPO, Mirror, env_for, markers, mirrored
 from tests.github_fake.server import FakeGitHub
 from workq.errors import Conflict
@@ -119,7 +120,7 @@ def test_an_exhausted_primary_limit_holds_every_request(
         m.sync()
         m.fake.set_rate_limit(limit=5000, remaining=0, reset_in=120)
         for n in range(3):
-            issues.update_issue(m.q, n + 1, title=f"renamed {n}")
+            issues.update_issue(m.q, n + 1, title=f"renamed {n}", by=ADMIN)
         m.fake.clear_requests()
         result = m.sync()
         assert result.pushed.held_until is not None
@@ -192,7 +193,7 @@ def test_a_row_failing_again_and_again_is_parked_then_revived(
         assert state.problems[0].attempts == 3
         assert "503" in (state.problems[0].last_error or "")
         # A new change revives it.
-        issues.update_issue(m.q, made.number, title="doomed, again")
+        issues.update_issue(m.q, made.number, title="doomed, again", by=ADMIN)
         assert m.sync().pushed.created == 1
         assert outbox.status(m.q).dead == 0
 
@@ -213,10 +214,10 @@ def test_an_issue_deleted_on_github_is_left_alone(tmp_path: Path, fake_github: F
         made = issues.create(m.q, title="x")
         m.sync()
         m.fake.delete_issue(m.gh_issue_of(made.number)["number"])
-        issues.update_issue(m.q, made.number, title="y")
+        issues.update_issue(m.q, made.number, title="y", by=ADMIN)
         result = m.sync()
         assert result.pushed.gone == 1 and outbox.status(m.q).pending == 0
-        issues.update_issue(m.q, made.number, title="z")
+        issues.update_issue(m.q, made.number, title="z", by=ADMIN)
         m.fake.clear_requests()
         m.sync()
         assert m.fake.requests() == []  # not recreated, not retried

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ADMIN
 from tests.github.mirror_helpers import REPO, Mirror, labels_of, mirrored
 from tests.github_fake.server import FakeGitHub, LoggedRequest
+from workq.domain.authority import Authority
 from workq.github.client import GitHubClient
 from workq.schemas import IssueType, Priority, Status
 from workq.services.queue import claims, issues
@@ -173,7 +175,13 @@ def test_a_conflict_keeps_the_local_value_and_is_recorded(
         m.sync()
         gh_number = m.gh_issue_of(made.number)["number"]
         _edit(m, gh_number, title="Their title", body="Their body")
-        issues.update_issue(m.q, made.number, title="Our title", add_labels=["db"])
+        issues.update_issue(
+            m.q,
+            made.number,
+            title="Our title",
+            add_labels=["db"],
+            by=ADMIN,
+        )
         result = m.sync(with_import=True)
         assert result.imported is not None and result.imported.conflicts == 1
         local = issues.get(m.q, made.number)
@@ -213,7 +221,7 @@ def test_an_issue_claimed_locally_and_closed_remotely_is_completed(
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="Work")
         m.sync()
-        claims.claim(m.q, made.number, "run-1")
+        claims.claim(m.q, made.number, Authority.of({"run-1"}))
         m.sync()
         gh_number = m.gh_issue_of(made.number)["number"]
         _edit(m, gh_number, state=state)

@@ -219,7 +219,7 @@ def test_a_refused_landing_blocks_its_issue_when_the_repository_says_so(
 def test_a_claim_that_ended_does_not_land(landing: Landing) -> None:
     number = landing.issue("Gave up", "g.py", "g = 1\n")
     landing.land(number)
-    claims.release(landing.q, number, [AGENT], discard=True)
+    claims.release(landing.q, number, Authority.of([AGENT]), discard=True)
     assert landing.land_pass().refused == [number]
     assert landing.fake.pulls() == []
     branch = landings.require(landing.q, number).branch
@@ -361,7 +361,12 @@ def test_a_merge_sent_with_a_head_that_moved_goes_back_to_the_checks(landing: La
     assert any("Head branch was modified" in after for after in said), said
     assert not landing.fake.pulls()[0]["merged"]
     assert git(landing.bare, "rev-parse", pull["head"]["ref"]) == newer
+    # A head pushed by hand (not by workq, nor GitHub's update of what it pushed) is not
+    # merged, checks passed or not: the holder lands it again, and workq pushes it.
     landing.fake.add_check_run(newer, "ci")
+    assert landing.land_pass().refused == [number]
+    assert "pushed by someone else" in (landings.require(landing.q, number).detail or "")
+    assert landing.land(number).head_sha == newer
     assert landing.land_pass().landed == [number]
 
 
@@ -403,11 +408,11 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     landing: Landing,
 ) -> None:
     number = issues.create(landing.q, title="Shared checkout", repository="app").number
-    started = gitflow.start_work_on_issue(landing.q, landing.work, number, run_id=AGENT)
+    started = gitflow.start_work_on_issue(landing.q, landing.work, number, by=Authority.of({AGENT}))
     (landing.work / "shared.py").write_text("s = 1\n")
     git(landing.work, "add", "shared.py")
     git(landing.work, "commit", "-q", "-m", "shared")
-    asked = gitflow.merge_to_main(landing.q, landing.work, holders=[AGENT], number=number)
+    asked = gitflow.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
     assert asked.landing is not None and asked.landing.state == "queued"
     assert asked.commit_hash == "" and "landing through a pull request" in (asked.note or "")
     assert "shared.py" not in landing.main_files()
@@ -417,7 +422,7 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     assert "shared.py" in landing.main_files()
     assert issues.get(landing.q, number).status == Status.DONE
     assert git(landing.work, "branch", "--list", started.branch_name) == ""
-    again = gitflow.merge_to_main(landing.q, landing.work, holders=[AGENT], number=number)
+    again = gitflow.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
     landed = landings.require(landing.q, number)
     assert again.already_merged and again.commit_hash == landed.merge_sha
 
@@ -438,8 +443,8 @@ def test_a_check_reported_as_a_run_and_a_status_is_named_once(landing: Landing) 
 
 def test_a_branch_with_no_commits_is_nothing_to_merge_not_a_conflict(landing: Landing) -> None:
     number = issues.create(landing.q, title="Nothing yet", repository="app").number
-    claims.claim(landing.q, number, AGENT)
-    worktrees.spawn(landing.q, "app", number, agent=AGENT)
+    claims.claim(landing.q, number, Authority.of([AGENT]))
+    worktrees.spawn(landing.q, "app", number, by=Authority.of([AGENT]))
     with pytest.raises(NothingToMerge) as refused:
         merges.merge_issue(landing.q, number, by=Authority.of([AGENT]))
     assert refused.value.code == "NOTHING_TO_MERGE"

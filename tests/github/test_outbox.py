@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput
 from workq.services.handle import Queue
@@ -25,8 +25,8 @@ def _rows(q: Queue) -> dict[int, outbox.OutboxItem]:
 
 def test_without_a_mirror_mutations_queue_nothing(queue: Queue) -> None:
     made = issues.create(queue, title="x")
-    issues.update_issue(queue, made.number, title="y")
-    claims.claim(queue, made.number, "run-1")
+    issues.update_issue(queue, made.number, title="y", by=ADMIN)
+    claims.claim(queue, made.number, Authority.of({"run-1"}))
     assert outbox.status(queue).pending == 0
     assert outbox.mirror(queue) is None
 
@@ -45,16 +45,16 @@ def test_every_mutation_refreshes_one_row_per_issue(queue: Queue, clock: FakeClo
     outbox.configure(queue, REPO)
     a = issues.create(queue, title="a")
     b = issues.create(queue, title="b")
-    issues.update_issue(queue, a.number, title="a2")
-    claims.claim(queue, a.number, "run-1")
+    issues.update_issue(queue, a.number, title="a2", by=ADMIN)
+    claims.claim(queue, a.number, Authority.of({"run-1"}))
     notes.comment(queue, a.number, "hi")
     dependencies.depend(queue, blocker=b.number, blocked=a.number)
-    claims.complete(queue, b.number, Authority.overriding("admin"))
+    claims.complete(queue, b.number, Authority.overriding("admin", who="admin"))
     rows = _rows(queue)
     assert set(rows) == {a.number, b.number}
     assert rows[a.number].version >= 4
     assert rows[a.number].kind != "created"
-    issues.delete_issue(queue, b.number)
+    issues.delete_issue(queue, b.number, by=ADMIN)
     assert _rows(queue)[b.number].kind == "deleted"
 
 
@@ -62,7 +62,12 @@ def test_finish_keeps_a_row_changed_while_it_was_pushed(queue: Queue) -> None:
     outbox.configure(queue, REPO)
     made = issues.create(queue, title="a")
     (item,) = outbox.due(queue)
-    issues.update_issue(queue, made.number, title="changed meanwhile")
+    issues.update_issue(
+        queue,
+        made.number,
+        title="changed meanwhile",
+        by=ADMIN,
+    )
     assert outbox.finish(queue, item) is False
     (again,) = outbox.due(queue)
     assert again.version == item.version + 1
@@ -84,7 +89,7 @@ def test_reschedule_counts_attempts_and_parks_then_a_change_revives(
     status = outbox.status(queue)
     assert (status.pending, status.dead) == (0, 1)
     assert status.problems[0].last_error == "boom 2"
-    issues.update_issue(queue, made.number, title="b")
+    issues.update_issue(queue, made.number, title="b", by=ADMIN)
     (revived,) = outbox.due(queue)
     assert (revived.state, revived.attempts) == (outbox.PENDING, 0)
 
@@ -94,7 +99,7 @@ def test_a_rate_limit_wait_survives_new_changes(queue: Queue, clock: FakeClock) 
     made = issues.create(queue, title="a")
     wait = clock.now + timedelta(seconds=60)
     outbox.reschedule(queue, made.id, wait, "limit", count_attempt=False, max_attempts=3)
-    issues.update_issue(queue, made.number, title="b")
+    issues.update_issue(queue, made.number, title="b", by=ADMIN)
     assert outbox.due(queue) == []
     assert outbox.next_due_at(queue) == wait
     clock.advance(61)
@@ -117,7 +122,7 @@ def test_queue_all_includes_linked_deleted_issues(queue: Queue) -> None:
     )
     for item in outbox.due(queue):
         outbox.finish(queue, item)
-    issues.delete_issue(queue, made.number)
+    issues.delete_issue(queue, made.number, by=ADMIN)
     for item in outbox.due(queue):
         outbox.finish(queue, item)
     issues.create(queue, title="b")
@@ -142,5 +147,5 @@ def test_forget_drops_the_mirror_and_stops_the_outbox(queue: Queue) -> None:
     with pytest.raises(InvalidInput):
         outbox.forget(queue, "acme/other")
     outbox.forget(queue, REPO)
-    issues.update_issue(queue, made.number, title="b")
+    issues.update_issue(queue, made.number, title="b", by=ADMIN)
     assert outbox.status(queue).pending == 0 and outbox.mirror(queue) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import ADMIN
 from tests.github.mirror_helpers import labels_of, markers, mirrored
 from tests.github_fake.server import FakeGitHub
 from workq.domain.authority import Authority
@@ -36,7 +37,7 @@ def test_a_burst_of_edits_collapses_into_one_row(tmp_path: Path, fake_github: Fa
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="one")
         for n in range(5):
-            issues.update_issue(m.q, made.number, title=f"edit {n}")
+            issues.update_issue(m.q, made.number, title=f"edit {n}", by=ADMIN)
         assert outbox.status(m.q).pending == 1
         m.sync()
         assert m.gh_issue_of(made.number)["title"] == "edit 4"
@@ -69,12 +70,12 @@ def test_complete_delete_and_reopen_set_state_and_reason(
         done = issues.create(m.q, title="to finish")
         gone = issues.create(m.q, title="to delete")
         m.sync()
-        claims.claim(m.q, done.number, "run-1")
+        claims.claim(m.q, done.number, Authority.of({"run-1"}))
         m.sync()
         assert "status:in-progress" in labels_of(m.gh_issue_of(done.number))
-        claims.complete(m.q, done.number, ["run-1"])
+        claims.complete(m.q, done.number, Authority.of(["run-1"]))
         gone_gh = m.gh_issue_of(gone.number)["number"]
-        issues.delete_issue(m.q, gone.number)
+        issues.delete_issue(m.q, gone.number, by=ADMIN)
         m.sync()
         finished = m.gh_issue_of(done.number)
         assert (finished["state"], finished["state_reason"]) == ("closed", "completed")
@@ -93,7 +94,7 @@ def test_an_issue_done_before_its_first_push_is_created_then_closed(
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="quick")
-        claims.complete(m.q, made.number, Authority.overriding("admin"))
+        claims.complete(m.q, made.number, Authority.overriding("admin", who="admin"))
         m.sync()
         gh = m.gh_issue_of(made.number)
         assert (gh["state"], gh["state_reason"]) == ("closed", "completed")
@@ -104,7 +105,7 @@ def test_an_issue_deleted_before_its_first_push_never_reaches_github(
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
         made = issues.create(m.q, title="never mind")
-        issues.delete_issue(m.q, made.number)
+        issues.delete_issue(m.q, made.number, by=ADMIN)
         m.sync()
         assert m.fake.issues() == []
         assert outbox.status(m.q).pending == 0
@@ -126,7 +127,12 @@ def test_hand_added_labels_survive_label_changes(tmp_path: Path, fake_github: Fa
                 labels=["backend", "priority:low", "type:task", "status:backlog", "needs-design"],
             )
         issues.update_issue(
-            m.q, made.number, priority="urgent", add_labels=["api"], remove_labels=["backend"]
+            m.q,
+            made.number,
+            priority="urgent",
+            add_labels=["api"],
+            remove_labels=["backend"],
+            by=ADMIN,
         )
         m.sync()
         assert labels_of(m.fake.issue(gh_number)) == {

@@ -284,8 +284,8 @@ def test_relaunching_a_revised_plan_reuses_the_issues_it_made_before(
     svc.enter(queue, "run-a", "p", "goal", plans_dir)
     fill(plans_dir / "p.md", {**FILLED, "Tasks": "- [ ] one\n- [ ] two (after 1)\n"})
     svc.exit_plan(queue, "run-a", launch_swarm=True, teammate_count=1)
-    claims.claim(queue, 1, "worker")
-    claims.complete(queue, 1, {"worker"})
+    claims.claim(queue, 1, Authority.of({"worker"}))
+    claims.complete(queue, 1, Authority.of({"worker"}))
     svc.enter(queue, "run-a", "p", "goal", plans_dir)
     path = plans_dir / "p.md"
     path.write_text(path.read_text() + "- [ ] three (after 1, 2)\n")
@@ -308,16 +308,22 @@ def test_abandon_leaves_plan_mode_without_checking_the_plan(queue: Queue, plans_
 def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_dir: Path) -> None:
     for title in ("one", "two", "three"):
         issues.create(queue, title=title)
-    claims.claim(queue, 1, "run-a")
+    claims.claim(queue, 1, Authority.of({"run-a"}))
     svc.enter(queue, "run-a", "p", "goal", plans_dir)
     refusals: list[tuple[str, Callable[[], object]]] = [
-        ("claiming", lambda: claims.claim(queue, 2, "run-a")),
-        ("claiming", lambda: claims.claim(queue, 2, "alias", plan_runs={"run-a"})),
-        ("claiming", lambda: claims.claim_next(queue, "run-a")),
-        ("claiming", lambda: claims.claim_next(queue, "alias", plan_runs={"run-a"})),
-        ("claiming", lambda: claims.force_claim(queue, 1, "run-a", FORCE)),
+        ("claim", lambda: claims.claim(queue, 2, Authority.of({"run-a"}))),
         (
-            "completing",
+            "claim",
+            lambda: claims.claim(queue, 2, Authority.of({"alias", "run-a"}, acts_as="alias")),
+        ),
+        ("claim", lambda: claims.claim_next(queue, Authority.of({"run-a"}))),
+        (
+            "claim",
+            lambda: claims.claim_next(queue, Authority.of({"alias", "run-a"}, acts_as="alias")),
+        ),
+        ("take over", lambda: claims.force_claim(queue, 1, Authority.of({"run-a"}), FORCE)),
+        (
+            "complete",
             lambda: claims.complete(queue, 1, Authority.of({"run-a"})),
         ),
     ]
@@ -325,14 +331,20 @@ def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_d
     for action, call in refusals:
         with pytest.raises(PlanModeActive, match="plan p, phase Explore") as refused:
             call()
-        assert f"{action} is refused" in refused.value.message
+        assert f"to {action} is refused" in refused.value.message
         assert refused.value.facts == {"run_id": "run-a", "slug": "p"}
     assert _snapshot(queue) == before  # refused in the claim's own transaction: nothing changed
     # Other runs go on; an admin may override the gate.
-    got = claims.claim_next(queue, "run-b")
+    got = claims.claim_next(queue, Authority.of({"run-b"}))
     assert got is not None and got.number == 2
-    assert claims.claim(queue, 3, "run-a", ignore_plan_mode=True).claimed_by == "run-a"
-    assert claims.complete(queue, 1, Authority.of({"run-a"}, plan_runs=())).number == 1
+    assert (
+        claims.claim(
+            queue, 3, Authority.overriding("ignore plan mode", who="admin", acts_as="run-a")
+        ).claimed_by
+        == "run-a"
+    )
+    ignoring = Authority.overriding("ignore plan mode", who="admin", run_ids={"run-a"})
+    assert claims.complete(queue, 1, ignoring).number == 1
 
 
 def _snapshot(queue: Queue) -> list[tuple[object, ...]]:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from tests.domain.test_workflow import expected_outcome
 from workq.db.tables import events
 from workq.domain.authority import Authority
@@ -32,7 +32,7 @@ SETUP = "reaching the phase under test"
 
 def claimed(queue: Queue, title: str = "Fix the login page", holder: str = "run-a") -> int:
     number = issues.create(queue, title=title, issue_type="bug").number
-    claims.claim(queue, number, holder)
+    claims.claim(queue, number, Authority.of({holder}))
     return number
 
 
@@ -41,7 +41,12 @@ def at(queue: Queue, phase: WorkflowPhase, holder: str = "run-a") -> int:
     number = claimed(queue, holder=holder)
     if phase is not P.SELECTION:
         workflow.advance(
-            queue, number, {holder}, phase, tests_passed=True, skip_justification=SETUP
+            queue,
+            number,
+            Authority.of({holder}),
+            phase,
+            tests_passed=True,
+            skip_justification=SETUP,
         )
     return number
 
@@ -55,7 +60,12 @@ def outcome(
 ) -> str:
     try:
         workflow.advance(
-            queue, number, {"run-a"}, target, tests_passed=tests, skip_justification=just
+            queue,
+            number,
+            Authority.of({"run-a"}),
+            target,
+            tests_passed=tests,
+            skip_justification=just,
         )
     except InvalidTransition as exc:
         return str(exc.facts["reason"])
@@ -125,42 +135,44 @@ def test_random_sequences_match_the_rules(
 def test_only_the_claim_holder_may_advance(queue: Queue) -> None:
     number = claimed(queue, holder="run-a")
     with pytest.raises(NotHolder, match="not locked by this session: run-a holds it") as refused:
-        workflow.advance(queue, number, {"run-b"}, P.RESEARCH)
+        workflow.advance(queue, number, Authority.of({"run-b"}), P.RESEARCH)
     assert refused.value.facts["reason"] == "not_locked"
     free = issues.create(queue, title="unclaimed").number
     with pytest.raises(NotHolder, match="not claimed"):
-        workflow.advance(queue, free, {"run-a"}, P.RESEARCH)
+        workflow.advance(queue, free, Authority.of({"run-a"}), P.RESEARCH)
     with pytest.raises(NotHolder):
-        workflow.advance(queue, number, set(), P.RESEARCH)
+        workflow.advance(queue, number, Authority.of(set()), P.RESEARCH)
     with pytest.raises(NotFound):
-        workflow.advance(queue, 999, {"run-a"}, P.RESEARCH)
+        workflow.advance(queue, 999, Authority.of({"run-a"}), P.RESEARCH)
     with pytest.raises(InvalidInput, match="unknown workflow phase"):
-        workflow.advance(queue, number, {"run-a"}, "shipping")
+        workflow.advance(queue, number, Authority.of({"run-a"}), "shipping")
     assert current(queue, number) is P.SELECTION
-    workflow.advance(queue, number, {"run-b", "run-a"}, P.RESEARCH)
+    workflow.advance(queue, number, Authority.of({"run-b", "run-a"}), P.RESEARCH)
     assert current(queue, number) is P.RESEARCH
 
 
 def test_the_issue_number_may_be_left_out_when_one_issue_is_held(queue: Queue) -> None:
     with pytest.raises(NotHolder, match="No issue is locked by this session"):
-        workflow.advance(queue, None, {"run-a"}, P.RESEARCH)
+        workflow.advance(queue, None, Authority.of({"run-a"}), P.RESEARCH)
     first = claimed(queue)
-    assert workflow.advance(queue, None, {"run-a"}, P.RESEARCH).issue_number == first
+    assert workflow.advance(queue, None, Authority.of({"run-a"}), P.RESEARCH).issue_number == first
     claimed(queue, title="second")
     with pytest.raises(InvalidInput, match=r"several issues \(#1, #2\)"):
-        workflow.advance(queue, None, {"run-a"}, P.BRANCH)
+        workflow.advance(queue, None, Authority.of({"run-a"}), P.BRANCH)
 
 
 def test_the_branch_name_is_recorded_once_and_kept(queue: Queue) -> None:
     number = claimed(queue, title="Fix: the Login page's Café")
-    assert workflow.advance(queue, number, {"run-a"}, P.RESEARCH).branch_name is None
-    change = workflow.advance(queue, number, {"run-a"}, P.BRANCH)
+    assert workflow.advance(queue, number, Authority.of({"run-a"}), P.RESEARCH).branch_name is None
+    change = workflow.advance(queue, number, Authority.of({"run-a"}), P.BRANCH)
     assert change.branch_name == f"{number}-fix-the-login-pages-cafe"
-    issues.update_issue(queue, number, title="Renamed later")
-    later = workflow.advance(queue, number, {"run-a"}, P.IMPLEMENTATION)
+    issues.update_issue(queue, number, title="Renamed later", by=ADMIN)
+    later = workflow.advance(queue, number, Authority.of({"run-a"}), P.IMPLEMENTATION)
     assert later.branch_name == f"{number}-fix-the-login-pages-cafe"
     skipped = claimed(queue, title="Skip ahead")
-    jump = workflow.advance(queue, skipped, {"run-a"}, P.TESTING, skip_justification="spike")
+    jump = workflow.advance(
+        queue, skipped, Authority.of({"run-a"}), P.TESTING, skip_justification="spike"
+    )
     assert jump.branch_name == f"{skipped}-skip-ahead"
     assert jump.skipped == [P.RESEARCH, P.BRANCH, P.IMPLEMENTATION]
 
@@ -169,11 +181,16 @@ def test_the_tests_gate_records_the_result_or_the_justification(queue: Queue) ->
     number = at(queue, P.TESTING)
     refused = outcome(queue, number, P.COMMIT, False, None)
     assert refused == "tests_required"
-    passed = workflow.advance(queue, number, {"run-a"}, P.COMMIT, tests_passed=True)
+    passed = workflow.advance(queue, number, Authority.of({"run-a"}), P.COMMIT, tests_passed=True)
     assert (passed.tests_gate, passed.tests_passed) == ("passed", True)
     other = at(queue, P.TESTING)
     skipped = workflow.advance(
-        queue, other, {"run-a"}, P.COMMIT, tests_passed=False, skip_justification="CI is down"
+        queue,
+        other,
+        Authority.of({"run-a"}),
+        P.COMMIT,
+        tests_passed=False,
+        skip_justification="CI is down",
     )
     assert (skipped.tests_gate, skipped.tests_passed) == ("justified", False)
     assert skipped.skip_justification == "CI is down"
@@ -200,31 +217,39 @@ def _events(queue: Queue, number: int) -> list[dict[str, object]]:
 
 def test_the_pr_phase_records_a_title_and_body(queue: Queue) -> None:
     number = at(queue, P.COMMIT)
-    change = workflow.advance(queue, number, {"run-a"}, P.PR)
+    change = workflow.advance(queue, number, Authority.of({"run-a"}), P.PR)
     assert change.pr_title == f"bug: Fix the login page (#{number})"
     assert change.pr_number is None
     given = at(queue, P.COMMIT)
     chosen = workflow.advance(
-        queue, given, {"run-a"}, P.PR, pr_title="fix: login", pr_body="Body\n\nCloses it"
+        queue,
+        given,
+        Authority.of({"run-a"}),
+        P.PR,
+        pr_title="fix: login",
+        pr_body="Body\n\nCloses it",
     )
     assert chosen.pr_title == "fix: login"
     with pytest.raises(InvalidInput):
-        workflow.advance(queue, given, {"run-a"}, P.REVIEW, pr_title="two\nlines")
+        workflow.advance(queue, given, Authority.of({"run-a"}), P.REVIEW, pr_title="two\nlines")
     with pytest.raises(InvalidInput):
-        workflow.advance(queue, given, {"run-a"}, P.REVIEW, skip_justification="x" * 2001)
+        workflow.advance(
+            queue, given, Authority.of({"run-a"}), P.REVIEW, skip_justification="x" * 2001
+        )
 
 
 def test_status_has_seed_000s_shape_with_lock_duration_and_history(
     queue: Queue, clock: FakeClock
 ) -> None:
+    queue.lease_seconds = 3600  # the claim stays live (a workflow moves on a live claim)
     number = claimed(queue)
     acquired = clock.now
     clock.advance(30)
-    workflow.advance(queue, number, {"run-a"}, P.RESEARCH)
+    workflow.advance(queue, number, Authority.of({"run-a"}), P.RESEARCH)
     clock.advance(60)
-    workflow.advance(queue, number, {"run-a"}, P.BRANCH)
+    workflow.advance(queue, number, Authority.of({"run-a"}), P.BRANCH)
     clock.advance(10)
-    status = workflow.status(queue, number, {"run-a"})[0]
+    status = workflow.status(queue, number, Authority.of({"run-a"}))[0]
     assert status.lock_duration == 100 and status.lock_acquired_at == acquired
     shape = status.model_dump(mode="json")
     assert shape == {
@@ -252,15 +277,15 @@ def test_status_of_every_issue_the_caller_holds(queue: Queue) -> None:
     second = claimed(queue, title="second")
     claimed(queue, title="someone else's", holder="run-b")
     issues.create(queue, title="unclaimed")
-    mine = workflow.status(queue, None, {"run-a"})
+    mine = workflow.status(queue, None, Authority.of({"run-a"}))
     assert [(s.issue_number, s.current_phase) for s in mine] == [
         (first, P.RESEARCH),
         (second, P.SELECTION),
     ]
     assert len(workflow.status(queue)) == 3
-    assert workflow.status(queue, None, set()) == []
+    assert workflow.status(queue, None, Authority.of(set())) == []
     with pytest.raises(NotHolder):
-        workflow.status(queue, 3, {"run-a"})
+        workflow.status(queue, 3, Authority.of({"run-a"}))
     with pytest.raises(NotHolder, match="not claimed"):
         workflow.status(queue, 4)
 
@@ -269,37 +294,40 @@ def test_a_workflow_ends_with_its_claim_and_survives_a_takeover(
     queue: Queue, clock: FakeClock
 ) -> None:
     number = at(queue, P.IMPLEMENTATION)
-    claims.force_claim(queue, number, "run-b", FORCE_CLAIM_CONFIRMATION)
+    claims.force_claim(queue, number, Authority.of({"run-b"}), FORCE_CLAIM_CONFIRMATION)
     kept = workflow.status(queue, number)[0]
     assert kept.current_phase is P.IMPLEMENTATION and kept.lock_holder == "run-b"
-    workflow.advance(queue, number, {"run-b"}, P.TESTING)
+    workflow.advance(queue, number, Authority.of({"run-b"}), P.TESTING)
     clock.advance(3600)  # the lease expires; another agent takes the issue over
-    claims.claim(queue, number, "run-c")
+    claims.claim(queue, number, Authority.of({"run-c"}))
     assert current(queue, number) is P.TESTING
     for ending in ("release", "block", "complete"):
         number = at(queue, P.PR)
         if ending == "release":
-            claims.release(queue, number, {"run-a"})
+            claims.release(queue, number, Authority.of({"run-a"}))
         elif ending == "block":
-            blocking.block(queue, number, "waiting", by=Authority.overriding("admin"))
+            blocking.block(queue, number, "waiting", by=Authority.overriding("admin", who="admin"))
             blocking.unblock(queue, number)
         else:
-            claims.complete(queue, number, {"run-a"})
+            claims.complete(queue, number, Authority.of({"run-a"}))
             issues.reopen(queue, number)
-        claims.claim(queue, number, "run-d")
+        claims.claim(queue, number, Authority.of({"run-d"}))
         fresh = workflow.status(queue, number)[0]
         assert fresh.current_phase is P.SELECTION, ending
         assert fresh.branch_name is None and fresh.pr_title is None and fresh.phase_history == []
-        change = workflow.advance(queue, number, {"run-d"}, P.RESEARCH)
+        change = workflow.advance(queue, number, Authority.of({"run-d"}), P.RESEARCH)
         assert change.previous_phase is P.SELECTION
 
 
 def test_abandoned_is_final_for_the_claim(queue: Queue) -> None:
     number = at(queue, P.BRANCH)
-    change = workflow.advance(queue, number, {"run-a"}, P.ABANDONED)
+    change = workflow.advance(queue, number, Authority.of({"run-a"}), P.ABANDONED)
     assert change.current_phase is P.ABANDONED and change.branch_name is not None
     for target in PHASE_ORDER[1:]:
         assert outcome(queue, number, target, True, "anything") == "invalid_transition"
-    claims.release(queue, number, {"run-a"})
-    claims.claim(queue, number, "run-a")
-    assert workflow.advance(queue, number, {"run-a"}, P.RESEARCH).previous_phase is P.SELECTION
+    claims.release(queue, number, Authority.of({"run-a"}))
+    claims.claim(queue, number, Authority.of({"run-a"}))
+    assert (
+        workflow.advance(queue, number, Authority.of({"run-a"}), P.RESEARCH).previous_phase
+        is P.SELECTION
+    )

@@ -10,6 +10,7 @@ from sqlalchemy import create_engine, text
 
 from tests.postgres.servers import FaultProxy
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import ConnectionLost
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues, notes
@@ -170,7 +171,7 @@ def test_lost_in_a_hot_path_statement_is_retried_and_claims_once(
 ) -> None:
     issues.create(direct, title="claim me")
     proxy.arm(b"SKIP LOCKED", deliver=False)  # the prepared ready query, on psycopg's cursor
-    got = claims.claim_next(proxied, "run-a")
+    got = claims.claim_next(proxied, Authority.of({"run-a"}))
     assert proxy.fired == 1
     assert got is not None and got.number == 1 and got.claimed_by == "run-a"
     assert [e.kind for e in notes.history(direct, 1)] == ["created", "claimed"]
@@ -179,7 +180,7 @@ def test_lost_in_a_hot_path_statement_is_retried_and_claims_once(
     fresh = open_queue(Settings(database_url=proxied.db.url))  # prepares its statements anew
     try:
         with pytest.raises(ConnectionLost) as lost:
-            claims.claim_next(fresh, "run-b")
+            claims.claim_next(fresh, Authority.of({"run-b"}))
         assert lost.value.facts["applied"] is False
     finally:
         fresh.db.dispose()
@@ -204,7 +205,7 @@ def test_claim_whose_answer_is_lost_is_settled_by_its_mark(
     for title in ("first", "second"):
         issues.create(direct, title=title)
     proxy.arm(b"run-dark", deliver=True)  # the claim's parameters: it runs and commits
-    got = claims.claim_next(proxied, "run-dark")
+    got = claims.claim_next(proxied, Authority.of({"run-dark"}))
     assert proxy.fired == 1
     assert got is not None and got.number == 1 and got.claimed_by == "run-dark"
     assert _claimed_by(direct, "run-dark") == [1]  # claimed once, and the agent knows it
@@ -218,7 +219,7 @@ def test_claim_that_never_reached_the_server_is_run_again_once(
     for title in ("first", "second"):
         issues.create(direct, title=title)
     proxy.arm(b"run-cut", deliver=False)
-    got = claims.claim_next(proxied, "run-cut")
+    got = claims.claim_next(proxied, Authority.of({"run-cut"}))
     assert proxy.fired == 1
     assert got is not None and got.number == 1
     assert _claimed_by(direct, "run-cut") == [1]
@@ -229,17 +230,19 @@ def test_lost_claim_the_server_cannot_settle_is_reported_unknown(
     direct: Queue, proxied: Queue, proxy: FaultProxy
 ) -> None:
     issues.create(direct, title="in the dark")
-    claims.claim_next(proxied, "warm-up")  # takes #1; #2 is the one lost
+    claims.claim_next(proxied, Authority.of({"warm-up"}))  # takes #1; #2 is the one lost
     issues.create(direct, title="lost")
     proxy.arm(b"run-unknown", deliver=True)
     proxy.refusing = True  # the claim commits, and no new connection can ask about it
     with pytest.raises(ConnectionLost) as lost:
-        claims.claim_next(proxied, "run-unknown")
+        claims.claim_next(proxied, Authority.of({"run-unknown"}))
     assert lost.value.facts["applied"] == "unknown"
     assert "read it back" in (lost.value.hint or "")
     assert _claimed_by(direct, "run-unknown") == [2]  # it was applied: "unknown" was honest
     proxy.refusing = False
-    assert claims.claim_next(proxied, "run-unknown") is None  # nothing left; no second claim
+    assert (
+        claims.claim_next(proxied, Authority.of({"run-unknown"})) is None
+    )  # nothing left; no second claim
     assert _claimed_by(direct, "run-unknown") == [2]
 
 
@@ -250,10 +253,10 @@ def test_claim_with_the_server_unreachable_changes_nothing_and_says_so(
     proxied.db.engine.dispose()  # no pooled connection to fall back on
     proxy.refusing = True
     with pytest.raises(ConnectionLost) as lost:
-        claims.claim_next(proxied, "run-refused")
+        claims.claim_next(proxied, Authority.of({"run-refused"}))
     assert lost.value.facts["applied"] is False
     assert "nothing was changed" in (lost.value.hint or "")
     proxy.refusing = False
     assert _claimed_by(direct, "run-refused") == []
-    got = claims.claim_next(proxied, "run-refused")
+    got = claims.claim_next(proxied, Authority.of({"run-refused"}))
     assert got is not None and got.number == 1

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Table, create_engine, insert, select, text
 
+from tests.conftest import ADMIN
 from tests.workq_cli import workq
 from workq.config import Settings
 from workq.db import migrate, models
@@ -30,14 +31,20 @@ def _fill(queue: Queue) -> None:
     issues.create(queue, title="Waits on 1 and 2")
     dependencies.depend(queue, blocker=1, blocked=5)
     dependencies.depend(queue, blocker=2, blocked=5)
-    claims.claim(queue, 1, "run-a")
+    claims.claim(queue, 1, Authority.of({"run-a"}))
     notes.comment(queue, 1, "working on it", kind="progress", author="run-a")
-    claims.complete(queue, 1, {"run-a"})
-    claims.claim(queue, 2, "run-b")
-    blocking.block(queue, 4, "needs a decision", by=Authority.overriding("admin"))
+    claims.complete(queue, 1, Authority.of({"run-a"}))
+    claims.claim(queue, 2, Authority.of({"run-b"}))
+    blocking.block(queue, 4, "needs a decision", by=Authority.overriding("admin", who="admin"))
     notes.comment(queue, 4, "why?", kind="question")
-    issues.delete_issue(queue, 3)
-    issues.update_issue(queue, 2, add_labels=["docs"], priority="high")
+    issues.delete_issue(queue, 3, by=ADMIN)
+    issues.update_issue(
+        queue,
+        2,
+        add_labels=["docs"],
+        priority="high",
+        by=ADMIN,
+    )
 
 
 def _fill_the_rest(queue: Queue) -> None:
@@ -198,7 +205,7 @@ def _fill_the_rest(queue: Queue) -> None:
     with queue.db.engine.begin() as conn:
         for table, values in rows.items():
             conn.execute(insert(table), values)
-    issues.update_issue(queue, 2, description="mirrored")  # queues an outbox row
+    issues.update_issue(queue, 2, description="mirrored", by=ADMIN)  # queues an outbox row
 
 
 def _every_row(url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -258,7 +265,7 @@ def test_copy_keeps_leases_and_the_blocked_state_working(tmp_path: Path, pg_url:
     pg = open_queue(Settings(database_url=pg_url, lease_seconds=60))
     try:
         assert [r.number for r in ready_queue.ready(pg, limit=10)] == []  # 5 waits on 2, 4 blocked
-        claims.complete(pg, 2, {"run-b"})
+        claims.complete(pg, 2, Authority.of({"run-b"}))
         assert [r.number for r in ready_queue.ready(pg, limit=10)] == [5]
         assert maintenance.doctor(pg).ok
     finally:

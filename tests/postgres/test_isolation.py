@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, create_engine, event, text
 
+from tests.conftest import ADMIN
 from workq.config import Settings
 from workq.db.engine import WRITE_ATTEMPTS
+from workq.domain.authority import Authority
 from workq.errors import Busy, NotFound
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
@@ -87,13 +89,15 @@ def test_an_edge_added_while_its_blocker_completes_is_counted_once(
 ) -> None:
     issues.create(pg_queue, title="blocker")
     issues.create(pg_queue, title="blocked")
-    claims.claim(pg_queue, 1, "run-a")
+    claims.claim(pg_queue, 1, Authority.of({"run-a"}))
     with _table_locked(pg_url, "dependencies") as release:
         # The edge's insert waits on the table lock, after depend has read the blocker...
         adding, add_errors = _in_thread(lambda: dependencies.depend(pg_queue, blocker=1, blocked=2))
         _waiting(pg_url, 1)
         # ...and the blocker is completed meanwhile (it must wait for depend's row lock).
-        completing, complete_errors = _in_thread(lambda: claims.complete(pg_queue, 1, {"run-a"}))
+        completing, complete_errors = _in_thread(
+            lambda: claims.complete(pg_queue, 1, Authority.of({"run-a"}))
+        )
         _waiting(pg_url, 2, unless=completing)
         release()
         adding.join(30)
@@ -108,13 +112,15 @@ def test_delete_racing_complete_releases_dependents_once(pg_queue: Queue, pg_url
     for title in ("blocker", "blocked"):
         issues.create(pg_queue, title=title)
     dependencies.depend(pg_queue, blocker=1, blocked=2)
-    claims.claim(pg_queue, 1, "run-a")
+    claims.claim(pg_queue, 1, Authority.of({"run-a"}))
     with _table_locked(pg_url, "events") as release:
         # complete holds the row lock and waits to write its event...
-        completing, complete_errors = _in_thread(lambda: claims.complete(pg_queue, 1, {"run-a"}))
+        completing, complete_errors = _in_thread(
+            lambda: claims.complete(pg_queue, 1, Authority.of({"run-a"}))
+        )
         _waiting(pg_url, 1)
         # ...while delete of the same issue must wait for it, not decrement on its own.
-        deleting, delete_errors = _in_thread(lambda: issues.delete_issue(pg_queue, 1))
+        deleting, delete_errors = _in_thread(lambda: issues.delete_issue(pg_queue, 1, by=ADMIN))
         _waiting(pg_url, 2)
         release()
         completing.join(30)
@@ -130,7 +136,13 @@ def test_delete_racing_complete_releases_dependents_once(pg_queue: Queue, pg_url
         pytest.param(lambda q: notes.comment(q, 1, "a note"), id="comment"),
         pytest.param(
             lambda q: pulls.opened(
-                q, 1, repo="o/r", pr_number=7, url="https://example.test/pr/7", branch="b"
+                q,
+                1,
+                repo="o/r",
+                pr_number=7,
+                url="https://example.test/pr/7",
+                branch="b",
+                by=ADMIN,
             ),
             id="pull-request",
         ),
@@ -213,14 +225,14 @@ def test_a_row_lock_held_too_long_is_busy_not_a_hang(pg_url: str, pg_queue: Queu
         with engine.connect() as holder:
             holder.execute(text("SELECT * FROM issues WHERE number = 1 FOR UPDATE"))
             with pytest.raises(Busy) as busy:
-                claims.claim(quick, 1, "run-a")
+                claims.claim(quick, 1, Authority.of({"run-a"}))
             assert "lock timeout" in busy.value.facts["cause"]
             assert "nothing was changed" in (busy.value.hint or "")
             holder.rollback()
         # ...and a busy write is tried again a bounded number of times, then given up.
         assert len(attempts) == WRITE_ATTEMPTS
         assert issues.get(quick, 1).claimed_by is None
-        assert claims.claim(quick, 1, "run-a").claimed_by == "run-a"
+        assert claims.claim(quick, 1, Authority.of({"run-a"})).claimed_by == "run-a"
     finally:
         quick.db.dispose()
         engine.dispose()
@@ -235,7 +247,7 @@ def test_claim_next_skips_locked_rows_instead_of_waiting(pg_url: str, pg_queue: 
     try:
         with engine.connect() as holder:
             holder.execute(text("SELECT * FROM issues WHERE number = 1 FOR UPDATE"))
-            got = claims.claim_next(quick, "run-a")
+            got = claims.claim_next(quick, Authority.of({"run-a"}))
             assert got is not None and got.number == 2
             holder.rollback()
         assert issues.get(quick, 1).claimed_by is None
@@ -264,10 +276,12 @@ def test_a_repair_waits_for_writers_in_flight(pg_queue: Queue, pg_url: str) -> N
     for title in ("blocker", "blocked"):
         issues.create(pg_queue, title=title)
     dependencies.depend(pg_queue, blocker=1, blocked=2)
-    claims.claim(pg_queue, 1, "run-a")
+    claims.claim(pg_queue, 1, Authority.of({"run-a"}))
     reports: list[maintenance.DoctorReport] = []
     with _table_locked(pg_url, "events") as release:
-        completing, complete_errors = _in_thread(lambda: claims.complete(pg_queue, 1, {"run-a"}))
+        completing, complete_errors = _in_thread(
+            lambda: claims.complete(pg_queue, 1, Authority.of({"run-a"}))
+        )
         _waiting(pg_url, 1)
         # The repair must not compare the graph and the counts while the complete is half
         # done; it waits for it (and any other writer) before reading anything.

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.postgres.servers import ROOT
+from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
 from workq.services.queue import claims, issues
@@ -56,7 +57,7 @@ def test_eight_processes_claim_every_issue_once_with_takeovers(
     pg_queue.clock = lambda: now() - timedelta(hours=1)
     pg_queue.lease_seconds = 60
     for _ in range(200):
-        assert claims.claim_next(pg_queue, "dead-agent") is not None
+        assert claims.claim_next(pg_queue, Authority.of({"dead-agent"})) is not None
     pg_queue.clock = now
 
     outputs = _race(pg_url, "claim")

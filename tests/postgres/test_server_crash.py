@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from tests.postgres.servers import PrivateServer
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import ConnectionLost, WorkqError
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
@@ -56,9 +57,9 @@ def _agent(
             out.errors.append(other)
             continue
         try:
-            got = claims.claim_next(queue, run_id)
+            got = claims.claim_next(queue, Authority.of({run_id}))
             if got is not None:
-                claims.complete(queue, got.number, {run_id})
+                claims.complete(queue, got.number, Authority.of({run_id}))
         except WorkqError as other:
             out.errors.append(other)
             time.sleep(0.05)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import sys
 
+from tests.conftest import ADMIN
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput, NotFound, StorageError
@@ -31,7 +32,7 @@ HOT = 8
 
 
 def claim_all(queue: Queue, run_id: str) -> None:
-    while (got := claims.claim_next(queue, run_id)) is not None:
+    while (got := claims.claim_next(queue, Authority.of({run_id}))) is not None:
         print(f"claimed {got.number} from {got.previous_holder or '-'}", flush=True)
 
 
@@ -46,29 +47,37 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
             if action == "create":
                 issues.create(queue, title=f"{run_id} step {step}", actor=run_id)
             elif action == "claim":
-                got = claims.claim_next(queue, run_id)
+                got = claims.claim_next(queue, Authority.of({run_id}))
                 if got is not None and rng.random() < 0.7:
-                    claims.complete(queue, got.number, {run_id})
+                    claims.complete(queue, got.number, Authority.of({run_id}))
             elif action == "complete":
-                claims.complete(queue, some, Authority.overriding("admin"), actor=run_id)
+                claims.complete(
+                    queue, some, Authority.overriding("admin", who="admin"), actor=run_id
+                )
             elif action == "depend":
                 dependencies.depend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "undepend":
                 dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "block":
                 blocking.block(
-                    queue, some, "needs a decision", by=Authority.overriding("admin"), actor=run_id
+                    queue,
+                    some,
+                    "needs a decision",
+                    by=Authority.overriding("admin", who="admin"),
+                    actor=run_id,
                 )
             elif action == "unblock":
                 blocking.unblock(queue, some, actor=run_id)
             elif action == "comment":
                 notes.comment(queue, some, f"note from {run_id}", author=run_id)
             elif action == "release":
-                claims.release(queue, some, Authority.overriding("admin"), actor=run_id)
+                claims.release(
+                    queue, some, Authority.overriding("admin", who="admin"), actor=run_id
+                )
             elif action == "reopen":
                 issues.reopen(queue, some, actor=run_id)
             elif action == "delete" and rng.random() < 0.2:
-                issues.delete_issue(queue, some, actor=run_id)
+                issues.delete_issue(queue, some, actor=run_id, by=ADMIN)
         except (Conflict, NotFound, InvalidInput):
             continue
     print("done", flush=True)
@@ -87,7 +96,9 @@ def graph(queue: Queue, run_id: str, seed: int) -> None:
             elif action == "undepend":
                 dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
             elif action == "complete":
-                claims.complete(queue, some, Authority.overriding("admin"), actor=run_id)
+                claims.complete(
+                    queue, some, Authority.overriding("admin", who="admin"), actor=run_id
+                )
             else:
                 issues.reopen(queue, some, actor=run_id)
         except (Conflict, NotFound, InvalidInput):

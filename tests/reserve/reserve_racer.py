@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.domain.globs import overlap
 from workq.services.queue import claims, reservations
 from workq.services.runtime import open_queue
@@ -21,7 +22,7 @@ def main(argv: list[str]) -> int:
     queue = open_queue(Settings(database_url=url, lease_seconds=600), migrate=False)
     for _ in range(rounds):
         held: list[int] = []
-        while (got := claims.claim_next(queue, run_id)) is not None:
+        while (got := claims.claim_next(queue, Authority.of({run_id}))) is not None:
             held.append(got.number)
             print(f"claimed {got.number}", flush=True)
             live = reservations.list_live(queue)
@@ -30,7 +31,7 @@ def main(argv: list[str]) -> int:
                     if other.holder != run_id and overlap(mine.glob, other.glob):
                         print(f"overlap {mine} {other}", flush=True)
         for number in reversed(held):
-            claims.release(queue, number, {run_id})
+            claims.release(queue, number, Authority.of({run_id}))
     print("done", flush=True)
     queue.db.dispose()
     return 0

@@ -21,9 +21,9 @@ def _scene(queue: Queue) -> None:
     issues.create(queue, title="after first")  # 2: waits on 1
     dependencies.depend(queue, blocker=1, blocked=2)
     issues.create(queue, title="stuck")  # 3: blocked
-    blocking.block(queue, 3, "needs a decision", by=Authority.overriding("admin"))
+    blocking.block(queue, 3, "needs a decision", by=Authority.overriding("admin", who="admin"))
     issues.create(queue, title="auth", touches=["src/auth/**"])  # 4: claimed by run-a
-    claims.claim(queue, 4, "run-a")
+    claims.claim(queue, 4, Authority.of({"run-a"}))
     issues.create(queue, title="login", touches=["src/auth/login.py"])  # 5: paths reserved
 
 

@@ -10,6 +10,7 @@ import pytest
 from tests.server.test_claim_faces import cli_json
 from tests.vcs.test_git import make_repo
 from tests.workq_cli import workq
+from workq.domain.authority import Authority
 from workq.errors import GitFailed, PathsReserved
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
@@ -78,15 +79,15 @@ def test_workq_commits_answer_paths_reserved_and_skip_the_hook(queue: Queue, tmp
     assert lines[-1].startswith("exec ")
     hook.write_text("\n".join([*lines[:-1], f"touch {marker}"]) + "\n")  # a hook we can see
     auth = issues.create(queue, title="Auth", touches=["src/auth/**"]).number
-    claims.claim(queue, auth, "run-a")
+    claims.claim(queue, auth, Authority.of({"run-a"}))
     mine = issues.create(queue, title="Docs").number
-    gitflow.start_work_on_issue(queue, repo, mine, run_id="run-b")
+    gitflow.start_work_on_issue(queue, repo, mine, by=Authority.of({"run-b"}))
     before = git.head(repo)
 
     (repo / "src" / "auth").mkdir(parents=True)
     (repo / "src" / "auth" / "login.py").write_text("x = 1\n")
     with pytest.raises(PathsReserved) as refused:
-        gitflow.commit_tdd_phase(queue, repo, "green", "docs", holders={"run-b"})
+        gitflow.commit_tdd_phase(queue, repo, "green", "docs", by=Authority.of({"run-b"}))
     assert refused.value.message.endswith(f"src/auth/login.py by run-a for issue #{auth}")
     assert refused.value.facts["reserved"] == [
         {"path": "src/auth/login.py", "holder": "run-a", "number": auth, "glob": "src/auth/**"}
@@ -96,7 +97,7 @@ def test_workq_commits_answer_paths_reserved_and_skip_the_hook(queue: Queue, tmp
 
     (repo / "src" / "auth" / "login.py").unlink()
     (repo / "notes.md").write_text("notes\n")
-    gitflow.commit_tdd_phase(queue, repo, "green", "docs", holders={"run-b"})
+    gitflow.commit_tdd_phase(queue, repo, "green", "docs", by=Authority.of({"run-b"}))
     assert git.head(repo) != before
     assert not marker.exists()  # checked in process: the hook exited at once
     _commit(repo, "more.md")  # a commit of the user's own runs the hook

@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.conftest import ADMIN
 from tests.db import upgrades
 from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of
@@ -26,11 +27,11 @@ def test_touches_are_stored_shown_replaced_and_cleared(queue: Queue) -> None:
     made = issues.create(queue, title="auth", touches=["./src/auth/", "*.py", "*.py"])
     assert made.touches == ["src/auth", "*.py"]
     assert issues.get(queue, made.number).touches == ["src/auth", "*.py"]
-    issues.update_issue(queue, made.number, touches=["docs/**"])
+    issues.update_issue(queue, made.number, touches=["docs/**"], by=ADMIN)
     assert issues.get(queue, made.number).touches == ["docs/**"]
-    issues.update_issue(queue, made.number, title="auth again")
+    issues.update_issue(queue, made.number, title="auth again", by=ADMIN)
     assert issues.get(queue, made.number).touches == ["docs/**"]
-    issues.update_issue(queue, made.number, touches=[])
+    issues.update_issue(queue, made.number, touches=[], by=ADMIN)
     assert issues.get(queue, made.number).touches == []
 
 
@@ -38,7 +39,13 @@ def test_touches_are_stored_shown_replaced_and_cleared(queue: Queue) -> None:
 def test_a_bad_glob_changes_nothing(queue: Queue, bad: str) -> None:
     made = issues.create(queue, title="t", touches=["src/**"])
     with pytest.raises(InvalidInput) as refused:
-        issues.update_issue(queue, made.number, title="new", touches=["ok.py", bad])
+        issues.update_issue(
+            queue,
+            made.number,
+            title="new",
+            touches=["ok.py", bad],
+            by=ADMIN,
+        )
     assert refused.value.facts["field"] == "touches"
     after = issues.get(queue, made.number)
     assert (after.title, after.touches) == ("t", ["src/**"])
@@ -58,7 +65,7 @@ def test_touch_revision_upgrades_a_database_with_issues(settings: Settings) -> N
     queue = open_queue(settings)
     try:
         assert issues.get(queue, 1).touches == []
-        issues.update_issue(queue, 1, touches=["src/**"])
+        issues.update_issue(queue, 1, touches=["src/**"], by=ADMIN)
         assert issues.get(queue, 1).touches == ["src/**"]
     finally:
         queue.db.dispose()

@@ -238,14 +238,16 @@ def seed(db: Path, repo: Path) -> None:
         for n in range(12):
             issues.create(queue, title=f"seed {n}", issue_type=("task", "bug", "docs")[n % 3])
         dependencies.depend(queue, blocker=1, blocked=2)
-        claims.claim(queue, 3, "run-a")
-        claims.claim(queue, 4, "autopilot_main")
-        blocking.block(queue, 5, "waiting for a decision", by=Authority.overriding("admin"))
+        claims.claim(queue, 3, Authority.of({"run-a"}))
+        claims.claim(queue, 4, Authority.of({"autopilot_main"}))
+        blocking.block(
+            queue, 5, "waiting for a decision", by=Authority.overriding("admin", who="admin")
+        )
         repositories.add(queue, "app", repo)
         for n in (6, 7, 8):
-            repositories.assign(queue, n, "app")
+            repositories.assign(queue, n, "app", by=Authority.of(()))
         for n, holder in ((6, "run-a"), (7, "fuzzer")):
-            made = workspaces.claim(queue, n, holder, worktree=True).worktree
+            made = workspaces.claim(queue, n, Authority.of({holder}), worktree=True).worktree
             assert made is not None
             commit(Path(made.path), {f"src/work_{n}.py": "x = 1\n"}, f"work on #{n}")
             (Path(made.path) / "notes.txt").write_text("not committed\n")

@@ -71,7 +71,7 @@ async def test_two_live_servers_cannot_both_act_under_one_run_id(
                 refused = await b.call_tool(tool, arguments)
                 error = error_of(refused)
                 assert error["code"] == "RUN_ID_IN_USE", text(refused)
-                assert f"run id '{RUN}' is in use by another live server" in error["error"]
+                assert f"run id '{RUN}' is in use by another live caller" in error["error"]
             assert _state(settings) == before  # nothing changed
             await call_ok(b, "issue_claim", number=2, run_id="autopilot_b")  # its own: fine
             assert text(await call_ok(a, "issue_complete", number=1, run_id=RUN)) == (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.queue import claims
 from workq.services.runtime import open_queue
 
@@ -19,12 +20,12 @@ def main(argv: list[str]) -> int:
     lease = int(argv[argv.index("--lease") + 1]) if "--lease" in argv else 600
     queue = open_queue(Settings(database_url=url, lease_seconds=lease), migrate=False)
     while True:
-        got = claims.claim_next(queue, run_id)
+        got = claims.claim_next(queue, Authority.of({run_id}))
         if got is None:
             break
         print(f"claimed {got.number}", flush=True)
         if complete:
-            claims.complete(queue, got.number, {run_id})
+            claims.complete(queue, got.number, Authority.of({run_id}))
             print(f"completed {got.number}", flush=True)
     print("done", flush=True)
     queue.db.dispose()

@@ -3,6 +3,7 @@ engine."""
 
 from __future__ import annotations
 
+from workq.domain.authority import Authority
 from workq.schemas import IssueType
 from workq.services.handle import Queue
 from workq.services.queue import claims, dependencies, issues, reports
@@ -14,13 +15,13 @@ def test_counts_locked_blocked_and_filtered(queue: Queue) -> None:
     docs = issues.create(queue, title="docs", issue_type="docs").number
     waiting = issues.create(queue, title="waits", issue_type="bug").number
     dependencies.depend(queue, blocker=bug, blocked=waiting)
-    claims.claim(queue, bug, "run-a")
+    claims.claim(queue, bug, Authority.of({"run-a"}))
     done = issues.create(queue, title="done", issue_type="bug").number
-    claims.claim(queue, done, "run-a")
-    claims.complete(queue, done, {"run-a"})
+    claims.claim(queue, done, Authority.of({"run-a"}))
+    claims.complete(queue, done, Authority.of({"run-a"}))
     assert reports.availability(queue) == reports.Availability(3, 3, 1, 1)
     bugs = reports.availability(queue, include_types=[IssueType.BUG])
     assert bugs == reports.Availability(3, 2, 1, 1)
     assert reports.availability(queue, exclude_types=[IssueType.BUG]).matching == 1
-    claims.claim(queue, docs, "run-b")
+    claims.claim(queue, docs, Authority.of({"run-b"}))
     assert reports.availability(queue, exclude_types=[IssueType.BUG]).locked == 1

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ADMIN
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, NotFound, WorkqError
 from workq.services.handle import Queue
@@ -39,16 +40,32 @@ BAD_CALLS: list[tuple[str, Callable[[Queue], Any], type[WorkqError]]] = [
     ("bad cursor", lambda q: issues.list_issues(q, cursor="%%%"), InvalidInput),
     ("unknown number", lambda q: issues.get(q, 999), NotFound),
     ("zero number", lambda q: issues.get(q, 0), InvalidInput),
-    ("negative number", lambda q: claims.claim(q, -1, "run"), InvalidInput),
-    ("huge number", lambda q: claims.claim(q, 2**63, "run"), InvalidInput),
+    ("negative number", lambda q: claims.claim(q, -1, Authority.of({"run"})), InvalidInput),
+    ("huge number", lambda q: claims.claim(q, 2**63, Authority.of({"run"})), InvalidInput),
     ("bool number", lambda q: issues.get(q, True), InvalidInput),
-    ("bad run id", lambda q: claims.claim(q, 1, "run; drop table issues"), InvalidInput),
-    ("update unknown", lambda q: issues.update_issue(q, 999, title="x"), NotFound),
-    ("update bad title", lambda q: issues.update_issue(q, 1, title=""), InvalidInput),
-    ("delete unknown", lambda q: issues.delete_issue(q, 999), NotFound),
+    (
+        "bad run id",
+        lambda q: claims.claim(q, 1, Authority.of({"run; drop table issues"})),
+        InvalidInput,
+    ),
+    (
+        "update unknown",
+        lambda q: issues.update_issue(q, 999, title="x", by=ADMIN),
+        NotFound,
+    ),
+    (
+        "update bad title",
+        lambda q: issues.update_issue(q, 1, title="", by=ADMIN),
+        InvalidInput,
+    ),
+    (
+        "delete unknown",
+        lambda q: issues.delete_issue(q, 999, by=ADMIN),
+        NotFound,
+    ),
     (
         "block no reason",
-        lambda q: blocking.block(q, 1, "", by=Authority.overriding("admin")),
+        lambda q: blocking.block(q, 1, "", by=Authority.overriding("admin", who="admin")),
         InvalidInput,
     ),
     ("comment empty", lambda q: notes.comment(q, 1, ""), InvalidInput),

@@ -20,14 +20,16 @@ def test_columns_agents_graph_and_changes(queue: Queue, clock: FakeClock) -> Non
         issues.create(queue, title=f"issue {i}", issue_type="bug" if i % 2 else "task").number
         for i in range(6)
     )
-    claims.claim(queue, held, "run-a")
-    claims.claim(queue, expired, "run-gone")
+    claims.claim(queue, held, Authority.of({"run-a"}))
+    claims.claim(queue, expired, Authority.of({"run-gone"}))
     dependencies.depend(queue, blocker=ready, blocked=waiting)
-    blocking.block(queue, blocked, "a person must decide", by=Authority.overriding("admin"))
-    claims.claim(queue, done, "run-b")
-    claims.complete(queue, done, ["run-b"])
+    blocking.block(
+        queue, blocked, "a person must decide", by=Authority.overriding("admin", who="admin")
+    )
+    claims.claim(queue, done, Authority.of({"run-b"}))
+    claims.complete(queue, done, Authority.of(["run-b"]))
     clock.advance(45)
-    claims.heartbeat(queue, held, ["run-a"])
+    claims.heartbeat(queue, held, Authority.of(["run-a"]))
     clock.advance(30)  # run-gone's lease (60 s) has run out, run-a's renewed one has not
     view = board.view(queue)
     assert _numbers(view) == {

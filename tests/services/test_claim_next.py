@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from tests.conftest import FakeClock
 from workq.db.tables import events
+from workq.domain.authority import Authority
 from workq.schemas import ReadyFilter
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues, notes
@@ -29,10 +30,10 @@ def test_claim_and_takeover_events_are_written_as_record_writes_them(
     queue: Queue, clock: FakeClock
 ) -> None:
     issues.create(queue, title="one")
-    first = claims.claim_next(queue, "run-a")
+    first = claims.claim_next(queue, Authority.of({"run-a"}))
     assert first is not None and first.previous_holder is None
     clock.advance(queue.lease_seconds + 1)
-    taken = claims.claim_next(queue, "run-b")
+    taken = claims.claim_next(queue, Authority.of({"run-b"}))
     assert taken is not None and taken.number == 1 and taken.previous_holder == "run-a"
     assert taken.claimed_at == clock.now
     assert taken.lease_expires_at == queue.lease_until(clock.now)
@@ -51,7 +52,7 @@ def test_claim_next_feeds_the_outbox_when_a_mirror_is_configured(queue: Queue) -
     outbox.configure(queue, "acme/widgets")
     created = outbox.get(queue, made.id)
     assert created is not None
-    got = claims.claim_next(queue, "run-a")
+    got = claims.claim_next(queue, Authority.of({"run-a"}))
     assert got is not None and got.number == made.number
     queued = outbox.get(queue, made.id)
     assert queued is not None
@@ -67,9 +68,9 @@ def test_claim_next_filters_by_type_agent_and_label(queue: Queue) -> None:
     issues.create(queue, title="task", issue_type="task", agent="other")
     issues.create(queue, title="feature", issue_type="feature", labels=["ui", "db"])
     wanted = ReadyFilter.model_validate({"exclude_types": ["bug"], "labels": ["ui"]})
-    got = claims.claim_next(queue, "run-a", wanted)
+    got = claims.claim_next(queue, Authority.of({"run-a"}), wanted)
     assert got is not None and got.title == "feature"
     wanted = ReadyFilter.model_validate({"include_types": ["bug", "task"], "agent": "other"})
-    got = claims.claim_next(queue, "run-a", wanted)
+    got = claims.claim_next(queue, Authority.of({"run-a"}), wanted)
     assert got is not None and got.title == "task"
-    assert claims.claim_next(queue, "run-a", wanted) is None
+    assert claims.claim_next(queue, Authority.of({"run-a"}), wanted) is None

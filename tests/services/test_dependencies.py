@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import ADMIN
+from workq.domain.authority import Authority
 from workq.errors import DependencyCycle, InvalidInput, NotClaimable, NotFound
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
@@ -15,8 +17,8 @@ def _ready(queue: Queue) -> list[int]:
 
 
 def _finish(queue: Queue, number: int) -> list[int]:
-    claims.claim(queue, number, "run")
-    return claims.complete(queue, number, {"run"}).unblocked
+    claims.claim(queue, number, Authority.of({"run"}))
+    return claims.complete(queue, number, Authority.of({"run"})).unblocked
 
 
 def _assert_counts_match_oracle(queue: Queue) -> None:
@@ -31,7 +33,7 @@ def test_dependent_is_ready_only_after_its_last_blocker(queue: Queue) -> None:
     dependencies.depend(queue, blocker=2, blocked=3)
     assert _ready(queue) == [1, 2]
     with pytest.raises(NotClaimable):
-        claims.claim(queue, 3, "run")
+        claims.claim(queue, 3, Authority.of({"run"}))
     assert _finish(queue, 1) == []
     assert _ready(queue) == [2]
     assert _finish(queue, 2) == [3]
@@ -82,7 +84,7 @@ def test_deleting_a_blocker_frees_its_dependents(queue: Queue) -> None:
     issues.create(queue, title="a")
     issues.create(queue, title="b")
     dependencies.depend(queue, blocker=1, blocked=2)
-    issues.delete_issue(queue, 1)
+    issues.delete_issue(queue, 1, by=ADMIN)
     assert _ready(queue) == [2]
     assert issues.get(queue, 2).blocked_by == []
     _assert_counts_match_oracle(queue)

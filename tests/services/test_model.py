@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import delete, insert
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from tests.plan.conftest import fill
 from workq.db.tables import (
     comments,
@@ -227,7 +227,7 @@ class QueueMachine(RuleBasedStateMachine):
         # The holder's own claim is renewed whatever it has come to wait on.
         renewal = item is not None and item.holder == run and item.status == "in_progress"
         allowed = item is not None and (renewal or self.model.claimable(item, now))
-        got = self._expect(allowed, lambda: claims.claim(self.queue, number, run))
+        got = self._expect(allowed, lambda: claims.claim(self.queue, number, Authority.of({run})))
         if allowed and item is not None:
             assert isinstance(got, Claim)
             assert got.already_held == renewal
@@ -239,7 +239,7 @@ class QueueMachine(RuleBasedStateMachine):
     def claim_next(self, run: str) -> None:
         now = self._now()
         expected = self.model.ready(now)
-        got = claims.claim_next(self.queue, run)
+        got = claims.claim_next(self.queue, Authority.of({run}))
         if not expected:
             assert got is None
             return
@@ -258,7 +258,9 @@ class QueueMachine(RuleBasedStateMachine):
         holds = item is not None and item.status == "in_progress" and item.holder == run
         # A lapsed lease is not revived: the holder must claim again.
         allowed = holds and item is not None and self.model.live(item, self._now())
-        got = self._expect(allowed, lambda: claims.heartbeat(self.queue, number, {run}))
+        got = self._expect(
+            allowed, lambda: claims.heartbeat(self.queue, number, Authority.of({run}))
+        )
         if holds and not allowed:
             assert isinstance(got, LeaseLapsed), got
         if allowed and item is not None:
@@ -274,7 +276,9 @@ class QueueMachine(RuleBasedStateMachine):
         allowed = item is not None and (
             item.status == "done" or (holds and not self.model.waiting(item))
         )
-        got = self._expect(allowed, lambda: claims.complete(self.queue, number, {run}))
+        got = self._expect(
+            allowed, lambda: claims.complete(self.queue, number, Authority.of({run}))
+        )
         if holds and not allowed and item is not None:
             # Refused for what it waits on, naming exactly those.
             assert isinstance(got, OpenBlockers), got
@@ -287,7 +291,7 @@ class QueueMachine(RuleBasedStateMachine):
         item = self.model.items.get(number)
         self._expect(
             item is not None,
-            lambda: claims.complete(self.queue, number, Authority.overriding("admin")),
+            lambda: claims.complete(self.queue, number, Authority.overriding("admin", who="admin")),
         )
         if item is not None:
             item.status, item.holder, item.until = "done", None, None
@@ -296,7 +300,7 @@ class QueueMachine(RuleBasedStateMachine):
     def release(self, number: int, run: str) -> None:
         item = self.model.items.get(number)
         allowed = item is not None and item.status == "in_progress" and item.holder == run
-        self._expect(allowed, lambda: claims.release(self.queue, number, {run}))
+        self._expect(allowed, lambda: claims.release(self.queue, number, Authority.of({run})))
         if allowed and item is not None:
             item.status, item.holder, item.until = "open", None, None
 
@@ -306,7 +310,7 @@ class QueueMachine(RuleBasedStateMachine):
         item = self.model.items.get(number)
         others = item is not None and self.model.live(item, self._now()) and item.holder != run
         allowed = item is not None and item.status != "done" and (run is None or not others)
-        by = Authority.overriding("admin") if run is None else Authority.of({run})
+        by = Authority.overriding("admin", who="admin") if run is None else Authority.of({run})
         self._expect(allowed, lambda: blocking.block(self.queue, number, "why", by=by))
         if allowed and item is not None:
             item.blocked, item.status, item.holder, item.until = True, "open", None, None
@@ -355,7 +359,10 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(number=numbers)
     def delete(self, number: int) -> None:
         item = self.model.items.pop(number, None)
-        self._expect(item is not None, lambda: issues_service.delete_issue(self.queue, number))
+        self._expect(
+            item is not None,
+            lambda: issues_service.delete_issue(self.queue, number, by=ADMIN),
+        )
         for other in self.model.items.values():
             other.blockers.discard(number)
 
@@ -423,6 +430,6 @@ def test_queue_behaves_like_its_model(queue: Queue, clock: FakeClock, tmp_path: 
 def test_lease_boundary(queue: Queue, clock: FakeClock, seconds: int) -> None:
     queue.lease_seconds = LEASE
     issues_service.create(queue, title="t")
-    claims.claim(queue, 1, "run-a")
+    claims.claim(queue, 1, Authority.of({"run-a"}))
     clock.advance(seconds)
-    assert claims.claim_next(queue, "run-b") is None
+    assert claims.claim_next(queue, Authority.of({"run-b"})) is None

@@ -16,6 +16,7 @@ from sqlalchemy import text
 
 from tests.storage import assert_intact_at
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
@@ -61,7 +62,7 @@ def test_eight_processes_claim_every_issue_exactly_once(queue: Queue, settings: 
         )
     assert sorted(claimed) == list(range(1, 401))
     assert set(claimed.values()) == {1}
-    assert claims.claim_next(queue, "late") is None
+    assert claims.claim_next(queue, Authority.of({"late"})) is None
 
 
 @pytest.mark.slow
@@ -102,7 +103,7 @@ def test_kill_nine_mid_storm_leaves_a_consistent_database(queue: Queue, settings
         if held:
             later = datetime.now(UTC) + timedelta(seconds=10)
             fresh.clock = lambda: later
-            rescued = claims.claim_next(fresh, "rescuer")
+            rescued = claims.claim_next(fresh, Authority.of({"rescuer"}))
             assert rescued is not None and rescued.number == held[0][0]
             assert rescued.previous_holder == "racer-0"
     finally:

@@ -49,17 +49,17 @@ def _python_says(queue: Queue, now: datetime) -> dict[int, tuple[bool, bool, boo
 def test_sql_and_python_give_one_answer(queue: Queue, clock: FakeClock) -> None:
     for title in ("open", "live", "lapsed", "lapsed too", "blocked", "done", "waits"):
         issues.create(queue, title=title)
-    claims.claim(queue, 2, "run-a")
-    claims.claim(queue, 3, "run-a")
-    claims.claim(queue, 4, "run-a")
+    claims.claim(queue, 2, Authority.of({"run-a"}))
+    claims.claim(queue, 3, Authority.of({"run-a"}))
+    claims.claim(queue, 4, Authority.of({"run-a"}))
     blocking.block(queue, 5, "stuck", by=Authority.of(()))
-    claims.claim(queue, 6, "run-a")
-    claims.complete(queue, 6, {"run-a"})
+    claims.claim(queue, 6, Authority.of({"run-a"}))
+    claims.complete(queue, 6, Authority.of({"run-a"}))
     from workq.services.queue import dependencies
 
     dependencies.depend(queue, blocker=1, blocked=7)
     clock.advance(queue.lease_seconds / 2)
-    claims.heartbeat(queue, 2, {"run-a"})
+    claims.heartbeat(queue, 2, Authority.of({"run-a"}))
     clock.advance(queue.lease_seconds / 2 + 1)  # 3's and 4's leases ran out; 2's lives
     now = queue.now()
     python = _python_says(queue, now)
@@ -77,7 +77,7 @@ def test_sql_and_python_give_one_answer(queue: Queue, clock: FakeClock) -> None:
 
 def test_a_lapsed_claim_is_ready_and_taken_by_every_door(queue: Queue, clock: FakeClock) -> None:
     issues.create(queue, title="its agent died")
-    claims.claim(queue, 1, "run-a")
+    claims.claim(queue, 1, Authority.of({"run-a"}))
     clock.advance(queue.lease_seconds + 1)
     assert [r.number for r in ready_queue.ready(queue, limit=10)] == [1]
     assert ready_queue.explain(queue) == []  # nothing keeps it from being claimed
@@ -88,7 +88,7 @@ def test_a_lapsed_claim_is_ready_and_taken_by_every_door(queue: Queue, clock: Fa
     assert [c.number for c in columns["ready"].cards] == [1]
     assert columns["in_progress"].count == 0
     assert claims.renew_leases(queue, ["run-a"]) == 0  # not renewed: it is not live
-    taken = claims.claim_next(queue, "run-b")
+    taken = claims.claim_next(queue, Authority.of({"run-b"}))
     assert taken is not None and taken.number == 1 and taken.claimed_by == "run-b"
 
 
@@ -106,7 +106,7 @@ def test_the_database_refuses_an_issue_in_progress_without_holder_or_lease(
 ) -> None:
     issues.create(queue, title="x")
     if values.get("lease_expires_at", 0) is None:
-        claims.claim(queue, 1, "run-a")
+        claims.claim(queue, 1, Authority.of({"run-a"}))
     with pytest.raises(StorageError):
         queue.db.write(
             lambda conn: conn.execute(

@@ -33,13 +33,15 @@ def test_a_second_server_is_refused_while_the_first_lives(queue: Queue) -> None:
 def test_a_lapsed_binding_is_taken_and_its_server_loses_it(queue: Queue, clock: FakeClock) -> None:
     run_ids.bind(queue, "r", OTHER_HOST)
     clock.advance(queue.lease_seconds - 1)
-    assert run_ids.renew(queue, OTHER_HOST, {"r"}) == {"r"}  # renewed before it lapsed
+    assert set(run_ids.renew(queue, OTHER_HOST, {(OTHER_HOST, "r")})) == {
+        (OTHER_HOST, "r")
+    }  # renewed before it lapsed
     clock.advance(queue.lease_seconds - 1)
     with pytest.raises(RunIdInUse):
         run_ids.bind(queue, "r", ALIVE)
     clock.advance(2)  # no renewal for a whole lease: the other host's server is gone
     run_ids.bind(queue, "r", ALIVE)
-    assert run_ids.renew(queue, OTHER_HOST, {"r"}) == set()
+    assert run_ids.renew(queue, OTHER_HOST, {(OTHER_HOST, "r")}) == {}
     with pytest.raises(RunIdInUse):
         run_ids.bind(queue, "r", OTHER_HOST)
 
@@ -49,9 +51,9 @@ def test_a_lapsed_binding_nobody_took_is_not_renewed_but_bound_again(
 ) -> None:
     run_ids.bind(queue, "r", ALIVE)
     clock.advance(queue.lease_seconds + 1)
-    assert run_ids.renew(queue, ALIVE, {"r"}) == set()
+    assert run_ids.renew(queue, ALIVE, {(ALIVE, "r")}) == {}
     run_ids.bind(queue, "r", ALIVE)
-    assert run_ids.renew(queue, ALIVE, {"r"}) == {"r"}
+    assert set(run_ids.renew(queue, ALIVE, {(ALIVE, "r")})) == {(ALIVE, "r")}
 
 
 def test_a_killed_servers_binding_on_this_host_is_taken_at_once(queue: Queue) -> None:
@@ -65,7 +67,7 @@ def test_a_killed_servers_binding_on_this_host_is_taken_at_once(queue: Queue) ->
     assert processes.gone(gone)
     run_ids.bind(queue, "r", gone)
     run_ids.bind(queue, "r", ALIVE)
-    assert run_ids.renew(queue, ALIVE, {"r"}) == {"r"}
+    assert set(run_ids.renew(queue, ALIVE, {(ALIVE, "r")})) == {(ALIVE, "r")}
 
 
 def test_an_exiting_server_gives_its_run_ids_up(queue: Queue) -> None:
@@ -85,3 +87,19 @@ def test_a_bad_run_id_is_refused_and_binds_nothing(queue: Queue) -> None:
     with pytest.raises(InvalidInput):
         run_ids.bind(queue, "bad\nname", ALIVE)
     assert run_ids.unbind(queue, ALIVE) == 0
+
+
+def test_sessions_of_one_server_bind_as_callers_of_their_own(queue: Queue) -> None:
+    """An HTTP session binds as ``server:session-run-id``: another session of the same
+    server naming its run id is refused; the server's renewal and exit cover its sessions."""
+    one, two = f"{ALIVE}:run-aaaa", f"{ALIVE}:run-bbbb"
+    run_ids.bind(queue, "run-aaaa", one)
+    with pytest.raises(RunIdInUse):
+        run_ids.bind(queue, "run-aaaa", two)
+    with pytest.raises(RunIdInUse):
+        run_ids.check(queue, "run-aaaa", two)
+    run_ids.check(queue, "run-aaaa", one)  # its own
+    run_ids.check(queue, "free-id", two)  # nobody's
+    assert set(run_ids.renew(queue, ALIVE, {(one, "run-aaaa")})) == {(one, "run-aaaa")}
+    assert run_ids.unbind(queue, ALIVE) == 1
+    run_ids.bind(queue, "run-aaaa", two)

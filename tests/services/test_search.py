@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from tests.conftest import ADMIN
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import SearchPage
 from workq.services.handle import Queue
@@ -28,13 +30,19 @@ def test_every_word_must_match_as_a_prefix(queue: Queue) -> None:
 def test_the_index_follows_updates_and_deletes_but_not_claims(queue: Queue) -> None:
     issues.create(queue, title="alpha")
     issues.create(queue, title="beta")
-    issues.update_issue(queue, 1, title="gamma", description="now about gamma rays")
+    issues.update_issue(
+        queue,
+        1,
+        title="gamma",
+        description="now about gamma rays",
+        by=ADMIN,
+    )
     assert _numbers(search.search(queue, "alpha")) == []
     assert _numbers(search.search(queue, "gamma")) == [1]
-    claims.claim(queue, 1, "run-a")
+    claims.claim(queue, 1, Authority.of({"run-a"}))
     assert _numbers(search.search(queue, "gamma", status="in_progress")) == [1]
     assert _numbers(search.search(queue, "gamma", status="open")) == []
-    issues.delete_issue(queue, 1)
+    issues.delete_issue(queue, 1, by=ADMIN)
     assert _numbers(search.search(queue, "gamma")) == []
     search.rebuild_index(queue)
     assert _numbers(search.search(queue, "beta")) == [2]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import ClaimedIssue, ReadyFilter
 from workq.services.handle import Queue
@@ -41,7 +42,7 @@ class Waiters:
 
     def _wait(self, i: int) -> None:
         def attempt() -> ClaimedIssue | None:
-            got = claims.claim_next(self.queue, f"waiter-{i}")
+            got = claims.claim_next(self.queue, Authority.of({f"waiter-{i}"}))
             self.attempts[i] += 1  # counted once done: a waiter with a count is asleep or
             return got  # about to be, and tries again only when woken
 
@@ -94,7 +95,7 @@ def test_a_woken_waiter_claims_again_only_when_something_is_there_for_it(queue: 
     wanted = ReadyFilter(agent="codex")
 
     def attempt() -> ClaimedIssue | None:
-        attempts.append(claims.claim_next(queue, "waiter", wanted))
+        attempts.append(claims.claim_next(queue, Authority.of({"waiter"}), wanted))
         return attempts[-1]
 
     def worth_trying() -> bool:
@@ -126,17 +127,19 @@ def test_a_completed_blocker_wakes_a_waiter(queue: Queue) -> None:
     issues.create(queue, title="blocker")
     issues.create(queue, title="waits")
     dependencies.depend(queue, blocker=1, blocked=2)
-    claims.claim(queue, 1, "worker")
+    claims.claim(queue, 1, Authority.of({"worker"}))
     group = Waiters(queue, 1)
     group.settle(lambda: group.attempts[0] >= 1)
-    claims.complete(queue, 1, {"worker"})
+    claims.complete(queue, 1, Authority.of({"worker"}))
     group.join()
     got = group.got[0]
     assert got is not None and got.number == 2
 
 
 def test_a_wait_returns_nothing_at_its_bound(queue: Queue) -> None:
-    assert waiting.until_found(queue, lambda: claims.claim_next(queue, "w"), 1) is None
+    assert (
+        waiting.until_found(queue, lambda: claims.claim_next(queue, Authority.of({"w"})), 1) is None
+    )
     assert waiting.until_found(queue, lambda: ready_queue.ready(queue) or None, 0) is None
 
 
@@ -176,8 +179,10 @@ def test_a_lapsing_lease_wakes_a_waiter(db_path: Path) -> None:
     queue = open_queue(Settings(db_path=db_path, lease_seconds=5), migrate=True)
     try:
         issues.create(queue, title="held by a dead agent")
-        claims.claim(queue, 1, "dead")
-        got = waiting.until_found(queue, lambda: claims.claim_next(queue, "alive"), LONG)
+        claims.claim(queue, 1, Authority.of({"dead"}))
+        got = waiting.until_found(
+            queue, lambda: claims.claim_next(queue, Authority.of({"alive"})), LONG
+        )
         assert got is not None and got.previous_holder == "dead" and got.fence == 2
     finally:
         queue.db.dispose()
@@ -196,7 +201,7 @@ def test_a_watcher_of_every_change_wakes_for_a_claim(queue: Queue, settings: Set
             waiting.Waiter(queue, LONG) as for_work,
         ):
             seen, work = watcher.mark(), for_work.mark()
-            claims.claim(other, 1, "someone")
+            claims.claim(other, 1, Authority.of({"someone"}))
             assert watcher.sleep(seen, LONG)
             assert not for_work.sleep(work, 1.0)
     finally:

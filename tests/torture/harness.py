@@ -42,6 +42,7 @@ from tests.torture.workload import (
     stop_path,
 )
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
@@ -346,10 +347,10 @@ class Torture:
         later = datetime.now(UTC) + timedelta(seconds=max(MCP_LEASE, SERVICE_LEASE) + 5)
         queue.clock = lambda: later
         try:
-            while (got := claims.claim_next(queue, "rescuer")) is not None:
+            while (got := claims.claim_next(queue, Authority.of({"rescuer"}))) is not None:
                 if got.previous_holder is not None:
                     self.report.rescued += 1
-                claims.complete(queue, got.number, {"rescuer"})
+                claims.complete(queue, got.number, Authority.of({"rescuer"}))
                 self.report.drained += 1
             with queue.db.read() as conn:
                 stuck = conn.execute(

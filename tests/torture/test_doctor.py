@@ -21,6 +21,7 @@ from tests.storage import assert_intact
 from tests.torture import procs
 from workq.config import Settings
 from workq.db import sqlite, tables
+from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
 from workq.services.queue import claims, dependencies, issues, notes, ready_queue
@@ -92,7 +93,7 @@ def test_a_killed_agents_claim_is_found_and_returned_to_the_queue(queue: Queue, 
 
 def _claim_and_hang(db: str) -> None:
     q = open_queue(Settings(db_path=Path(db), lease_seconds=60))
-    claims.claim(q, 4, "doomed-agent")
+    claims.claim(q, 4, Authority.of({"doomed-agent"}))
     time.sleep(600)
 
 
@@ -181,7 +182,7 @@ def test_half_made_claims_are_repaired(queue: Queue, db: Path, sql: str, said: s
     report = maintenance.doctor(queue, repair=True)
     assert report.ok and said in report.findings[0].detail
     assert_clean(queue)
-    got = claims.claim(queue, 4, "next-agent")
+    got = claims.claim(queue, 4, Authority.of({"next-agent"}))
     assert got.claimed_by == "next-agent"
 
 

@@ -19,6 +19,7 @@ from tests.torture import procs
 from tests.torture.conftest import env_float, env_int, latency_lines, record
 from tests.torture.servers import code_of, http, stdio, text_of
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import WorkqError
 from workq.services.maintenance import maintenance
 from workq.services.queue import claims, issues, ready_queue
@@ -68,12 +69,12 @@ def service_client(db: str, name: str, seconds: float, busy_ms: int, out: str) -
                 issues.create(queue, title=f"{name} {started}")
                 latency["create"].append(time.perf_counter() - started)
             elif roll < 0.75:
-                got = claims.claim_next(queue, name)
+                got = claims.claim_next(queue, Authority.of({name}))
                 latency["claim_next"].append(time.perf_counter() - started)
                 if got is not None:
                     claimed.append(got.number)
                     started = time.perf_counter()
-                    claims.complete(queue, got.number, {name})
+                    claims.complete(queue, got.number, Authority.of({name}))
                     latency["complete"].append(time.perf_counter() - started)
             elif roll < 0.95:
                 ready_queue.ready(queue, limit=10)

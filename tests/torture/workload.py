@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workq.domain.authority import Authority
+
 # The codes a worker may be refused with during the torture: lost races and leases taken
 # over (a killed agent's work), issues deleted under it, a claim that came to wait on an
 # issue another worker made it depend on, and a busy database.
@@ -181,26 +183,28 @@ class ServiceDoor(Door):
         from workq.services.queue import claims
 
         with self._clean():
-            got = claims.claim_next(self.queue, self.name)
+            got = claims.claim_next(self.queue, Authority.of({self.name}))
         return None if got is None else got.number
 
     def complete(self, number: int) -> bool:
         from workq.services.queue import claims
 
         with self._clean():
-            return not claims.complete(self.queue, number, {self.name}).already_done
+            return not claims.complete(self.queue, number, Authority.of({self.name})).already_done
 
     def release(self, number: int) -> None:
         from workq.services.queue import claims
 
         with self._clean():
-            claims.release(self.queue, number, {self.name})
+            claims.release(self.queue, number, Authority.of({self.name}))
 
     def block(self, number: int, reason: str) -> None:
         from workq.services.queue import blocking
 
         with self._clean():
-            blocking.block(self.queue, number, reason, by={self.name}, actor=self.name)
+            blocking.block(
+                self.queue, number, reason, by=Authority.of({self.name}), actor=self.name
+            )
 
     def unblock(self, number: int) -> None:
         from workq.services.queue import blocking
@@ -218,13 +222,15 @@ class ServiceDoor(Door):
         from workq.services.queue import issues
 
         with self._clean():
-            issues.update_issue(self.queue, number, title=title, actor=self.name)
+            issues.update_issue(
+                self.queue, number, title=title, actor=self.name, by=Authority.of({self.name})
+            )
 
     def delete(self, number: int) -> None:
         from workq.services.queue import issues
 
         with self._clean():
-            issues.delete_issue(self.queue, number, actor=self.name)
+            issues.delete_issue(self.queue, number, actor=self.name, by=Authority.of({self.name}))
 
     def ready(self) -> list[int]:
         from workq.services.queue import ready_queue

@@ -21,6 +21,7 @@ from tests.server.conftest import call_ok, make_server, serve_argv, text
 from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.server.app import build_server
 from workq.services.queue import issues
 from workq.services.runtime import open_queue
@@ -294,7 +295,7 @@ async def _four_agents(tmp_path: Path, where: Settings) -> None:
         repositories.add(queue, "app", repo)
         for n in range(TASKS):
             number = issues.create(queue, title=f"piece {n}").number
-            repositories.assign(queue, number, "app")
+            repositories.assign(queue, number, "app", by=Authority.of(()))
     finally:
         queue.db.dispose()
     landed: list[int] = []

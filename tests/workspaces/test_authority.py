@@ -19,6 +19,7 @@ from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.db.tables import comments, events
 from workq.db.tables import issues as issues_t
+from workq.domain.authority import Authority
 from workq.server.app import build_server
 from workq.services.queue import dependencies, issues, notes
 from workq.services.runtime import open_queue
@@ -130,8 +131,8 @@ async def test_a_refused_completion_keeps_no_comment(db: Settings, repo: Path) -
 def test_workq_merge_is_for_the_holder_or_forced(db: Settings, repo: Path) -> None:
     q = open_queue(db)
     n = issues.create(q, title="a change").number
-    repositories.assign(q, n, "app")
-    info = workspaces.claim(q, n, "agent-b", worktree=True).worktree
+    repositories.assign(q, n, "app", by=Authority.of(()))
+    info = workspaces.claim(q, n, Authority.of({"agent-b"}), worktree=True).worktree
     assert info is not None
     q.db.dispose()
     commit(Path(info.path), {"src/app.py": "x = 2\n"}, "the change")

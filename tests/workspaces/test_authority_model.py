@@ -15,14 +15,17 @@ services the MCP tools and the CLI call, with the Authority each of those faces 
 - time: the queue's FakeClock moves past the lease, so a claim lapses, another run takes
   it over under a new fence and the first one becomes a stale holder.
 
-A small model says, before each call, whether the rule allows it: only the holder (with
-its fence, if it presents one) or an override changes a claimed issue; completing and
-merging wait for every blocker (an override completes past them, a merge never lands
-past them); a lapsed lease is neither renewed by a heartbeat nor used to reserve paths,
-while a holder whose lapsed claim nobody took over may still finish or give it up (as
-tests/services/test_model.py has it); anyone may block an unclaimed issue or a lapsed
-claim, and commit into, merge or remove the worktree of a done or unclaimed issue (no
-claim left to guard). The call must then be accepted or refused as the model says. A
+A small model says, before each call, whether the rule allows it (the decision table,
+domain/decisions.py): only the holder (with its fence, if it presents one) or an override
+changes a claimed issue; completing and merging wait for every blocker (an override
+completes and merges past them); a lapsed lease is neither renewed by a heartbeat nor
+used to reserve paths, commit or merge, while a holder whose lapsed claim nobody took
+over may still complete it or give it up (as tests/services/test_model.py has it); only
+the holder of a live claim commits (``step``) or merges its worktree (an override too);
+anyone may block an unclaimed issue or a lapsed claim, and remove the worktree of a
+done, unclaimed or lapsed one (``remove-worktree``) - but only its holder or an override
+throws away its uncommitted edits. The call must then be accepted or refused as the
+model says. A
 call the rule allows may still be refused for what the repository holds (UNMERGED_WORK,
 NOTHING_TO_COMMIT, WORKTREE_DIRTY, MERGE_CONFLICT), but only when git shows that reason.
 
@@ -241,7 +244,8 @@ class AuthorityMachine(RuleBasedStateMachine):
         self.model = Model()
         self.main = self._main_tip()
         self.writes = 0
-        # Blocked events a non-holder made on a lapsed claim (which anyone may block).
+        # Blocked and worktree_removed events a non-holder made on a lapsed claim (which
+        # anyone may block, and whose worktree anyone may remove).
         self.lapsed_blocks: set[int] = set()
 
     def teardown(self) -> None:
@@ -375,7 +379,7 @@ class AuthorityMachine(RuleBasedStateMachine):
         for n in ISSUES:
             made = issues_service.create(self.q, title=f"issue {n}")
             assert made.number == n
-            repositories.assign(self.q, n, REPO)
+            repositories.assign(self.q, n, REPO, by=Authority.of(()))
             self.model.items[n] = Item(n)
         if edge == "before":
             self.depend(1, 2)
@@ -404,19 +408,23 @@ class AuthorityMachine(RuleBasedStateMachine):
         item, now = self.model.items[n], self._now()
         renewal = self.model.holds(item, run)
         reasons = set()
-        if not renewal:
+        if not renewal:  # the table asks who before what it waits on
             if item.status == "done" or item.blocked or self.model.waits_on(item):
                 reasons.add("NOT_CLAIMABLE")
-            elif self.model.live(item, now):
+            if item.status != "done" and self.model.live(item, now):
                 reasons.add("ALREADY_CLAIMED")
         if worktree:
             got = self._call(
                 f"claim #{n} with a worktree as {run}",
                 reasons,
-                lambda: workspaces.claim(self.q, n, run, worktree=True),
+                lambda: workspaces.claim(self.q, n, Authority.of({run}), worktree=True),
             )
         else:
-            got = self._call(f"claim #{n} as {run}", reasons, lambda: claims.claim(self.q, n, run))
+            got = self._call(
+                f"claim #{n} as {run}",
+                reasons,
+                lambda: claims.claim(self.q, n, Authority.of({run})),
+            )
         if reasons:
             return
         assert isinstance(got, Claim)
@@ -457,14 +465,16 @@ class AuthorityMachine(RuleBasedStateMachine):
         item = self.model.items[n]
         fence = self._fence(item, run, which)
         reasons = self._stale(item, fence)
-        if not self.model.holds(item, run):
+        if item.status == "done":
+            reasons.add("NOT_CLAIMABLE")  # no claim left to renew
+        elif not self.model.holds(item, run):
             reasons.add("NOT_HOLDER")
         elif not self.model.live(item, self._now()):
             reasons.add("LEASE_LAPSED")  # not revived: the holder claims again
         self._call(
             f"heartbeat #{n} as {run} (fence {fence})",
             reasons,
-            lambda: claims.heartbeat(self.q, n, {run}, fence=fence),
+            lambda: claims.heartbeat(self.q, n, Authority.of({run}, fence=fence)),
         )
         if not reasons:
             item.until = self._now() + timedelta(seconds=LEASE)
@@ -472,7 +482,11 @@ class AuthorityMachine(RuleBasedStateMachine):
     def _complete(self, n: int, run: str | None, fence: int | None) -> None:
         """Complete as ``run`` (None: an admin's override)."""
         item = self.model.items[n]
-        by = Authority.overriding(ADMIN) if run is None else Authority.of({run}, fence=fence)
+        by = (
+            Authority.overriding(ADMIN, who="admin")
+            if run is None
+            else Authority.of({run}, fence=fence)
+        )
         reasons, legit = self._stale(item, fence), set()
         if run is not None and item.status != "done":
             if not self.model.holds(item, run):
@@ -498,9 +512,15 @@ class AuthorityMachine(RuleBasedStateMachine):
 
     def _release(self, n: int, run: str | None, fence: int | None, discard: bool) -> None:
         item = self.model.items[n]
-        by = Authority.overriding(ADMIN) if run is None else Authority.of({run}, fence=fence)
+        by = (
+            Authority.overriding(ADMIN, who="admin")
+            if run is None
+            else Authority.of({run}, fence=fence)
+        )
         reasons, legit = self._stale(item, fence), set()
-        if item.status != "in_progress" or not (run is None or item.holder == run):
+        if item.status == "done":
+            reasons.add("NOT_CLAIMABLE")  # no claim left to give up, even for an override
+        elif item.status != "in_progress" or not (run is None or item.holder == run):
             reasons.add("NOT_HOLDER")
         tree = self.model.trees.get(item.worktree or "")
         if run is not None and not discard and tree is not None and self._ahead(tree):
@@ -533,7 +553,11 @@ class AuthorityMachine(RuleBasedStateMachine):
 
     def _block(self, n: int, run: str | None, fence: int | None) -> None:
         item, now = self.model.items[n], self._now()
-        by = Authority.overriding(ADMIN) if run is None else Authority.of({run}, fence=fence)
+        by = (
+            Authority.overriding(ADMIN, who="admin")
+            if run is None
+            else Authority.of({run}, fence=fence)
+        )
         reasons = self._stale(item, fence)
         live = self.model.live(item, now)
         if item.status == "done":
@@ -610,7 +634,9 @@ class AuthorityMachine(RuleBasedStateMachine):
         fence = self._fence(item, run, which)
         mode = reservations.EXCLUSIVE if exclusive else reservations.SHARED
         reasons = self._stale(item, fence)
-        if not self.model.holds(item, run):
+        if item.status == "done":
+            reasons.add("NOT_CLAIMABLE")
+        elif not self.model.holds(item, run):
             reasons.add("NOT_HOLDER")
         elif not self.model.live(item, now):
             reasons.add("LEASE_LAPSED")
@@ -622,7 +648,9 @@ class AuthorityMachine(RuleBasedStateMachine):
         self._call(
             f"reserve {glob} ({mode}) on #{n} as {run} (fence {fence})",
             reasons,
-            lambda: reservations.reserve(self.q, n, {run}, glob, mode=mode, fence=fence),
+            lambda: reservations.reserve(
+                self.q, n, Authority.of({run}, fence=fence), glob, mode=mode
+            ),
         )
         if not reasons:
             item.reserved = {g: r for g, r in item.reserved.items() if r[2] == item.fence}
@@ -661,8 +689,12 @@ class AuthorityMachine(RuleBasedStateMachine):
         else:
             if write:
                 self._write(tree, shared, run)
-            if item.status == "in_progress" and item.holder != run:
+            if item.status == "done":
+                reasons.add("NOT_CLAIMABLE")  # nothing to work on
+            elif item.status != "in_progress" or item.holder != run:
                 reasons.add("NOT_HOLDER")  # another's work is not committed into
+            elif not self.model.live(item, self._now()):
+                reasons.add("LEASE_LAPSED")
             if not self._dirty(tree):
                 legit.add("NOTHING_TO_COMMIT")
             elif self._reserved_by_another(n, run, self._dirty_paths(tree)):
@@ -672,7 +704,7 @@ class AuthorityMachine(RuleBasedStateMachine):
             f"commit_tdd_phase on #{n} as {run}",
             reasons,
             lambda: gitflow.commit_tdd_phase(
-                self.q, where, "green", "x", holders={run}, actor=run, number=n
+                self.q, where, "green", "x", by=Authority.of({run}), actor=run, number=n
             ),
             legit,
         )
@@ -682,20 +714,20 @@ class AuthorityMachine(RuleBasedStateMachine):
         item = self.model.items[tree.number]
         reasons, legit = set(), set()
         if tree.state != "merged":  # merging what landed already is a no-op for anyone
-            if item.status != "done" and not (
-                item.status == "in_progress" and (run is None or item.holder == run)
-            ):
-                reasons.add("NOT_HOLDER")
+            if not (item.status == "in_progress" and (run is None or item.holder == run)):
+                reasons.add("NOT_HOLDER")  # the holder's, or an override on a claim
+            elif run is not None and not self.model.live(item, self._now()):
+                reasons.add("LEASE_LAPSED")
+            elif run is not None and self.model.waits_on(item):
+                reasons.add("OPEN_BLOCKERS")  # an override lands past them
             if tree.state == "removed":
                 reasons.add("CONFLICT")  # nothing to merge
-            if self.model.waits_on(item):
-                reasons.add("OPEN_BLOCKERS")  # not even an override lands past them
             if tree.state == "active":
                 if self._dirty(tree):
                     legit.add("WORKTREE_DIRTY")
                 if self._conflicts(tree):
                     legit.add("MERGE_CONFLICT")
-        by = Authority.overriding(ADMIN) if run is None else Authority.of({run})
+        by = Authority.overriding(ADMIN, who="admin") if run is None else Authority.of({run})
         got = self._call(
             f"merge worktree of #{tree.number} as {run or 'an override'}",
             reasons,
@@ -722,12 +754,16 @@ class AuthorityMachine(RuleBasedStateMachine):
         tree = self.model.trees[wid]
         item = self.model.items[tree.number]
         reasons, legit = set(), set()
+        lapsed = False
         if tree.state == "active":
-            if item.status == "in_progress" and not (run is None or item.holder == run):
+            another = item.status == "in_progress" and not (run is None or item.holder == run)
+            if another and self.model.live(item, self._now()):
                 reasons.add("NOT_HOLDER")
-            if not force and self._dirty(tree):
+            lapsed = another
+            # Only the holder or an override throws its uncommitted edits away.
+            if (not force or another) and self._dirty(tree):
                 legit.add("WORKTREE_DIRTY")
-        by = Authority.overriding(ADMIN) if run is None else Authority.of({run})
+        by = Authority.overriding(ADMIN, who="admin") if run is None else Authority.of({run})
         got = self._call(
             f"remove worktree of #{tree.number} as {run or 'an override'} (force {force})",
             reasons,
@@ -736,6 +772,8 @@ class AuthorityMachine(RuleBasedStateMachine):
         )
         if reasons or isinstance(got, WorkqError) or tree.state != "active":
             return
+        if lapsed:  # a lapsed claim's worktree: anyone may remove it
+            self.lapsed_blocks.add(self._latest_event(tree.number))
         tree.state, item.worktree = "removed", None
 
     @precondition(lambda self: self.model.trees)
@@ -972,12 +1010,17 @@ def test_an_override_that_removes_a_claimed_worktree_is_recorded(
     repo = make_repo(tmp_path / "app")
     repositories.add(queue, REPO, repo)
     n = issues_service.create(queue, title="held by run-a").number
-    repositories.assign(queue, n, REPO)
-    info = workspaces.claim(queue, n, "run-a", worktree=True).worktree
+    repositories.assign(queue, n, REPO, by=Authority.of(()))
+    info = workspaces.claim(queue, n, Authority.of({"run-a"}), worktree=True).worktree
     assert info is not None
     force = "workq worktree remove --force"
     worktrees.remove(
-        queue, REPO, info.worktree_id, by=Authority.overriding(force), force=True, actor=ADMIN
+        queue,
+        REPO,
+        info.worktree_id,
+        by=Authority.overriding(force, who="admin"),
+        force=True,
+        actor=ADMIN,
     )
     issue = issues_service.get(queue, n)
     assert (issue.status.value, issue.claimed_by) == ("in_progress", "run-a")  # still run-a's

@@ -87,11 +87,11 @@ def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> Non
         paths = []
         for title in ("clean", "dirty"):
             n = issues.create(queue, title=title).number
-            repositories.assign(queue, n, "app")
-            info = workspaces.claim(queue, n, "r", worktree=True).worktree
+            repositories.assign(queue, n, "app", by=Authority.of(()))
+            info = workspaces.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
             assert info is not None
             paths.append(Path(info.path))
-            claims.complete(queue, n, Authority.overriding("admin"))
+            claims.complete(queue, n, Authority.overriding("admin", who="admin"))
     finally:
         queue.db.dispose()
     (paths[1] / "wip.txt").write_text("not committed")
@@ -139,8 +139,8 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
         repositories.add(queue, "app", repo, merge_mode=mode)
         for round_ in range(ROUNDS):
             n = issues.create(queue, title=f"piece {round_}").number
-            repositories.assign(queue, n, "app")
-            info = workspaces.claim(queue, n, "r", worktree=True).worktree
+            repositories.assign(queue, n, "app", by=Authority.of(()))
+            info = workspaces.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
             assert info is not None
             commit(Path(info.path), {f"piece/{n}.txt": f"{n}\n"}, f"work on #{n}")
             if round_ % 2:  # main moves on meanwhile: a real merge, not a fast-forward
@@ -203,8 +203,8 @@ def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lan
         repositories.add(queue, "app", repo)
         blocker = issues.create(queue, title="first").number
         n = issues.create(queue, title="second").number
-        repositories.assign(queue, n, "app")
-        info = workspaces.claim(queue, n, "r", worktree=True).worktree
+        repositories.assign(queue, n, "app", by=Authority.of(()))
+        info = workspaces.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
         assert info is not None
         commit(Path(info.path), {"second.txt": "2\n"}, f"work on #{n}")
         dependencies.depend(queue, blocker=blocker, blocked=n)
@@ -219,7 +219,7 @@ def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lan
     queue = open_queue(Settings(db_path=db))
     try:
         assert issues.get(queue, n).status.value == "in_progress"
-        claims.complete(queue, blocker, Authority.overriding("admin"))
+        claims.complete(queue, blocker, Authority.overriding("admin", who="admin"))
     finally:
         queue.db.dispose()
     assert cli(db, "merge", str(n), "--run-id", "r").returncode == 0

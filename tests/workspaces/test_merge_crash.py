@@ -24,6 +24,7 @@ from tests.workq_cli import workq
 from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.db import sqlite
+from workq.domain.authority import Authority
 from workq.services.queue import issues
 from workq.services.runtime import open_queue
 from workq.services.workspaces import repositories
@@ -97,7 +98,7 @@ def test_the_next_merge_takes_the_lease_of_a_server_killed_mid_merge(tmp_path: P
         repositories.add(queue, "app", repo)
         for agent, name in (("agent-a", "a"), ("agent-b", "b")):
             number = issues.create(queue, title=f"piece {name}", repository="app").number
-            taken = workspaces.claim(queue, number, agent, worktree=True).worktree
+            taken = workspaces.claim(queue, number, Authority.of({agent}), worktree=True).worktree
             assert taken is not None
             commit(Path(taken.path), {f"{name}.txt": f"{name}\n"}, f"work on #{number}")
             ids[agent] = (number, taken.worktree_id, Path(taken.path))

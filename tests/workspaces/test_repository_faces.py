@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.conftest import migrated_sqlite
+from tests.conftest import ADMIN, migrated_sqlite
 from tests.server.conftest import call_error, call_ok, error_of, make_server, text
 from tests.server.test_claim_faces import cli, cli_json
 from tests.workspaces.gitrepo import make_repo
@@ -34,12 +34,24 @@ def test_the_service_places_an_issue_where_it_is_made_or_changed(
     made = issues.create(queue, title="in app", repository="app", actor="lead")
     assert issues.get(queue, made.number).repository == "app"
     assert _events(queue, made.number) == ["created", "repository_set"]
-    issues.update_issue(queue, made.number, repository="lib", actor="lead")
+    issues.update_issue(
+        queue,
+        made.number,
+        repository="lib",
+        actor="lead",
+        by=ADMIN,
+    )
     assert issues.get(queue, made.number).repository == "lib"
     with pytest.raises(NotFound, match="repository 'nowhere' is not registered"):
         issues.create(queue, title="lost", repository="nowhere")
     with pytest.raises(NotFound, match="repository 'nowhere' is not registered"):
-        issues.update_issue(queue, made.number, title="renamed", repository="nowhere")
+        issues.update_issue(
+            queue,
+            made.number,
+            title="renamed",
+            repository="nowhere",
+            by=ADMIN,
+        )
     # Refused: nothing made, nothing changed.
     assert [i.number for i in issues.list_issues(queue).items] == [made.number]
     assert issues.get(queue, made.number).title == "in app"

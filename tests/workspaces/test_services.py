@@ -47,7 +47,7 @@ def repo(tmp_path: Path) -> Path:
 def _issue(q: Queue, title: str, repo: str | None = "app", kind: str = "task") -> int:
     number = issues.create(q, title=title, issue_type=kind).number
     if repo:
-        repositories.assign(q, number, repo)
+        repositories.assign(q, number, repo, by=Authority.of(()))
     return number
 
 
@@ -78,7 +78,7 @@ def test_not_a_repository_and_detached_head_are_refused(queue: Queue, repo: Path
 def test_claim_with_worktree_gives_path_and_branch(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     number = _issue(queue, "Fix the login page", kind="bug")
-    taken = workspaces.claim(queue, number, "agent-a", worktree=True)
+    taken = workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     assert taken.worktree is not None
     assert taken.worktree.branch == f"bug/{number}-fix-the-login-page"
     path = Path(taken.worktree.path)
@@ -87,7 +87,7 @@ def test_claim_with_worktree_gives_path_and_branch(queue: Queue, repo: Path):
     shown = issues.get(queue, number)
     assert shown.worktree == taken.worktree and shown.repository == "app"
     # Claiming again (a renewal) keeps the same worktree.
-    again = workspaces.claim(queue, number, "agent-a", worktree=True)
+    again = workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     assert again.worktree == taken.worktree
     # The main checkout does not see the worktree folder.
     assert git.dirty_paths(repo) == []
@@ -99,7 +99,7 @@ def test_worktree_failure_gives_the_claim_back(queue: Queue, repo: Path):
     # Something (not a worktree) already sits where the worktree would go.
     (repo / ".worktrees" / f"task-{number}-blocked-by-a-file").mkdir(parents=True)
     with pytest.raises(InvalidInput, match="exists"):
-        workspaces.claim(queue, number, "agent-a", worktree=True)
+        workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     issue = issues.get(queue, number)
     assert issue.claimed_by is None and issue.status == Status.OPEN
     assert worktrees.list_worktrees(queue, "app", everything=True) == []
@@ -109,7 +109,7 @@ def test_worktree_of_an_issue_without_repository_is_refused(queue: Queue, repo: 
     repositories.add(queue, "app", repo)
     number = _issue(queue, "Nowhere", repo=None)
     with pytest.raises(InvalidInput, match="belongs to no repository"):
-        workspaces.claim(queue, number, "agent-a", worktree=True)
+        workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     assert issues.get(queue, number).claimed_by is None
     # Refused before the claim: a failed call leaves no claim or release in the history.
     assert [e.kind for e in notes.history(queue, number)] == ["created"]
@@ -119,13 +119,13 @@ def test_claim_next_with_a_worktree_passes_over_issues_in_no_repository(queue: Q
     repositories.add(queue, "app", repo)
     nowhere = _issue(queue, "Nowhere", repo=None, kind="bug")
     placed = _issue(queue, "In app")
-    got = workspaces.claim_next(queue, "agent-a", None, worktree=True)
+    got = workspaces.claim_next(queue, Authority.of({"agent-a"}), None, worktree=True)
     assert got is not None and got.number == placed and got.worktree is not None
-    assert workspaces.claim_next(queue, "agent-b", None, worktree=True) is None
+    assert workspaces.claim_next(queue, Authority.of({"agent-b"}), None, worktree=True) is None
     assert [e.kind for e in notes.history(queue, nowhere)] == ["created"]
     only_bugs = ReadyFilter(include_types=[IssueType.BUG])
-    assert workspaces.claim_next(queue, "agent-b", only_bugs, worktree=True) is None
-    taken = workspaces.claim_next(queue, "agent-b", only_bugs)
+    assert workspaces.claim_next(queue, Authority.of({"agent-b"}), only_bugs, worktree=True) is None
+    taken = workspaces.claim_next(queue, Authority.of({"agent-b"}), only_bugs)
     assert taken is not None and taken.number == nowhere
 
 
@@ -133,7 +133,7 @@ def test_repository_setting_makes_a_worktree_per_claim(queue: Queue, repo: Path)
     repositories.add(queue, "app", repo, auto_worktree=True)
     _issue(queue, "Other repo work", repo=None)
     number = _issue(queue, "Auto")
-    got = workspaces.claim_next(queue, "agent-a", ReadyFilter(repository="app"))
+    got = workspaces.claim_next(queue, Authority.of({"agent-a"}), ReadyFilter(repository="app"))
     assert got is not None and got.number == number and got.worktree is not None
     assert Path(got.worktree.path).is_dir()
 
@@ -144,9 +144,9 @@ def test_ready_and_claim_next_filter_by_repository(queue: Queue, repo: Path, tmp
     first = _issue(queue, "in lib", repo="lib")
     second = _issue(queue, "in app")
     assert [i.number for i in ready_queue.ready(queue, ReadyFilter(repository="app"))] == [second]
-    got = claims.claim_next(queue, "r", ReadyFilter(repository="lib"))
+    got = claims.claim_next(queue, Authority.of({"r"}), ReadyFilter(repository="lib"))
     assert got is not None and got.number == first
-    assert claims.claim_next(queue, "r", ReadyFilter(repository="lib")) is None
+    assert claims.claim_next(queue, Authority.of({"r"}), ReadyFilter(repository="lib")) is None
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_paths_never_leave_the_worktree_folder(queue: Queue, repo: Path, branch:
     folder = repo.resolve() / ".worktrees"
     around = sorted(repo.parent.iterdir()), sorted(repo.iterdir())
     try:
-        info = worktrees.spawn(queue, "app", number, branch=branch)
+        info = worktrees.spawn(queue, "app", number, branch=branch, by=Authority.of(()))
     except InvalidInput:
         assert worktrees.list_worktrees(queue, "app", everything=True) == []
     else:
@@ -177,7 +177,7 @@ def test_a_symlinked_worktree_folder_is_refused(queue: Queue, repo: Path, tmp_pa
     folder.symlink_to(elsewhere)
     number = _issue(queue, "Via a symlink")
     with pytest.raises(InvalidInput, match="symlink"):
-        worktrees.spawn(queue, "app", number)
+        worktrees.spawn(queue, "app", number, by=Authority.of(()))
     assert list(elsewhere.iterdir()) == []
 
 
@@ -188,13 +188,13 @@ def test_a_symlink_where_the_worktree_goes_is_refused(queue: Queue, repo: Path, 
     target.mkdir()
     (repo / ".worktrees" / f"task-{number}-link").symlink_to(target)
     with pytest.raises(InvalidInput):
-        worktrees.spawn(queue, "app", number)
+        worktrees.spawn(queue, "app", number, by=Authority.of(()))
     assert list(target.iterdir()) == []
 
 
 def _spawned(q: Queue, title: str, holder: str = "agent-a") -> tuple[int, Path, str]:
     number = _issue(q, title)
-    taken = workspaces.claim(q, number, holder, worktree=True)
+    taken = workspaces.claim(q, number, Authority.of({holder}), worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 
@@ -219,14 +219,14 @@ def test_merge_fast_forwards_completes_and_cleans_up(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "Feature one")
     tip = commit(path, {"feature.txt": "1\n"}, "feature one")
-    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert done.merged and done.worktree_cleaned and done.commit == tip
     assert git.head(repo) == tip and git.dirty_paths(repo) == []
     assert (repo / "feature.txt").read_text() == "1\n"  # the main checkout moved with it
     assert not path.exists()
     assert not git.branch_exists(repo, f"task/{number}-feature-one")
     assert issues.get(queue, number).status == Status.DONE
-    again = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+    again = merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert again.already_merged and git.head(repo) == tip
 
 
@@ -236,8 +236,8 @@ def test_diverged_branches_get_a_merge_commit_or_a_squash(queue: Queue, repo: Pa
     _n2, p2, w2 = _spawned(queue, "two")
     commit(p1, {"one.txt": "1"}, "one")
     commit(p2, {"two.txt": "2"}, "two")
-    merges.merge(queue, "app", w1, by=Authority.overriding("admin"))
-    merges.merge(queue, "app", w2, by=Authority.overriding("admin"))
+    merges.merge(queue, "app", w1, by=Authority.overriding("admin", who="admin"))
+    merges.merge(queue, "app", w2, by=Authority.overriding("admin", who="admin"))
     assert log(repo)[0] == "Merge task/2-two (#2: two)"
     parents = git.run(["rev-list", "--parents", "-n", "1", "main"], cwd=repo).stdout.split()
     assert len(parents) == 3  # a merge commit
@@ -248,12 +248,12 @@ def test_diverged_branches_get_a_merge_commit_or_a_squash(queue: Queue, repo: Pa
     numbers = []
     for title in ("three", "four"):
         n = _issue(queue, title, repo="sq")
-        info = workspaces.claim(queue, n, "agent-a", worktree=True).worktree
+        info = workspaces.claim(queue, n, Authority.of({"agent-a"}), worktree=True).worktree
         assert info is not None
         commit(Path(info.path), {f"{title}.txt": title}, title)
         numbers.append((n, info.worktree_id))
     for _n, wid in numbers:
-        merges.merge(queue, "sq", wid, by=Authority.overriding("admin"))
+        merges.merge(queue, "sq", wid, by=Authority.overriding("admin", who="admin"))
     history = git.run(["rev-list", "--parents", "main"], cwd=squash_repo).lines
     assert all(len(line.split()) <= 2 for line in history)  # linear
     assert log(squash_repo)[0].startswith("#4: four")
@@ -267,11 +267,11 @@ def test_a_conflicting_merge_is_refused_and_nothing_changes(queue: Queue, repo: 
     n2, p2, w2 = _spawned(queue, "second edit")
     commit(p1, {"src/app.py": "x = 'one'\n"})
     commit(p2, {"src/app.py": "x = 'two'\n"})
-    merges.merge(queue, "app", w1, by=Authority.overriding("admin"))
+    merges.merge(queue, "app", w1, by=Authority.overriding("admin", who="admin"))
     before = git.head(repo)
     tip = git.head(p2)
     with pytest.raises(MergeConflict) as caught:
-        merges.merge(queue, "app", w2, by=Authority.overriding("admin"))
+        merges.merge(queue, "app", w2, by=Authority.overriding("admin", who="admin"))
     assert caught.value.message == "merge would result in conflicts in src/app.py"
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert git.head(repo) == before and git.dirty_paths(repo) == []
@@ -287,7 +287,7 @@ def test_dirty_worktree_is_not_merged(queue: Queue, repo: Path):
     commit(path, {"x.txt": "x"})
     (path / "y.txt").write_text("not committed")
     with pytest.raises(WorktreeDirty):
-        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert not (repo / "x.txt").exists()
 
 
@@ -298,7 +298,7 @@ def test_dirty_main_checkout_is_refused(queue: Queue, repo: Path):
     commit(path, {"x.txt": "x"})
     (repo / "README.md").write_text("local edit\n")
     with pytest.raises(WorktreeDirty, match="checkout of main"):
-        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert git.head(repo) == before
     with queue.db.read() as conn:  # the refusal left the worktree as it was
         state = conn.execute(
@@ -306,7 +306,7 @@ def test_dirty_main_checkout_is_refused(queue: Queue, repo: Path):
         ).one()
     assert tuple(state) == ("active", None)
     (repo / "README.md").write_text("hello\n")
-    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin")).merged
 
 
 def test_default_branch_not_checked_out_moves_by_compare_and_swap(queue: Queue, repo: Path):
@@ -314,7 +314,7 @@ def test_default_branch_not_checked_out_moves_by_compare_and_swap(queue: Queue, 
     repositories.add(queue, "app", repo, default_branch="main")
     _n, path, wid = _spawned(queue, "cas")
     tip = commit(path, {"x.txt": "x"})
-    merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+    merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert git.branch_tip(repo, "main") == tip
     assert git.current_branch(repo) == "elsewhere"
 
@@ -327,9 +327,11 @@ def test_merges_wait_for_the_lease_and_a_dead_holders_lease_expires(
     commit(path, {"x.txt": "x"})
     assert merges._try_lease(queue, "app", "dead-merger", 60)
     with pytest.raises(MergeBusy):
-        merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0.2)
+        merges.merge(
+            queue, "app", wid, by=Authority.overriding("admin", who="admin"), wait_seconds=0.2
+        )
     clock.advance(61)
-    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).merged
+    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin")).merged
 
 
 def test_the_merge_lease_is_renewed_while_the_merge_runs(queue: Queue, repo: Path):
@@ -360,10 +362,14 @@ def test_a_lease_held_by_a_gone_process_of_this_host_is_taken_at_once(queue: Que
     for holder in (alive, elsewhere):  # alive, or unknowable: the lease is waited out
         assert merges._try_lease(queue, "app", holder, 600)
         with pytest.raises(MergeBusy):
-            merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0.1)
+            merges.merge(
+                queue, "app", wid, by=Authority.overriding("admin", who="admin"), wait_seconds=0.1
+            )
         merges._release_lease(queue, "app", holder)
     assert merges._try_lease(queue, "app", gone, 600)
-    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin"), wait_seconds=0).merged
+    assert merges.merge(
+        queue, "app", wid, by=Authority.overriding("admin", who="admin"), wait_seconds=0
+    ).merged
     assert merges.holder_of(queue, "app")[0] is None  # released after the merge
     with queue.db.read() as conn:
         taken = conn.execute(
@@ -380,7 +386,7 @@ def test_crash_after_the_ref_moved_then_rerun_finishes_once(queue: Queue, repo: 
     repositories.add(queue, "app", repo, merge_mode="squash")
     _n0, p0, w0 = _spawned(queue, "zero")
     commit(p0, {"zero.txt": "0"})
-    merges.merge(queue, "app", w0, by=Authority.overriding("admin"))
+    merges.merge(queue, "app", w0, by=Authority.overriding("admin", who="admin"))
     number, path, wid = _spawned(queue, "crashy")
     commit(path, {"c.txt": "c"})  # diverged from main: a squash commit is needed
     head = git.head(repo)
@@ -395,7 +401,7 @@ def test_crash_after_the_ref_moved_then_rerun_finishes_once(queue: Queue, repo: 
         )
     )
     git.merge_ff_only(repo, landed)
-    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+    done = merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert done.already_merged and git.head(repo) == landed
     assert log(repo).count("squashed by the crashed run") == 1
     assert not path.exists() and issues.get(queue, number).status == Status.DONE
@@ -415,7 +421,7 @@ def test_crash_before_the_ref_moved_then_rerun_merges(queue: Queue, repo: Path):
     )
     # The recorded merge commit is one git has never seen: git says so, nothing moves.
     with pytest.raises(GitFailed, match=f"^git merge-base failed: .*{'0' * 40}") as caught:
-        merges.merge(queue, "app", wid, by=Authority.overriding("admin"))
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert (caught.value.code, caught.value.facts) == ("GIT_FAILED", {"command": "merge-base"})
     assert git.head(repo) == main
     queue.db.write(
@@ -423,7 +429,9 @@ def test_crash_before_the_ref_moved_then_rerun_merges(queue: Queue, repo: Path):
             update(worktrees_t).where(worktrees_t.c.id == wid).values(merge_commit=tip)
         )
     )
-    assert merges.merge(queue, "app", wid, by=Authority.overriding("admin")).commit == tip
+    assert (
+        merges.merge(queue, "app", wid, by=Authority.overriding("admin", who="admin")).commit == tip
+    )
 
 
 def test_prune_keeps_dirty_and_live_worktrees(queue: Queue, repo: Path):
@@ -434,9 +442,9 @@ def test_prune_keeps_dirty_and_live_worktrees(queue: Queue, repo: Path):
     released_n, released_path, _ = _spawned(queue, "released")
     commit(done_path, {"d.txt": "d"})
     (dirty_path / "wip.txt").write_text("uncommitted")
-    claims.complete(queue, done_n, Authority.overriding("admin"))
-    claims.complete(queue, dirty_n, Authority.overriding("admin"))
-    claims.release(queue, released_n, Authority.overriding("admin"))
+    claims.complete(queue, done_n, Authority.overriding("admin", who="admin"))
+    claims.complete(queue, dirty_n, Authority.overriding("admin", who="admin"))
+    claims.release(queue, released_n, Authority.overriding("admin", who="admin"))
     report = worktrees.prune(queue, "app")
     assert {Path(w.path) for w in report.removed} == {done_path, released_path}
     assert {Path(w.path) for w in report.kept} == {dirty_path, live_path}
@@ -454,15 +462,17 @@ def test_remove_refuses_dirty_unless_forced(queue: Queue, repo: Path):
     _n, path, wid = _spawned(queue, "remove me")
     (path / "wip.txt").write_text("uncommitted")
     with pytest.raises(WorktreeDirty):
-        worktrees.remove(queue, "app", wid, by=Authority.overriding("admin"))
+        worktrees.remove(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert path.exists()
     assert (
-        worktrees.remove(queue, "app", wid, force=True, by=Authority.overriding("admin")).state
+        worktrees.remove(
+            queue, "app", wid, force=True, by=Authority.overriding("admin", who="admin")
+        ).state
         == "removed"
     )
     assert not path.exists()
     with pytest.raises(NotFound):
-        worktrees.remove(queue, "app", "nope", by=Authority.overriding("admin"))
+        worktrees.remove(queue, "app", "nope", by=Authority.overriding("admin", who="admin"))
 
 
 def test_agents_register_heartbeat_and_list(queue: Queue, repo: Path, clock: FakeClock):
@@ -489,14 +499,16 @@ def test_schema_rows_round_trip(queue: Queue, repo: Path):
 def test_prune_and_remove_leave_a_merge_to_finish(queue: Queue, repo: Path, clock: FakeClock):
     repositories.add(queue, "app", repo)
     number, path, wid = _spawned(queue, "half merged")
-    claims.complete(queue, number, Authority.overriding("admin"))
+    claims.complete(queue, number, Authority.overriding("admin", who="admin"))
     queue.db.write(
         lambda conn: conn.execute(
             update(worktrees_t).where(worktrees_t.c.id == wid).values(state="merging")
         )
     )
     with pytest.raises(Conflict, match="being merged"):
-        worktrees.remove(queue, "app", wid, force=True, by=Authority.overriding("admin"))
+        worktrees.remove(
+            queue, "app", wid, force=True, by=Authority.overriding("admin", who="admin")
+        )
     assert worktrees.prune(queue, "app", force=True).removed == []
     assert path.exists()
 

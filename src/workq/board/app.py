@@ -348,7 +348,9 @@ class Board:
             run = ACTIONS.get(action)
             if run is None:
                 raise NotFound(f"no action {action!r}", hint="see docs/board.md")
-            message = await asyncio.to_thread(run, self.queue, number, body, actor)
+            # The board's one authority: its user, overriding (recorded as who and why).
+            by = Authority.overriding(f"{action} on the board", who=actor)
+            message = await asyncio.to_thread(run, self.queue, number, body, by)
         except WorkqError as exc:
             return _error(exc, _status_of(exc))
         except (ValueError, json.JSONDecodeError):
@@ -374,42 +376,40 @@ def _text(body: dict[str, Any], key: str, *, required: bool = True) -> str | Non
     return value
 
 
-def _reprioritise(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+def _reprioritise(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
     priority = _text(body, "priority")
-    issue = issues.update_issue(q, number, priority=priority, actor=actor)
+    issue = issues.update_issue(q, number, priority=priority, by=by, actor=by.who)
     return f"Issue #{number} is now {issue.priority.value}"
 
 
-def _unblock(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
-    blocking.unblock(q, number, actor=actor)
+def _unblock(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
+    blocking.unblock(q, number, actor=by.who)
     return f"Unblocked issue #{number}"
 
 
-def _release(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+def _release(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
     reason = _text(body, "reason", required=False) or None
-    claims.release(
-        q, number, Authority.overriding("released on the board"), reason=reason, actor=actor
-    )
+    claims.release(q, number, by, reason=reason, actor=by.who)
     return f"Released issue #{number}"
 
 
-def _force_claim(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
-    run_id = _text(body, "run_id", required=False) or actor
+def _force_claim(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
+    run_id = _text(body, "run_id", required=False) or str(by.who)
     confirmation = _text(body, "confirmation", required=False) or ""
-    taken = claims.force_claim(q, number, run_id, confirmation)
+    taken = claims.force_claim(q, number, by.claiming_as(run_id), confirmation)
     return f"Issue #{number} is now held by {taken.claimed_by}"
 
 
-def _comment(q: Queue, number: int, body: dict[str, Any], actor: str) -> str:
+def _comment(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
     text = _text(body, "body")
     assert text is not None
     if len(text) > COMMENT_MAX:
         raise InvalidInput(f"a comment holds at most {COMMENT_MAX} characters", field="body")
-    notes.comment(q, number, text, author=actor)
+    notes.comment(q, number, text, author=by.who)
     return f"Commented on issue #{number}"
 
 
-ACTIONS: dict[str, Callable[[Queue, int, dict[str, Any], str], str]] = {
+ACTIONS: dict[str, Callable[[Queue, int, dict[str, Any], Authority], str]] = {
     "priority": _reprioritise,
     "unblock": _unblock,
     "release": _release,

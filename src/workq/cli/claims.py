@@ -55,6 +55,10 @@ IgnorePlanMode = Annotated[
 ]
 
 
+# What an event records of --ignore-plan-mode: an override, by the person (--as).
+_IGNORING = "--ignore-plan-mode"
+
+
 def _run_id(s: State, given: str | None) -> str:
     return s.run_id(given)
 
@@ -174,7 +178,8 @@ def claim(
 ) -> None:
     """Claim an issue (a compare-and-set: exactly one claimer wins)."""
     s = state(ctx)
-    got = workspaces.claim(s.queue(), number, _run_id(s, run_id), ignore_plan_mode=ignore_plan_mode)
+    by = s.acting(run_id, override=_IGNORING if ignore_plan_mode else None)
+    got = workspaces.claim(s.queue(), number, by)
     _claimed(got, json_)
 
 
@@ -194,10 +199,11 @@ def claim_next(
     --json prints what the issue_claim_next tool returns: the claim, flat as `claim
     --json` prints it with the issue's fields, or {"claimed": false}."""
     s = state(ctx)
-    q, me, wanted = s.queue(), _run_id(s, run_id), _filter(agent, include, exclude, label)
+    q, wanted = s.queue(), _filter(agent, include, exclude, label)
+    by = s.acting(run_id, override=_IGNORING if ignore_plan_mode else None)
     got = waiting.until_found(
         q,
-        lambda: workspaces.claim_next(q, me, wanted, ignore_plan_mode=ignore_plan_mode),
+        lambda: workspaces.claim_next(q, by, wanted),
         wait,
         lambda: workspaces.claimable(q, wanted, worktree=None),
     )
@@ -215,7 +221,7 @@ def heartbeat(
 ) -> None:
     """Extend the lease of a claim you hold."""
     s = state(ctx)
-    got = claims.heartbeat(s.queue(), number, {_run_id(s, run_id)}, fence=fence)
+    got = claims.heartbeat(s.queue(), number, s.acting(run_id, fence=fence))
     output.line(f"Lease of issue #{number} extended until {output.when(got.lease_expires_at)}")
     _waiting(got)
 
@@ -232,14 +238,9 @@ def complete(
     """Mark an issue done; the issues waiting only on it become ready. An issue that waits
     on unfinished issues is refused unless --force."""
     s = state(ctx)
-    me = _run_id(s, run_id)
+    forced = "workq complete --force" if force else (_IGNORING if ignore_plan_mode else None)
     try:
-        by = s.acting(
-            me,
-            override="workq complete --force" if force else None,
-            fence=fence,
-            plan_runs=() if ignore_plan_mode else {me},
-        )
+        by = s.acting(run_id, override=forced, fence=fence)
         done = claims.complete(s.queue(), number, by, actor=s.actor)
     except OpenBlockers as exc:
         exc.hint = "finish those first (the claim stays yours), or complete it anyway with --force"
@@ -310,9 +311,8 @@ def force_claim(
 ) -> None:
     """Take a claim from its holder (recorded in the history)."""
     s = state(ctx)
-    got = claims.force_claim(
-        s.queue(), number, _run_id(s, run_id), confirm, ignore_plan_mode=ignore_plan_mode
-    )
+    by = s.acting(run_id, override=_IGNORING if ignore_plan_mode else None)
+    got = claims.force_claim(s.queue(), number, by, confirm)
     _claimed(got, json_)
 
 

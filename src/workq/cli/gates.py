@@ -9,10 +9,9 @@ from typing import Annotated
 import typer
 
 from workq.cli import output
-from workq.cli.plans import run_id_of
 from workq.cli.state import state
-from workq.errors import InvalidInput
-from workq.schemas import GateReport
+from workq.errors import InvalidInput, NoDatabase
+from workq.schemas import GateConfig, GateReport
 from workq.services.coding import gates
 
 gates_app = typer.Typer(
@@ -65,15 +64,14 @@ def run_command(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Whose claim.")] = None,
     json_: JsonFlag = False,
 ) -> None:
-    """Run the quality gates on an issue's checkout and store the result as evidence.
-    Exits 1 when a gate fails."""
+    """Run the quality gates on an issue's checkout and store the result as evidence: the
+    holder's act (its run id: --run-id, else WORKQ_RUN_ID, else --as). Exits 1 when a gate
+    fails."""
     s = state(ctx)
     q = s.queue()
+    by = s.acting(run_id)
     words = list(args or [])
-    if words and words[0].isdigit():
-        number = int(words.pop(0))
-    else:
-        number = gates.held_issue(q, {run_id_of(s, run_id)})
+    number = int(words.pop(0)) if words and words[0].isdigit() else gates.held_issue(q, by)
     if number < 1:
         raise InvalidInput("the issue number is 1 or more", field="N")
     chosen: list[int | str] | None = [int(g) if g.isdigit() else g for g in gate] if gate else None
@@ -81,6 +79,7 @@ def run_command(
         q,
         number,
         gates.locate(q, number, Path.cwd()),
+        by=by,
         files=words,
         include_tests=not no_tests,
         gates=chosen,
@@ -105,21 +104,37 @@ def list_command(
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
-    """The gates in effect, and where they come from."""
+    """The gates in effect: the table committed on the repository's default branch (never
+    a branch's own: a branch's change takes effect once merged), and where it comes from."""
     s = state(ctx)
-    where = (
-        gates.locate(s.queue(existing=True), number, Path.cwd())
-        if number is not None
-        else Path.cwd()
-    )
-    found = gates.settings(where, s.settings().default_gates)
+    preset = s.settings().default_gates
+    try:
+        q = s.queue(existing=True)
+    except NoDatabase:  # a repository no database registers: its own default branch
+        if number is not None:
+            raise
+        q = None
+    where = gates.locate(q, number, Path.cwd()) if q is not None and number else Path.cwd()
+    found = gates.settings(q, where, preset=preset)
     if json_:
         output.emit_json(found.model_dump(mode="json"))
         return
     if not found.gates:
         output.line(f"No gates in {found.checkout}: merges check nothing. {gates.HOW_TO_ADD}")
-        return
-    output.line(f"Gates of {found.checkout} ({found.source}):")
+    else:
+        output.line(f"Gates of {found.checkout} ({found.source}):")
+        _gates_table(found)
+    changed = gates.pending(q, where, preset=preset)
+    if changed is not None:
+        output.line(
+            f"This checkout's own table ({changed.source}) differs: it takes effect once "
+            "merged into the default branch"
+        )
+        if changed.gates:
+            _gates_table(changed)
+
+
+def _gates_table(found: GateConfig) -> None:
     output.table(
         ["#", "gate", "command", "files", "timeout", "tests"],
         [
@@ -149,12 +164,16 @@ def init_command(
     ] = "pytest",
 ) -> None:
     """Write a starter gate table into the repository's workq.toml (a repository has no
-    gates until it has one). Commit it: a merge reads the gates of the commit it lands."""
+    gates until it has one). Commit it to the default branch: merges read the gates there
+    (a branch's own change to them takes effect once merged)."""
     path, written = gates.init(repo, preset)
     names = ", ".join(g.name for g in written.gates)
     count = f"{len(written.gates)} gate{'s' if len(written.gates) > 1 else ''}"
     output.line(f"Wrote {count} to {path}: {names}")
-    output.line("Next: commit it; `workq gates list` shows them, `workq gates run N` runs them")
+    output.line(
+        "Next: commit it to the default branch (gates are read there); `workq gates list` "
+        "shows them, `workq gates run N` runs them"
+    )
 
 
 @gates_app.command("evidence")

@@ -11,6 +11,7 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import state
+from workq.domain.authority import Authority
 from workq.services.workspaces import hooks
 
 hooks_app = typer.Typer(
@@ -50,7 +51,7 @@ def check(
     refused = hooks.check(
         s.queue(),
         repo,
-        holders={committer} if committer else set(),
+        by=s.acting(committer) if committer else Authority.of(()),
         index_file=os.environ.get("GIT_INDEX_FILE"),
     )
     for r in refused:

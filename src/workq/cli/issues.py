@@ -223,10 +223,15 @@ def update(
         str | None,
         typer.Option("--repo", help="The registered repository it belongs to from now on."),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(help="Change touches or repository of another run's live claim (admin)."),
+    ] = False,
     json_: JsonFlag = False,
 ) -> None:
     """Change an issue's title, description, priority, type, agent, labels, touches or
-    repository."""
+    repository. Touches and repository of an issue another run holds a live claim on are
+    its holder's: --force changes them anyway (recorded in the history)."""
     s = state(ctx)
     issue = issues.update_issue(
         s.queue(),
@@ -240,6 +245,7 @@ def update(
         remove_labels=remove_label or (),
         touches=[] if clear_touches else (touch or None),
         repository=repo,
+        by=s.acting(override="workq update --force" if force else None),
         actor=s.actor,
     )
     if json_:
@@ -252,12 +258,17 @@ def delete(
     ctx: typer.Context,
     number: Number,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Delete it even if another run holds a live claim (admin).")
+    ] = False,
 ) -> None:
-    """Delete an issue for good (its history stays)."""
+    """Delete an issue for good (its history stays). An issue another run holds a live
+    claim on is refused unless --force."""
     s = state(ctx)
     if not yes:
         typer.confirm(f"Delete issue #{number} for good?", abort=True)
-    issues.delete_issue(s.queue(), number, actor=s.actor)
+    by = s.acting(override="workq delete --force" if force else None)
+    issues.delete_issue(s.queue(), number, by=by, actor=s.actor)
     output.line(f"Deleted issue #{number}")
 
 

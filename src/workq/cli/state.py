@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,13 +78,15 @@ class State:
         *,
         override: str | None = None,
         fence: int | None = None,
-        plan_runs: Iterable[str] | None = None,
     ) -> Authority:
-        """Who a command acts as on a claim: the holder it names (see :meth:`run_id`), or,
-        when told to override (``--force``), anyone's claim, the command recorded."""
+        """Who a command acts as: the run id it names (see :meth:`run_id`), claiming under
+        it; or, when told to override (``--force``, ``--ignore-plan-mode``), on anyone's
+        claim for ``override``, the person (``--as``) and the reason recorded. The one place
+        the CLI builds an Authority."""
+        me = self.run_id(run_id)
         if override is not None:
-            return Authority.overriding(override, fence=fence, plan_runs=plan_runs or ())
-        return Authority.of({self.run_id(run_id)}, fence=fence, plan_runs=plan_runs)
+            return Authority.overriding(override, who=self.actor, fence=fence, acts_as=me)
+        return Authority.of({me}, acts_as=me, fence=fence, who=self.actor)
 
     def close(self) -> None:
         if self._queue is not None:

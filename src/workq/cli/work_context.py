@@ -30,11 +30,9 @@ def context(
     """Where you stand: the active issue (from the branch name, else your claim) with its
     acceptance criteria, your claims, the next ready issues, blockers and your plan."""
     s = state(ctx)
-    me = run_id or s.settings().run_id or s.actor
     found = work_context.gather(
         s.queue(existing=True),
-        run_id=me,
-        holders={me},
+        by=s.acting(run_id),
         branch=work_context.checkout_branch(Path.cwd()),
         include_closed_recent=include_closed_recent,
     )

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from workq.cli import output
-from workq.cli.plans import run_id_of
 from workq.cli.state import state
 from workq.domain.workflow import WorkflowPhase
 from workq.services.plans import workflow
@@ -38,8 +37,8 @@ def show(
     json_: JsonFlag = False,
 ) -> None:
     """Show the workflow of claimed issues: phase, branch, tests, PR, lock and history."""
-    holders = {run_id} if run_id else None
-    found = workflow.status(state(ctx).queue(existing=True), number, holders)
+    s = state(ctx)
+    found = workflow.status(s.queue(existing=True), number, s.acting(run_id) if run_id else None)
     if json_:
         output.emit_json({"workflows": [w.model_dump(mode="json") for w in found]})
         return
@@ -108,7 +107,7 @@ def advance(
     change = workflow.advance(
         s.queue(),
         number,
-        {run_id_of(s, run_id)},
+        s.acting(run_id),
         phase,
         tests_passed=tests_passed,
         skip_justification=skip_justification,

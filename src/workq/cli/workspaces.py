@@ -234,10 +234,19 @@ def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> N
 
 
 @repo_app.command("assign")
-def repo_assign(ctx: typer.Context, number: Number, name: RepoArg) -> None:
-    """Put an issue in a repository."""
+def repo_assign(
+    ctx: typer.Context,
+    number: Number,
+    name: RepoArg,
+    force: Annotated[
+        bool, typer.Option(help="Even if another run holds a live claim on it (admin).")
+    ] = False,
+) -> None:
+    """Put an issue in a repository. An issue another run holds a live claim on is its
+    holder's to move: --force moves it anyway (recorded in the history)."""
     s = state(ctx)
-    repositories.assign(s.queue(), number, name, actor=s.actor)
+    by = s.acting(override="workq repo assign --force" if force else None)
+    repositories.assign(s.queue(), number, name, by=by, actor=s.actor)
     output.line(f"Issue #{number} is in repository {name}")
 
 
@@ -270,7 +279,7 @@ def worktree_spawn(
     s = state(ctx)
     q = s.queue()
     name = repo or _repository_of(s.queue(), number)
-    info = worktrees.spawn(q, name, number, agent=s.actor, branch=branch)
+    info = worktrees.spawn(q, name, number, by=s.acting(), branch=branch)
     if json_:
         output.emit_json(info)
         return

@@ -54,6 +54,8 @@ QUIET_KINDS = frozenset(
         "worktree_created",
         "branch_linked",
         "pull_request_opened",
+        "reserved",
+        "branch_created",
     }
 )
 _QUIET_LIST = ", ".join(f"'{kind}'" for kind in sorted(QUIET_KINDS))

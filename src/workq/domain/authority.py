@@ -1,58 +1,77 @@
-"""Who may act on a claimed issue: the one value every service that changes a claimed
-issue takes (docs/coordination.md, "Who may act on a claim").
+"""Who is asking: the one value every service that changes claimed work takes
+(domain/decisions.py decides what it may do; docs/coordination.md, "Who may act").
 
 A caller acts for the run ids it holds claims under (an MCP server: its run id and the
-agent ids it claimed for; the CLI: ``--run-id``, ``WORKQ_RUN_ID`` or ``--as``), optionally
-presenting the fencing token of one claim, with the run ids whose plan mode must refuse
-the change. Or it acts by an **override** that says why anyone's claim may be acted on (an
-admin's ``--force``, the board, the GitHub worker); the event records the reason. There is
-no value that silently means "anyone". Who acted is the caller's to name (``actor``), as
-before.
+agent ids it bound; an HTTP session: its own; the CLI: ``--run-id`` or ``--as``), claims
+under one of them (``acts_as``), and may present the fencing token of one claim. Or it
+acts by an **override**, which names the reason and who made it (a person's ``--force``,
+the board's user, the GitHub worker); the change's event records both. There is no value
+that silently means "anyone".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Authority:
-    """The run ids a call acts for, the fence it presents, its plan-mode runs; or an
-    override with its reason. Build it with :meth:`of` or :meth:`overriding`."""
+    """The run ids a call acts for, the one it claims under, the fence it presents; or an
+    override with its reason and who made it. Build it with :meth:`of` or
+    :meth:`overriding`."""
 
     run_ids: frozenset[str] = frozenset()
+    acts_as: str | None = None
     fence: int | None = None
-    plan_runs: frozenset[str] = frozenset()
     override: str | None = None
+    who: str | None = None
 
     @classmethod
     def of(
         cls,
         run_ids: Iterable[str],
         *,
+        acts_as: str | None = None,
         fence: int | None = None,
-        plan_runs: Iterable[str] | None = None,
+        who: str | None = None,
     ) -> Authority:
         """Acting as the holder: one of ``run_ids`` must hold the claim (that very claim,
-        with ``fence``). Plan mode of ``plan_runs`` (default: the run ids) refuses."""
+        with ``fence``). Claims are made under ``acts_as`` (default: the only run id)."""
         ids = frozenset(run_ids)  # none: a caller that holds nothing, refused everywhere
-        runs = ids if plan_runs is None else frozenset(plan_runs)
-        return cls(run_ids=ids, fence=fence, plan_runs=runs)
+        if acts_as is None and len(ids) == 1:
+            (acts_as,) = ids
+        if acts_as is not None:
+            ids |= {acts_as}
+        return cls(run_ids=ids, acts_as=acts_as, fence=fence, who=who)
 
     @classmethod
     def overriding(
         cls,
         reason: str,
         *,
+        who: str,
         fence: int | None = None,
-        plan_runs: Iterable[str] = (),
+        acts_as: str | None = None,
+        run_ids: Iterable[str] = (),
     ) -> Authority:
-        """Acting on whoever's claim it is, for ``reason`` (recorded with the change);
-        with ``fence``, only on that claim."""
+        """Acting on whoever's claim it is, for ``reason``, by ``who`` (both recorded with
+        the change); with ``fence``, only on that claim; a force-claim claims under
+        ``acts_as``."""
         if not reason.strip():
             raise ValueError("an override names its reason")
-        return cls(fence=fence, plan_runs=frozenset(plan_runs), override=reason)
+        if not who.strip():
+            raise ValueError("an override names who makes it")
+        ids = frozenset(run_ids) | ({acts_as} if acts_as else set())
+        return cls(run_ids=ids, acts_as=acts_as, fence=fence, override=reason, who=who)
+
+    def claiming_as(self, run_id: str) -> Authority:
+        """The same caller, claiming under ``run_id`` (a force-claim for another run)."""
+        return replace(self, acts_as=run_id, run_ids=self.run_ids | {run_id})
+
+    def with_fence(self, fence: int | None) -> Authority:
+        return self if fence is None else replace(self, fence=fence)
 
     def allows(self, holder: str | None) -> bool:
         """Whether this authority may change a claim held by ``holder``."""
@@ -62,8 +81,8 @@ class Authority:
         """The run ids as a refusal names them."""
         return ", ".join(sorted(self.run_ids)) or "no run id"
 
-
-def as_authority(value: Authority | Iterable[str]) -> Authority:
-    """An authority from a service's argument: one already built, or the run ids a caller
-    holds claims under."""
-    return value if isinstance(value, Authority) else Authority.of(value)
+    def recorded(self) -> dict[str, Any]:
+        """What an event records of an override (nothing for a holder acting itself)."""
+        if self.override is None:
+            return {}
+        return {"forced": True, "override": self.override, "by": self.who}

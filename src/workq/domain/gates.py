@@ -11,6 +11,10 @@ A gate table maps a gate's name to its settings::
     kind = "tests"                       # the tests gate; so is a gate named tests or pytest
     env = ["DJANGO_SETTINGS_MODULE"]     # variables passed beyond PATH, HOME, the locale...
 
+A gate's environment never carries a token or another secret, a database URL or one of
+workq's own ``WORKQ_*`` settings (``refused_env``), whatever its table lists: a table whose
+``env`` names one is refused (``GateEnvRefused``), and the runner never passes one.
+
 Gates are numbered 1, 2, ... in the order the table lists them. ``{files}``, as a whole
 argument, becomes the selected files; a gate without it runs its command as it is, once
 any file matches its globs.
@@ -36,6 +40,39 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _KEYS = {"command", "files", "timeout", "kind", "env"}
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _KINDS = ("check", "tests")
+# What a gate's environment never carries, whatever its table lists. A name is refused when
+# it is one of workq's own settings (WORKQ_*), when one of its words (split at "_") is or
+# ends in a secret's word (GITHUB_TOKEN, GH_TOKEN, PGPASSWORD, AWS_SECRET_ACCESS_KEY,
+# NPM_AUTH_TOKEN), when it names a key (API_KEY, PRIVATE_KEY, ACCESS_KEY) or when it holds a
+# database URL (DATABASE_URL, WORKQ_DATABASE_URL, REDIS_DB_URL, PG_DSN). TOKENIZERS_PARALLELISM
+# or PYTEST_ADDOPTS are not: a secret's word must end the word that holds it.
+_WORKQ_PREFIX = "WORKQ_"
+_SECRET_WORDS = (
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWORDS",
+    "PASSWD",
+    "PASSFILE",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "APIKEY",
+    "PRIVATEKEY",
+)
+_KEY_WORDS = ("API", "PRIVATE", "ACCESS", "SECRET", "SIGNING", "ENCRYPTION", "MASTER")
+_DATABASE_URL_RE = re.compile(
+    r"(^|_)(DATABASE|DB|POSTGRES|POSTGRESQL|PG|MYSQL|MARIADB|REDIS|MONGO|MONGODB)_(URL|URI)$"
+    r"|(^|_)DSN$"
+)
+
+
+class GateEnvRefused(InvalidInput):
+    """A gate table asks for a variable a gate's environment never carries."""
+
+    code = "GATE_ENV_REFUSED"
 
 
 @dataclass(frozen=True)
@@ -125,6 +162,8 @@ def parse_table(table: object, source: str) -> tuple[GateSpec, ...]:
 
     Raises:
         InvalidInput: the table or one of its gates is malformed.
+        GateEnvRefused: a gate's ``env`` names a variable a gate never gets (a token or
+            another secret, a database URL, a ``WORKQ_*`` setting).
     """
     if not isinstance(table, Mapping):
         raise InvalidInput(f"{source} must be a table of gates ([...gates.NAME])", source=source)
@@ -167,7 +206,38 @@ def _gate(number: int, name: object, body: object, source: str) -> GateSpec:
         isinstance(v, str) and _ENV_NAME_RE.fullmatch(v) for v in env
     ):
         raise bad("env is a list of environment variable names")
+    for variable in env:
+        why = refused_env(variable)
+        if why is not None:
+            raise GateEnvRefused(
+                f"{where}: env lists {variable}, {why}: a gate's environment never carries a "
+                "token or another secret, a database URL or workq's own WORKQ_* settings",
+                hint=(
+                    f"take {variable} out of the env list of gate {name!r} ({source}); a "
+                    "check that needs a credential reads it from a file of its own, not from "
+                    "the environment of the workq that runs it"
+                ),
+                source=source,
+                gate=str(name),
+                key=variable,
+            )
     return GateSpec(number, name, command, checked, float(timeout), tests, tuple(env))
+
+
+def refused_env(name: str) -> str | None:
+    """Why a gate's environment never carries the variable ``name`` (a phrase), or None
+    when it may: workq's own settings, tokens and other secrets, database URLs."""
+    upper = name.upper()
+    if upper.startswith(_WORKQ_PREFIX):
+        return "one of workq's own settings"
+    if _DATABASE_URL_RE.search(upper):
+        return "a database URL"
+    words = [w for w in upper.split("_") if w]
+    if any(w.endswith(_SECRET_WORDS) for w in words):
+        return "a secret"
+    if any(w == "KEY" and i and words[i - 1] in _KEY_WORDS for i, w in enumerate(words)):
+        return "a secret key"
+    return None
 
 
 def _command(value: object, bad: Any) -> tuple[str, ...]:

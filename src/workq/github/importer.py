@@ -256,10 +256,11 @@ class Importer:
                 **changes,
                 add_labels=add,
                 remove_labels=remove,
+                by=Authority.overriding("edited on GitHub", who=self.actor),
                 actor=self.actor,
             )
         if state == "closed" and local.status != Status.DONE:
-            closed = Authority.overriding("closed on GitHub")
+            closed = Authority.overriding("closed on GitHub", who=self.actor)
             claims.complete(self.q, local.number, closed, actor=self.actor)
         elif state == "open" and local.status == Status.DONE:
             issues.reopen(self.q, local.number, actor=self.actor)

@@ -1,16 +1,27 @@
 """Moving the landing queue through GitHub: each pass of the sync worker takes the landings
 that are due (services/workspaces/landings.py) one step or more further.
 
-queued  -> the claim that asked is still the issue's; the branch is pushed (forced: the
-           issue's branch is its holder's); the pull request is found by its branch, or
+queued  -> the tip asked to land (``head_sha``, recorded when it was queued) is pushed to
+           the issue's branch (forced: the issue's branch is its holder's), never whatever
+           the local branch holds by then; the pull request is found by its branch, or
            opened (marked first: after a lost answer it is looked up, never opened twice)
-open    -> GitHub's answer read: merged already, closed, behind (brought up to date when the
-           repository allows), conflicting (the files named), checks failing (the first
-           failing one named), or waiting (checks running, reviews, GitHub computing); once
-           clean with every check passed, the claim is asked again and the merge recorded
+open    -> GitHub's answer read: merged already, closed, a head nobody but workq pushed
+           (the pushed tip, or GitHub's own update of it: refused otherwise), behind
+           (brought up to date when the repository allows), conflicting (the files named),
+           checks failing (the first failing one named), or waiting (checks running,
+           reviews, GitHub computing); once clean with every check passed, the merge of
+           that head is recorded
 merging -> ``PUT .../merge`` with the head it checked (GitHub refuses a moved head and a
            second merge); after a lost answer the pull request is read again
 merged  -> the issue completed, the worktree and branch removed (merges.finish_landing)
+
+Who may land is the decision table's (domain/decisions.py, ``Action.LAND``): the claim that
+asked (its holder's run id and fence, from the landing record), with a live lease, no open
+blockers and not in plan mode. The door (services/queue/door.py) is asked before every
+write to GitHub (each push, the pull request's creation, each update of its branch, each
+merge call, retries included): refused, the landing stops with the refusal recorded and
+nothing is pushed or merged. While landings wait, the worker keeps the asking claims'
+leases alive, renewing at a third of the lease (``LEASE_FRACTION``), whatever its length.
 
 Failures are the mirror's: a rate limit ends the pass (the worker holds its requests), a
 5xx or a lost answer retries the step later with backoff, a refusal of GitHub that waiting
@@ -29,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
 from workq.github.client import (
     AuthFailed,
@@ -42,7 +54,7 @@ from workq.github.client import (
 from workq.github.models import GhPull
 from workq.github.submit import REMOTE, pr_body
 from workq.services.handle import Queue
-from workq.services.queue import blocking, issues, notes
+from workq.services.queue import blocking, door, issues, notes
 from workq.services.sync import mirror, pulls
 from workq.services.workspaces import landings, merges
 from workq.services.workspaces.landings import Due
@@ -53,6 +65,11 @@ ACTOR = "workq-land"
 # Check conclusions that fail a landing (GitHub's "neutral" and "skipped" do not).
 FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure"})
 MERGE_METHODS = {"merge": "merge", "squash": "squash"}
+# The asking claims' leases are renewed this often, as a part of the lease (a third: two
+# renewals may fail before one lapses).
+LEASE_FRACTION = 1 / 3
+# How many of GitHub's updates of the pushed tip (merges of the base into it) a head may be.
+UPDATES_MAX = 20
 
 
 @dataclass(frozen=True)
@@ -61,7 +78,9 @@ class LandOptions:
     backoff_base: float = 5.0  # first wait after a 5xx or a lost answer, doubled per attempt
     backoff_max: float = 600.0
     max_attempts: int = 8  # failed attempts at one step before the landing is refused
-    keep_leases_every: float = 30.0  # seconds between renewals of waiting landings' leases
+    # Seconds between renewals of the asking claims' leases: at most a third of the lease
+    # (None: a third of it).
+    keep_leases_every: float | None = None
 
 
 @dataclass
@@ -115,13 +134,26 @@ class Lander:
         self.pace = pace or (lambda: None)
         self._leases_kept = float("-inf")
 
+    def renewal_period(self) -> float:
+        """Seconds between renewals of the asking claims' leases: a third of the lease
+        (less if the options say so)."""
+        period = self.q.lease_seconds * LEASE_FRACTION
+        if self.options.keep_leases_every is not None:
+            period = min(period, self.options.keep_leases_every)
+        return period
+
+    def keep_leases(self) -> None:
+        """Renew the leases of the claims whose landings wait, when a renewal is due."""
+        if time.monotonic() - self._leases_kept >= self.renewal_period():
+            landings.keep_leases(self.q, self.repo)
+            self._leases_kept = time.monotonic()
+
     def run_pass(self) -> LandReport:
         """Take every due landing as far as it goes now. A rate limit ends the pass."""
         report = LandReport()
-        if time.monotonic() - self._leases_kept >= self.options.keep_leases_every:
-            landings.keep_leases(self.q, self.repo)
-            self._leases_kept = time.monotonic()
+        self.keep_leases()
         for item in landings.due(self.q, self.repo):
+            self.keep_leases()  # a pass over many landings may outlast a short lease
             try:
                 self._advance(item, report)
             except RateLimited as exc:
@@ -191,22 +223,33 @@ class Lander:
         elif item.state == "merged":
             self._finish(item, report)
 
-    def _still_asked(self, item: Due) -> None:
+    def _ask(self, item: Due, write: str) -> None:
+        """Ask the door whether the claim that asked to land the issue may still land it,
+        right before ``write`` (a push, a merge call...) to GitHub.
+
+        Raises:
+            _Refuse: it may not (claim ended or taken over, lease lapsed, open blockers,
+                plan mode, the issue done or deleted): nothing is written.
+        """
         try:
-            landings.still_asked(self.q, item)
+            door.ask(self.q, Action.LAND, item.number, landings.asker(item))
         except NotFound:
             raise _Refuse("the issue was deleted") from None
         except WorkqError as exc:
-            raise _Refuse(f"the claim that asked to land it ended: {exc.message}") from None
+            raise _Refuse(
+                f"the claim that asked to land it may not {write} now ({exc.code}): {exc.message}"
+            ) from None
 
     def _open(self, item: Due) -> None:
-        """Push the branch, then find or open its pull request."""
-        self._still_asked(item)
+        """Push the tip asked to land, then find or open its pull request."""
         root = Path(item.root)
         if git.branch_tip(root, item.branch) is None:
             raise _Refuse(f"branch {item.branch} is gone")
+        if _commit(root, item.head_sha) is None:
+            raise _Refuse(f"the tip asked to land, {item.head_sha[:12]}, is gone")
+        self._ask(item, f"push {item.head_sha[:12]}")
         self.pace()
-        git.push(root, REMOTE, item.branch, force=True)
+        _push(root, item.head_sha, item.branch)
         pull = self._find_or_open(item)
         pulls.opened(
             self.q,
@@ -215,6 +258,7 @@ class Lander:
             pr_number=pull.number,
             url=pull.html_url,
             branch=item.branch,
+            by=landings.asker(item),
             actor=ACTOR,
         )
         if item.pr_number != pull.number:
@@ -229,7 +273,7 @@ class Lander:
             self.q,
             item,
             "open",
-            detail="pushed; waiting for checks",
+            detail=f"pushed {item.head_sha[:12]}; waiting for checks",
             pr_number=pull.number,
             pr_url=pull.html_url,
         )
@@ -251,6 +295,7 @@ class Lander:
         fixes = (
             link.gh_number if link is not None and link.repo.lower() == self.repo.lower() else None
         )
+        self._ask(item, "open its pull request")
         self.pace()
         try:
             return self.client.create_pull(
@@ -277,10 +322,8 @@ class Lander:
         if pull.state == "closed":
             raise _Refuse(f"pull request #{pull.number} was closed without merging")
         head = pull.head.sha
-        if head != item.head_sha and item.update_branch is False:
-            raise _Refuse(
-                f"the pull request's head moved to {head[:12]}, not the tip asked to land"
-            )
+        if head != item.head_sha:
+            self._github_update_only(item, pull)
         failing, pending = self._checks(head)
         if failing:
             raise _Refuse(f"check {failing[0]} failed on {head[:12]}")
@@ -292,6 +335,7 @@ class Lander:
                 raise _Refuse(
                     f"branch {item.branch} is behind {pull.base.ref}: merge it in and land again"
                 )
+            self._ask(item, f"bring {item.branch} up to date")
             self.pace()
             self.client.update_pull_branch(self.repo, pull.number, expected_head_sha=head)
             raise _Wait(f"bringing {item.branch} up to date with {pull.base.ref}")
@@ -303,8 +347,36 @@ class Lander:
             raise _Wait("waiting for required reviews or checks")
         if state not in ("clean", "unstable", "has_hooks"):
             raise _Wait(f"GitHub is computing mergeability ({state})", seconds=2.0)
-        self._still_asked(item)
+        self._ask(item, f"merge {head[:12]}")
         landings.move(self.q, item, "merging", detail=f"merging {head[:12]}", merge_sha=head)
+
+    def _github_update_only(self, item: Due, pull: GhPull) -> None:
+        """Return when the pull request's head, which is not the tip workq pushed, is
+        GitHub's own update of it (``update-branch``: merge commits of the base into it, as
+        many as the base moved), with the repository allowing updates; else refuse: a head
+        someone else pushed to the branch is never merged.
+
+        Raises:
+            _Refuse: a head workq did not push, nor GitHub made from it.
+            _Wait: the branch moved while it was read.
+        """
+        head = pull.head.sha
+        if not item.update_branch:
+            raise _Refuse(
+                f"the pull request's head moved to {head[:12]}, not the tip asked to land "
+                f"({item.head_sha[:12]})"
+            )
+        root = Path(item.root)
+        fetched = git.fetch(root, REMOTE, pull.head.ref)
+        if fetched != head:
+            raise _Wait(f"{pull.head.ref} moved while it was read", seconds=2.0)
+        base = git.fetch(root, REMOTE, pull.base.ref)
+        if base is None or not _updates_of(root, head, item.head_sha, base):
+            raise _Refuse(
+                f"the pull request's head {head[:12]} was pushed by someone else: it is "
+                f"neither the tip workq pushed ({item.head_sha[:12]}) nor GitHub's update of "
+                f"it with {pull.base.ref}; land again to push the tip you mean to land"
+            )
 
     def _checks(self, sha: str) -> tuple[list[str], list[str]]:
         """The names of the failing and of the running checks (check runs and commit
@@ -349,6 +421,7 @@ class Lander:
             return
         if pull.state == "closed":
             raise _Refuse(f"pull request #{pull.number} was closed without merging")
+        self._ask(item, f"merge {item.merge_sha[:12]}")  # each call, a retry after a 5xx too
         self.pace()
         try:
             sha = self.client.merge_pull(
@@ -405,13 +478,62 @@ class Lander:
                     self.q,
                     item.number,
                     text,
-                    by=Authority.overriding("its landing was refused", fence=item.fence),
+                    by=Authority.overriding("its landing was refused", who=ACTOR, fence=item.fence),
                     actor=ACTOR,
                 )
             else:
                 notes.comment(self.q, item.number, text, kind="progress", author=ACTOR)
         except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
             log.info("landing #%d: %s", item.number, exc.message)
+
+
+def _commit(root: Path, sha: str) -> str | None:
+    """``sha`` when it names a commit of the repository at ``root``, else None."""
+    done = git.run(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
+        cwd=root,
+        check=False,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _push(root: Path, sha: str, branch: str) -> None:
+    """Push commit ``sha`` to ``branch`` of the remote (forced: the issue's branch is its
+    holder's), whatever the local branch holds by then."""
+    spec = f"+{sha}:refs/heads/{branch}"
+    git.run(["push", "--porcelain", REMOTE, spec], cwd=root, timeout=120.0)
+
+
+def _parents(root: Path, sha: str) -> list[str]:
+    done = git.run(["rev-list", "--parents", "--max-count=1", sha, "--"], cwd=root)
+    return done.stdout.split()[1:]
+
+
+def _tree(root: Path, sha: str) -> str:
+    return git.run(["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=root).stdout.strip()
+
+
+def _updates_of(root: Path, head: str, pushed: str, base: str) -> bool:
+    """Whether ``head`` is ``pushed``, or GitHub's update of it: a merge commit whose first
+    parent is ``pushed`` (or such an update, as often as the base moved), whose second is
+    a commit of the base branch (``base``, its tip, or before), and whose tree is what
+    merging the two gives (a commit that only claims those parents, with other content,
+    is not an update)."""
+    commit = head
+    for _ in range(UPDATES_MAX + 1):
+        if commit == pushed:
+            return True
+        parents = _parents(root, commit)
+        if len(parents) != 2:
+            return False
+        first, second = parents
+        if not git.is_ancestor(root, second, base):
+            return False
+        merged = git.merge_tree(root, first, second)
+        if merged.tree is None or merged.tree != _tree(root, commit):
+            return False
+        commit = first
+    return False
 
 
 def _until(q: Queue, exc: RateLimited) -> float:

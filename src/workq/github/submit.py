@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import InvalidInput
 from workq.github import actions
 from workq.github.client import GitHubClient, GitHubRejected
@@ -15,7 +17,7 @@ from workq.github.models import GhPull
 from workq.github_schemas import Submitted
 from workq.schemas import Issue
 from workq.services.handle import Queue
-from workq.services.queue import issues, notes
+from workq.services.queue import door, issues, notes
 from workq.services.sync import mirror, pulls
 from workq.services.workspaces import worktrees
 from workq.vcs import git
@@ -77,15 +79,20 @@ def submit(
     description: str | None,
     labels: Sequence[str],
     cwd: Path,
+    by: Authority,
     actor: str,
 ) -> Submitted:
-    """Push, open (or find the open one), label, record.
+    """Push, open (or find the open one), label, record: each external write asked of the
+    door first (the live holder of the issue's claim, not planning, nothing it waits on:
+    the ``land`` row of domain/decisions.py), and the record made in a transaction that
+    asks it again.
 
     Raises:
         InvalidInput: a detached HEAD, or the base branch checked out.
         GitFailed: the push failed (git's message).
         GitHubCallError: GitHub refused (its message kept).
     """
+    door.ask(q, Action.LAND, number, by)
     issue = issues.get(q, number)
     where, branch = issue_branch(q, number, cwd)
     with actions.retry_after_seconds():
@@ -95,15 +102,25 @@ def submit(
             f"the checked-out branch is {base}, the repository's base branch",
             hint="commit the issue's work on its own branch, then call submit_pr again",
         )
+    door.ask(q, Action.LAND, number, by)
     git.push(where, REMOTE, branch)
     link = mirror.github_link(q, number)
     fixes = link.gh_number if link is not None and link.repo.lower() == repo.lower() else None
     body = pr_body(issue, description, fixes)
+    door.ask(q, Action.LAND, number, by)
     with actions.retry_after_seconds():
         pull, reused = _open_or_find(client, repo, title=title, body=body, head=branch, base=base)
+    door.ask(q, Action.LAND, number, by)
     added = actions.add_labels(client, repo, pull.number, labels).labels if labels else []
     pulls.opened(
-        q, number, repo=repo, pr_number=pull.number, url=pull.html_url, branch=branch, actor=actor
+        q,
+        number,
+        repo=repo,
+        pr_number=pull.number,
+        url=pull.html_url,
+        branch=branch,
+        by=by,
+        actor=actor,
     )
     notes.comment(
         q, number, f"Pull request #{pull.number}: {pull.html_url}", kind="progress", author=actor

@@ -12,16 +12,17 @@ import hashlib
 import logging
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from workq.config import Settings
+from workq.domain.authority import Authority
 from workq.errors import RunIdInUse, StorageError, WorkqError
 from workq.server.github_link import GitHubLink
 from workq.services.queue import processes
@@ -52,9 +53,13 @@ def session_run_id(session_id: str) -> str:
 @dataclass
 class Caller:
     """Who a call acts as: a run id, and the run ids it claimed with (whose claims it may
-    complete). One per server process on stdio; one per session over HTTP."""
+    complete). One per server process on stdio; one per session over HTTP. ``binder``
+    names the caller in run id bindings (services/queue/run_ids.py): a run id another
+    live caller bound is refused, whether that caller is another server or another
+    session of this one."""
 
     run_id: str
+    binder: str = ""
     holders: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -73,17 +78,17 @@ class ServerState:
         self, settings: Settings, *, migrate: bool | None = None, server: str | None = None
     ) -> None:
         self.settings = settings
-        self.own = Caller(settings.run_id or new_run_id())
+        # Who binds run ids (services/queue/run_ids.py): this process, or the supervisor of
+        # the workers it is one of (they act as one server); a session binds as itself.
+        self.server = server or processes.token()
+        self.own = Caller(settings.run_id or new_run_id(), binder=self.server)
         self.migrate = migrate
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, Caller] = OrderedDict()
         # Every run id a caller of this process claimed with: the claims it renews.
         self._holders: set[str] = {self.own.run_id}
-        # Who binds run ids (services/queue/run_ids.py): this process, or the supervisor of
-        # the workers it is one of (they act as one server).
-        self.server = server or processes.token()
-        # run id -> until when (time.monotonic) its binding to this server needs no check
-        self._bound: dict[str, float] = {}
+        # (binder, run id) -> until when (the database's clock) the binding stands
+        self._bound: dict[tuple[str, str], datetime] = {}
         self._future: Future[Queue] | None = None
         self._users = 0
         self._stop = threading.Event()
@@ -106,7 +111,9 @@ class ServerState:
         with self._lock:
             caller = self._sessions.get(session_id)
             if caller is None:
-                caller = self._sessions[session_id] = Caller(session_run_id(session_id))
+                run_id = session_run_id(session_id)
+                binder = f"{self.server}:{run_id}"
+                caller = self._sessions[session_id] = Caller(run_id, binder=binder)
                 if len(self._sessions) > HOLDERS_MAX:
                     self._sessions.popitem(last=False)
             return caller
@@ -120,47 +127,72 @@ class ServerState:
         finally:
             _CALLER.reset(token)
 
-    def holders(self) -> frozenset[str]:
-        """The run ids the caller claimed with: the claims it may complete. Its own run
-        id is bound to this server first (see ``holder``)."""
+    def authority(self, run_id: str | None = None, *, fence: int | None = None) -> Authority:
+        """The caller of this call, as every service takes it: acting for ``run_id`` alone
+        if it names one (claiming under it), else for every run id it claimed with
+        (claiming under its own), with ``fence``; its own run id is ``who`` (whose plan
+        mode refuses its claims and completions too). The one place a server builds an
+        Authority.
+
+        Raises:
+            RunIdInUse: another live caller (another server, another session of this one)
+                bound the run id it names.
+        """
         caller = _CALLER.get() or self.own
-        self._bind(caller.run_id)
+        chosen = run_id or caller.run_id
+        if chosen == caller.run_id:
+            self._bind(caller, chosen)  # its own: no other caller may take it first
+        else:
+            self._check_bound(caller, chosen)  # bound once a claim under it is made
+        if run_id is not None:  # naming a run id acts as that run alone
+            return Authority.of({chosen}, acts_as=chosen, fence=fence, who=caller.run_id)
         with self._lock:
-            return frozenset(caller.holders)
+            ids = frozenset(caller.holders)
+        return Authority.of(ids, acts_as=chosen, fence=fence, who=caller.run_id)
 
     def claimed_with(self, run_id: str) -> None:
+        """A claim was made under ``run_id``: bind it to the caller (a refused call binds
+        nothing), and renew its leases while this server runs.
+
+        Raises:
+            RunIdInUse: another live caller bound it meanwhile.
+        """
         caller = _CALLER.get() or self.own
+        self._bind(caller, run_id)
         with self._lock:
             if len(self._holders) < HOLDERS_MAX:
                 self._holders.add(run_id)
                 caller.holders.add(run_id)
 
-    def holder(self, run_id: str | None) -> str:
-        """The run id a call claims under (the one it names, else this server's), once it
-        is bound to this server: RunIdInUse while another live server acts under it."""
-        chosen = run_id or self.run_id
-        self._bind(chosen)
-        return chosen
-
-    def acting_as(self, run_id: str | None) -> frozenset[str]:
-        """The holders a call acts as: the run id it names, else every one of this process."""
-        return frozenset((self.holder(run_id),)) if run_id else self.holders()
-
-    def _bind(self, run_id: str) -> None:
-        """Bind ``run_id`` to this server (services/queue/run_ids.py), unless it was bound within
-        the last half lease: the renewal keeps it bound while the server runs."""
-        with self._lock:
-            if self._bound.get(run_id, 0.0) > time.monotonic():
-                return
-        self._bind_on(self.queue(), run_id)
-
-    def _bind_on(self, queue: Queue, run_id: str) -> None:
+    def _check_bound(self, caller: Caller, run_id: str) -> None:
+        """RunIdInUse unless ``run_id`` is this caller's or free: read from the database
+        unless this caller's binding of it stands for another half lease by the
+        database's clock (a machine that slept finds it lapsed, and asks)."""
         from workq.services.queue import run_ids
 
-        started = time.monotonic()
-        run_ids.bind(queue, run_id, self.server)
+        queue = self.queue()
         with self._lock:
-            self._bound[run_id] = started + queue.lease_seconds / 2
+            until = self._bound.get((caller.binder, run_id))
+        if until is not None and until - queue.now() > timedelta(seconds=queue.lease_seconds / 2):
+            return
+        run_ids.check(queue, run_id, caller.binder)
+
+    def _bind(self, caller: Caller, run_id: str) -> None:
+        """Bind ``run_id`` to ``caller`` (services/queue/run_ids.py), unless its binding
+        stands for another half lease: the renewal keeps it bound while the server runs."""
+        queue = self.queue()
+        with self._lock:
+            until = self._bound.get((caller.binder, run_id))
+        if until is not None and until - queue.now() > timedelta(seconds=queue.lease_seconds / 2):
+            return
+        self._bind_on(queue, caller, run_id)
+
+    def _bind_on(self, queue: Queue, caller: Caller, run_id: str) -> None:
+        from workq.services.queue import run_ids
+
+        until = run_ids.bind(queue, run_id, caller.binder)
+        with self._lock:
+            self._bound[(caller.binder, run_id)] = until
 
     # -- waiting calls ----------------------------------------------------------------
 
@@ -295,7 +327,7 @@ class ServerState:
         """Bind this server's run id as it starts (calls under it then write nothing more);
         if another live server acts under it, calls under it are refused until that ends."""
         try:
-            self._bind_on(queue, self.own.run_id)
+            self._bind_on(queue, self.own, self.own.run_id)
         except WorkqError as exc:
             log.warning("workq: %s", exc.describe())
 
@@ -312,28 +344,30 @@ class ServerState:
                 log.debug("workq: renewed %d lease(s)", renewed)
 
     def _renew_bindings(self, queue: Queue) -> set[str]:
-        """Renew this server's bindings of its run ids; the run ids whose claims it still
-        renews. One another server took meanwhile (this one was stopped past its lease) is
-        that server's now: this one stops acting under it and renewing its claims."""
+        """Renew the bindings of this server's callers; the run ids whose claims it still
+        renews. One another caller took meanwhile (this one was stopped past its lease) is
+        that caller's now: this one stops acting under it and renewing its claims."""
         from workq.services.queue import run_ids
 
         with self._lock:
-            bound = set(self._bound)
-        kept = run_ids.renew(queue, self.server, bound)
-        for run_id in bound - kept:
+            bound = dict(self._bound)
+        kept = run_ids.renew(queue, self.server, set(bound))
+        for binder, run_id in set(bound) - set(kept):
             try:
-                run_ids.bind(queue, run_id, self.server)
+                until = run_ids.bind(queue, run_id, binder)
             except RunIdInUse as exc:
                 log.warning("workq: %s; no longer acting under it", exc.message)
                 with self._lock:
-                    self._bound.pop(run_id, None)
-                    self._holders.discard(run_id)
-                    for caller in (self.own, *self._sessions.values()):
-                        caller.holders.discard(run_id)
+                    self._bound.pop((binder, run_id), None)
+                    callers = [self.own, *self._sessions.values()]
+                    if not any(run_id in c.holders for c in callers if c.binder != binder):
+                        self._holders.discard(run_id)
+                    for caller in callers:
+                        if caller.binder == binder:
+                            caller.holders.discard(run_id)
             else:
-                kept.add(run_id)
-        started = time.monotonic()
+                kept[(binder, run_id)] = until
         with self._lock:
-            for run_id in kept:
-                self._bound[run_id] = started + queue.lease_seconds / 2
-            return {h for h in self._holders if h in kept}
+            self._bound.update(kept)
+            held = {run_id for (_, run_id) in kept}
+            return {h for h in self._holders if h in held}

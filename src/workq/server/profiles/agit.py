@@ -17,7 +17,6 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from workq.domain.authority import Authority
 from workq.errors import InvalidInput, MergeConflict, NotFound, WorkqError
 from workq.schemas import (
     PAGE_MAX,
@@ -310,15 +309,15 @@ def register(reg: Registry) -> None:
         from workq.services.workspaces import worktree_claims as workspaces
 
         def call() -> CallToolResult:
-            holder = state.holder(agent)
+            by = state.authority(agent)
+            holder = by.acts_as or state.run_id
             number, info = workspaces.spawn_task(
                 state.queue(),
                 repo,
                 task_number(task) if task else None,
                 title=(task or f"Work of {holder}")[:256],
-                holder=holder,
+                by=by,
                 branch=branch,
-                plan_runs={state.run_id},
             )
             state.claimed_with(holder)
             out = Spawned(
@@ -344,9 +343,13 @@ def register(reg: Registry) -> None:
         from workq.services.workspaces import worktrees
 
         def call() -> CallToolResult:
-            by = Authority.of(state.holders())
             worktrees.remove(
-                state.queue(), repo, worktree_id, by=by, force=force, actor=state.run_id
+                state.queue(),
+                repo,
+                worktree_id,
+                by=state.authority(),
+                force=force,
+                actor=state.run_id,
             )
             out = Removed(removed=True, worktree_id=worktree_id)
             return _answer(out.model_dump(), out)
@@ -410,10 +413,11 @@ def register(reg: Registry) -> None:
             number = task_number(task_id)
             if number is None:
                 raise NotFound(refused)
+            # The agent id is a run id: one another live caller bound is refused
+            # (RUN_ID_IN_USE), and a claim made under it binds it to this caller.
+            by = state.authority(agent_id)
             try:
-                taken = workspaces.claim(
-                    state.queue(), number, agent_id, worktree=worktree, plan_runs={state.run_id}
-                )
+                taken = workspaces.claim(state.queue(), number, by, worktree=worktree)
             except WorkqError as exc:
                 if _of_the_worktree(exc):
                     raise
@@ -446,8 +450,7 @@ def register(reg: Registry) -> None:
 
         def call() -> CallToolResult:
             number = _number(task_id)
-            by = Authority.of(state.holders(), plan_runs={state.run_id})
-            claims.complete(state.queue(), number, by, note=result)
+            claims.complete(state.queue(), number, state.authority(), note=result)
             out = CompletedTask(completed=True, task_id=task_id)
             return _answer(out.model_dump(), out)
 
@@ -467,7 +470,7 @@ def register(reg: Registry) -> None:
                 state.queue(),
                 repo,
                 worktree_id,
-                by=Authority.of(state.holders()),
+                by=state.authority(),
                 actor=state.run_id,
                 lease_seconds=state.settings.merge_lease_seconds,
             )
@@ -493,11 +496,14 @@ def register(reg: Registry) -> None:
         ],
     ) -> Annotated[CallToolResult, Registered]:
         """Register an AI agent (a name and type seen before get their id back); the id
-        is a run id."""
+        is a run id, bound to this caller: an agent restarted behind a new server registers
+        again and acts on its own claims (refused while another live caller acts as it)."""
         from workq.services.queue import agents
 
         def call() -> CallToolResult:
             info = agents.register(state.queue(), name, type)
+            state.authority(info.agent_id)  # RUN_ID_IN_USE while another caller acts as it
+            state.claimed_with(info.agent_id)
             out = Registered(agent_id=info.agent_id, name=info.name, type=info.type)
             return _answer(out.model_dump(), out)
 
@@ -505,11 +511,14 @@ def register(reg: Registry) -> None:
 
     @reg.tool(writes(idempotent=True))
     def agit_heartbeat(agent_id: AgentId) -> Annotated[CallToolResult, Beat]:
-        """Update an agent's heartbeat, and renew the leases of the tasks it holds."""
+        """Update an agent's heartbeat, and renew the leases of the tasks it holds (the
+        agent id is bound to this caller, as its claims are)."""
         from workq.services.queue import agents
 
         def call() -> CallToolResult:
+            state.authority(agent_id)  # RUN_ID_IN_USE while another caller acts as it
             renewed = agents.heartbeat(state.queue(), agent_id)
+            state.claimed_with(agent_id)  # a refused call binds nothing
             out = Beat(ok=True, agent_id=agent_id, renewed=renewed)
             return _answer({"ok": True, "agent_id": agent_id}, out)
 

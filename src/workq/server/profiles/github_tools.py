@@ -186,8 +186,9 @@ def register(reg: Registry) -> None:
 
         q = state.queue()
         with worded("Could not submit the pull request"):
+            by = state.authority()
             if number is None:
-                held = workflow.status(q, None, state.holders())
+                held = workflow.status(q, None, by)
                 if len(held) != 1:
                     raise InvalidInput(
                         f"this session holds {len(held)} issues: say which with number",
@@ -204,6 +205,7 @@ def register(reg: Registry) -> None:
                 description=description,
                 labels=labels or (),
                 cwd=state.github.cwd,
+                by=by,
                 actor=state.run_id,
             )
         text = f"Opened pull request #{done.pr_number} for issue #{number}: {done.pr_url}"

@@ -18,7 +18,6 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from workq.domain.authority import Authority
 from workq.errors import AllIssuesLocked, NoIssuesAvailable, NotHolder
 from workq.schemas import Claim, Issue, IssueType, Priority, Status
 from workq.server.params import Confirmation, Description, Number, Title, Types
@@ -239,13 +238,13 @@ def register(reg: Registry) -> None:
             exclude_types=[IssueType(t) for t in excludeTypes] if excludeTypes else None,
         )
         with worded("Could not select the next issue"):
-            taken = workspaces.claim_next(q, state.holder(None), chosen, plan_runs={state.run_id})
+            taken = workspaces.claim_next(q, state.authority(), chosen)
             if taken is None:
                 counts = reports.availability(
                     q, include_types=chosen.include_types, exclude_types=chosen.exclude_types
                 )
                 raise _nothing_left(counts)
-        state.claimed_with(state.run_id)
+            state.claimed_with(taken.claimed_by)
         link = mirror.github_link(q, taken.number)
         created = issues.get(q, taken.number).created_at
         age = max((taken.claimed_at - created).total_seconds() / 86400, 0.0)
@@ -286,7 +285,7 @@ def register(reg: Registry) -> None:
         q = state.queue()
         with worded(f"Could not release issue #{issueNumber}"):
             before = issues.get(q, issueNumber)
-            by = Authority.of(state.holders(), plan_runs={state.run_id})
+            by = state.authority()
             try:
                 if before.status == Status.DONE:
                     # A second release: contract B answers not_locked where issue_complete
@@ -327,12 +326,11 @@ def register(reg: Registry) -> None:
             claim = claims.force_claim(
                 q,
                 issueNumber,
-                state.holder(None),
+                state.authority(),
                 confirmation,
-                plan_runs={state.run_id},
                 note="Issue claimed by new session (force claim)",
             )
-        state.claimed_with(state.run_id)
+            state.claimed_with(claim.claimed_by)
         previous = None
         if claim.previous_holder:
             previous = PreviousHolder(

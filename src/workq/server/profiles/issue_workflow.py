@@ -110,7 +110,7 @@ def register(reg: Registry) -> None:
             change = workflow.advance(
                 state.queue(),
                 issueNumber,
-                state.holders(),
+                state.authority(),
                 targetPhase,
                 tests_passed=testsPassed,
                 skip_justification=skipJustification,
@@ -134,7 +134,7 @@ def register(reg: Registry) -> None:
         if issueNumber is not None:
             prefix += f" of issue #{issueNumber}"
         with worded(prefix):
-            found = workflow.status(state.queue(), issueNumber, state.holders())
+            found = workflow.status(state.queue(), issueNumber, state.authority())
         if not found:
             text = "This session holds no claimed issues"
         else:

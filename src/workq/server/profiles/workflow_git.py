@@ -61,7 +61,9 @@ def register(reg: Registry) -> None:
         checkout to it (which must be clean)."""
         from workq.services.workspaces import gitflow
 
-        made = gitflow.create_feature_branch(state.queue(), _where(), branch_type, name)
+        made = gitflow.create_feature_branch(
+            state.queue(), _where(), branch_type, name, actor=state.run_id
+        )
         return ok(f"Created {made.branch_name} from {made.created_from}", made)
 
     @reg.tool(writes(idempotent=True))
@@ -72,16 +74,16 @@ def register(reg: Registry) -> None:
         claims it for you."""
         from workq.services.workspaces import gitflow
 
+        by = state.authority()
         linked = gitflow.link_issue_to_branch(
             state.queue(),
             _where(),
             issue_number,
-            run_id=state.holder(None),
-            holders=state.holders(),
+            by=by,
             move_to_in_progress=move_to_in_progress,
-            plan_runs={state.run_id},
         )
-        state.claimed_with(state.run_id)
+        if move_to_in_progress and by.acts_as is not None:
+            state.claimed_with(by.acts_as)
         return ok(f"Linked issue #{issue_number} to {linked.branch_name}", linked)
 
     @reg.tool(writes(idempotent=False))
@@ -96,16 +98,17 @@ def register(reg: Registry) -> None:
         returns its acceptance criteria and the path to work in."""
         from workq.services.workspaces import gitflow
 
+        by = state.authority()
         started = gitflow.start_work_on_issue(
             state.queue(),
             _where(),
             issue_number,
-            run_id=state.holder(None),
+            by=by,
             branch_type=branch_type,
             worktree=worktree,
-            plan_runs={state.run_id},
         )
-        state.claimed_with(state.run_id)
+        if by.acts_as is not None:
+            state.claimed_with(by.acts_as)
         again = " (resumed)" if started.resumed else ""
         return ok(f"Working on issue #{issue_number} on {started.branch_name}{again}", started)
 
@@ -130,7 +133,7 @@ def register(reg: Registry) -> None:
             _where(),
             phase,
             component,
-            holders=state.holders(),
+            by=state.authority(),
             actor=state.run_id,
             details=details or (),
             test_count=test_count,
@@ -152,7 +155,7 @@ def register(reg: Registry) -> None:
         done = gitflow.merge_to_main(
             state.queue(),
             _where(),
-            holders=state.holders(),
+            by=state.authority(),
             actor=state.run_id,
             strategy=merge_strategy,
             delete_branch=delete_branch,

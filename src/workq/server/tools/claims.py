@@ -9,7 +9,6 @@ from typing import Annotated, Any
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from workq.domain.authority import Authority
 from workq.errors import InvalidInput, Step, render
 from workq.schemas import (
     NOTHING_CLAIMED,
@@ -134,14 +133,12 @@ def register_core(reg: Registry) -> None:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
         from workq.services.workspaces import worktree_claims as workspaces
 
-        holder = state.holder(run_id)
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
-            claim = workspaces.claim(
-                state.queue(), number, holder, worktree=worktree, plan_runs={state.run_id}
-            )
-        state.claimed_with(holder)
+            by = state.authority(run_id)
+            claim = workspaces.claim(state.queue(), number, by, worktree=worktree)
+            state.claimed_with(claim.claimed_by)
         text = f"Claimed issue #{number}" + _waiting(number, claim.waits_on)
         return ok(text + _workspace(claim.worktree), claim)
 
@@ -160,13 +157,12 @@ def register_core(reg: Registry) -> None:
         it with its description."""
         from workq.services.workspaces import worktree_claims as workspaces
 
-        holder = state.holder(run_id)
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
+        with worded("Could not claim the next issue"):
+            by = state.authority(run_id)
 
         def attempt() -> ClaimedIssue | None:
-            return workspaces.claim_next(
-                state.queue(), holder, wanted, worktree=worktree, plan_runs={state.run_id}
-            )
+            return workspaces.claim_next(state.queue(), by, wanted, worktree=worktree)
 
         look = Look(
             (wanted.model_dump_json() if wanted else None, bool(worktree)),
@@ -176,7 +172,8 @@ def register_core(reg: Registry) -> None:
             issue = await until_found(state, attempt, wait_seconds or 0, look)
         if issue is None:
             return ok(NOTHING_READY, NOTHING_CLAIMED)
-        state.claimed_with(holder)
+        with worded("Could not claim the next issue"):
+            state.claimed_with(issue.claimed_by)
         text = f"Claimed issue #{issue.number}: {issue.title}"
         text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
         if issue.previous_holder:
@@ -195,12 +192,7 @@ def register_core(reg: Registry) -> None:
         from workq.services.queue import claims
 
         with worded(f"Could not complete issue #{number}"):
-            by = Authority.of(
-                state.acting_as(run_id),
-                fence=fence,
-                plan_runs={state.run_id} if run_id is None else {state.run_id, run_id},
-            )
-            done = claims.complete(state.queue(), number, by)
+            done = claims.complete(state.queue(), number, state.authority(run_id, fence=fence))
         text = f"Completed issue #{number}"
         if done.unblocked:
             text += f"\nNow ready: {numbers(done.unblocked)}"
@@ -227,9 +219,9 @@ def register_core(reg: Registry) -> None:
         from workq.services.workspaces import worktrees
 
         q = state.queue()
-        by = Authority.of(state.acting_as(run_id), fence=fence)
         actor = run_id or state.run_id
         with worded(f"Could not block issue #{number}"):
+            by = state.authority(run_id, fence=fence)
             kept = worktrees.get_for_issue(q, number)
             if remove_worktree and kept is not None:
                 # First: a refusal (uncommitted changes, a merge under way) blocks nothing.
@@ -256,7 +248,7 @@ def register_core(reg: Registry) -> None:
         from workq.services.queue import claims
 
         with worded(f"Could not release issue #{number}"):
-            by = Authority.of(state.acting_as(run_id), fence=fence)
+            by = state.authority(run_id, fence=fence)
             released = claims.release(state.queue(), number, by, reason=reason, discard=discard)
         return ok(f"Released issue #{number}", released.summary())
 
@@ -275,7 +267,7 @@ def register_core(reg: Registry) -> None:
         q = state.queue()
         if number is not None:
             with worded(f"Could not renew the claim on issue #{number}"):
-                claim = claims.heartbeat(q, number, state.acting_as(run_id), fence=fence)
+                claim = claims.heartbeat(q, number, state.authority(run_id, fence=fence))
             text = f"Renewed claim on issue #{number} until {when(claim.lease_expires_at)}"
             text += _waiting(number, claim.waits_on)
             waiting = [Waiting(number=number, waits_on=claim.waits_on)] if claim.waits_on else []
@@ -285,10 +277,11 @@ def register_core(reg: Registry) -> None:
             )
         if fence is not None:
             raise InvalidInput("fence needs the number of its issue", field="fence")
-        holders = state.acting_as(run_id)
-        count = claims.renew_leases(q, holders)
+        with worded("Could not renew the claims"):
+            mine = state.authority(run_id).run_ids
+        count = claims.renew_leases(q, mine)
         until = q.lease_until(q.now())
-        waiting = [Waiting(number=n, waits_on=w) for n, w in claims.waiting(q, holders).items()]
+        waiting = [Waiting(number=n, waits_on=w) for n, w in claims.waiting(q, mine).items()]
         text = f"Renewed {count} claim(s) until {when(until)}"
         text += "".join(_waiting(w.number, w.waits_on) for w in waiting)
         return ok(text, Renewed(renewed=count, lease_expires_at=until, waiting=waiting))
@@ -316,11 +309,9 @@ def register_recovery(reg: Registry) -> None:
         holder is recorded."""
         from workq.services.queue import claims
 
-        holder = state.holder(run_id)
         with worded(f"Could not force-claim issue #{number}"):
-            claim = claims.force_claim(
-                state.queue(), number, holder, confirmation, plan_runs={state.run_id}
-            )
-        state.claimed_with(holder)
+            by = state.authority(run_id)
+            claim = claims.force_claim(state.queue(), number, by, confirmation)
+            state.claimed_with(claim.claimed_by)
         previous = claim.previous_holder or "nobody"
         return ok(f"Force-claimed issue #{number} (previous holder: {previous})", claim)

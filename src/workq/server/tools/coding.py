@@ -45,8 +45,7 @@ def context_answer(state: ServerState, include_closed_recent: bool) -> CallToolR
 
     found = work_context.gather(
         state.queue(),
-        run_id=state.run_id,
-        holders=state.holders(),
+        by=state.authority(),
         branch=work_context.checkout_branch(Path.cwd()),
         include_closed_recent=include_closed_recent,
     )
@@ -83,7 +82,8 @@ def gates_answer(
     with worded(prefix):
         if changed and files:
             raise InvalidInput("give files or changed=true, not both", field="files")
-        chosen = number or service.held_issue(q, state.acting_as(run_id))
+        by = state.authority(run_id)
+        chosen = number or service.held_issue(q, by)
         checkout = service.locate(q, chosen, Path.cwd())
         if changed:
             found = changes.changed_files(q, checkout)
@@ -96,6 +96,7 @@ def gates_answer(
             q,
             chosen,
             checkout,
+            by=by,
             files=files,
             include_tests=include_tests,
             gates=gates,

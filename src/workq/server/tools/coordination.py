@@ -58,9 +58,8 @@ def register(reg: Registry) -> None:
         from workq.services.queue import reservations
 
         with worded(f"Could not reserve paths for issue #{number}"):
-            held = reservations.reserve(
-                state.queue(), number, state.acting_as(run_id), glob, mode=mode, fence=fence
-            )
+            by = state.authority(run_id, fence=fence)
+            held = reservations.reserve(state.queue(), number, by, glob, mode=mode)
         return ok(_text(f"Reserved {glob} ({mode}) for #{number}; now held:", held), listed(held))
 
     @reg.tool(writes(idempotent=False))
@@ -71,9 +70,8 @@ def register(reg: Registry) -> None:
         from workq.services.queue import reservations
 
         with worded(f"Could not release paths of issue #{number}"):
-            held = reservations.unreserve(
-                state.queue(), number, state.acting_as(run_id), glob, fence=fence
-            )
+            by = state.authority(run_id, fence=fence)
+            held = reservations.unreserve(state.queue(), number, by, glob)
         return ok(_text(f"Released {glob} of #{number}; still held:", held), listed(held))
 
     @reg.tool(READ_ONLY)

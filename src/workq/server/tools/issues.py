@@ -172,6 +172,7 @@ def register(reg: Registry) -> None:
                 remove_labels=remove_labels or (),
                 touches=touches,
                 repository=repository,
+                by=state.authority(),
                 actor=state.run_id,
             )
         return ok(f"Updated issue #{number}", updated.summary())
@@ -182,5 +183,7 @@ def register(reg: Registry) -> None:
         from workq.services.queue import issues
 
         with worded(f"Could not delete issue #{number}"):
-            gone = issues.delete_issue(state.queue(), number, actor=state.run_id)
+            gone = issues.delete_issue(
+                state.queue(), number, by=state.authority(), actor=state.run_id
+            )
         return ok(f"Deleted issue #{number}", gone.summary())

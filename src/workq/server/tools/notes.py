@@ -33,7 +33,7 @@ def register(reg: Registry) -> None:
 
         with worded(f"Could not comment on issue #{number}"):
             comment = notes.comment(
-                state.queue(), number, body, kind=kind, author=run_id or state.run_id
+                state.queue(), number, body, kind=kind, author=state.authority(run_id).acts_as
             )
         return ok(f"Commented on issue #{number} ({comment.kind.value} {comment.id})", comment)
 

@@ -10,7 +10,6 @@ from typing import Annotated, Literal
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from workq.domain.authority import Authority
 from workq.schemas import MergeResult, RepoOverview, Repository
 from workq.server.params import Fence, Number, RunId
 from workq.server.registry import READ_ONLY, Registry, writes
@@ -70,7 +69,7 @@ def register(reg: Registry) -> None:
             done = merges.merge_issue(
                 state.queue(),
                 number,
-                by=Authority.of(state.acting_as(run_id), fence=fence),
+                by=state.authority(run_id, fence=fence),
                 actor=run_id or state.run_id,
                 lease_seconds=state.settings.merge_lease_seconds,
                 strategy=strategy,

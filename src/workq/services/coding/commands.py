@@ -25,6 +25,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workq.domain.gates import refused_env
+
 HEAD_BYTES = 24 * 1024
 TAIL_BYTES = 24 * 1024
 CHUNK_BYTES = 64 * 1024
@@ -32,7 +34,9 @@ CHUNK_BYTES = 64 * 1024
 DRAIN_SECONDS = 5.0
 # What a checked project's command inherits from the server's environment: where programs
 # and the user's files are, the locale, the Python or Node environment it runs in. Nothing
-# else (tokens, workq's own settings); a gate table names more with ``env``.
+# else; a gate table names more with ``env``, but never a token or another secret, a
+# database URL or workq's own WORKQ_* settings (domain/gates.py ``refused_env``): those are
+# left out whatever asks for them.
 PASSED = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
@@ -69,7 +73,8 @@ def environment(
     extra: Mapping[str, str] | None = None, passed: Collection[str] = ()
 ) -> dict[str, str]:
     """The environment of a checking command: the allow-listed variables of the server's
-    (``PASSED``, ``LC_*``, and the names in ``passed``), no colour, then ``extra``."""
+    (``PASSED``, ``LC_*``, and the names in ``passed``), no colour, then ``extra``; never
+    a variable ``refused_env`` names, whichever of them lists it."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -79,7 +84,7 @@ def environment(
     env.pop("FORCE_COLOR", None)
     if extra:
         env.update(extra)
-    return env
+    return {k: v for k, v in env.items() if refused_env(k) is None}
 
 
 def redact(text: str) -> str:
@@ -169,8 +174,10 @@ def run(
     tail: int = TAIL_BYTES,
 ) -> Outcome:
     """Run ``args`` in ``cwd`` for at most ``timeout`` seconds; never raises for the
-    command's own failure (a missing program is ``Outcome.missing``)."""
-    environ = dict(env) if env is not None else environment()
+    command's own failure (a missing program is ``Outcome.missing``). ``env`` (default:
+    ``environment()``) loses every variable ``refused_env`` names."""
+    given = env if env is not None else environment()
+    environ = {k: v for k, v in given.items() if refused_env(k) is None}
     started = time.monotonic()
     program = resolve(args[0], cwd, environ)
     if program is None:

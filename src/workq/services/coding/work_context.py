@@ -8,7 +8,6 @@ Each list is bounded and read from an index, so the answer costs the same at any
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -18,7 +17,8 @@ from sqlalchemy import Connection, select
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
 from workq.db.tables import labels as labels_t
-from workq.domain import branches
+from workq.domain import branches, readiness
+from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
 from workq.errors import GitFailed, NotFound
 from workq.schemas import (
@@ -57,16 +57,17 @@ def checkout_branch(checkout: Path | None) -> str | None:
 def gather(
     q: Queue,
     *,
-    run_id: str,
-    holders: Collection[str],
+    by: Authority,
     branch: str | None = None,
     include_closed_recent: bool = False,
 ) -> WorkContext:
-    """The work context of ``run_id`` (whose claims are held as any of ``holders``), with
-    the active issue taken from ``branch`` when it names one of the queue's issues."""
-    ready = ready_queue.ready(q, limit=NEXT_UP, holder=run_id)
-    plan = plans.active_plan(q, run_id)
-    found = _read(q, holders, branch, [r.number for r in ready], include_closed_recent)
+    """The work context of the caller ``by``: its live claims under any of its run ids,
+    what is ready for the run id it claims under and that run's plan, with the active
+    issue taken from ``branch`` when it names one of the queue's issues."""
+    run_id = by.acts_as
+    ready = ready_queue.ready(q, limit=NEXT_UP, holder=run_id or "")
+    plan = plans.active_plan(q, run_id) if run_id else None
+    found = _read(q, by, branch, [r.number for r in ready], include_closed_recent)
     active, mine, labels, blocked, closed = found
     return WorkContext(
         active_issue=active,
@@ -97,7 +98,7 @@ _Found = tuple[
 @retry_lost_read
 def _read(
     q: Queue,
-    holders: Collection[str],
+    by: Authority,
     branch: str | None,
     next_up: list[int],
     include_closed_recent: bool,
@@ -105,16 +106,18 @@ def _read(
     now = q.now()
     with q.db.read() as conn:
         # By the claimant's index alone: every end of a claim clears claimed_by, and a
-        # status condition would lead SQLite to the status index instead.
+        # status condition would lead SQLite to the status index instead. A lapsed claim
+        # is not held (another caller may claim it now).
+        columns = (issues.c.title, issues.c.priority, issues.c.status, issues.c.lease_expires_at)
         mine = [
             r
             for r in conn.execute(
-                select(issues.c.number, issues.c.title, issues.c.priority, issues.c.status)
-                .where(issues.c.claimed_by.in_(list(holders)))
+                select(issues.c.number, *columns)
+                .where(issues.c.claimed_by.in_(sorted(by.run_ids)))
                 .order_by(issues.c.claimed_at.desc(), issues.c.number)
                 .limit(LISTED)
             )
-            if r.status == Status.IN_PROGRESS.value
+            if readiness.claim_live(r, now)
         ]
         active = _active(conn, branch, mine[0].number if mine else None)
         labels: dict[int, list[str]] = {}

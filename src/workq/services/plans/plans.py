@@ -7,6 +7,9 @@ plan at once without seeing each other's plans. ``enter`` creates the plan file 
 template (or keeps one that exists); after that the file is only read, as it is on disk,
 since the agent (or a person) writes it between calls.
 
+Whether a run is in plan mode, for the changes plan mode refuses (claiming, completing,
+a git step, a merge ...), is the door's to ask (services/queue/door.py, ``planning``).
+
 One function is one write transaction, and every change writes an event: kinds
 ``plan_entered``, ``plan_advanced``, ``plan_exited`` and ``plan_abandoned``, without an
 issue number (a plan is not an issue), ``after`` naming the plan. Issues a launch creates
@@ -15,16 +18,14 @@ get their own ``created`` and ``dependency_added`` events.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from workq.db import dialect
 from workq.db.engine import retry_lost_read
-from workq.db.prepared import Prepared
 from workq.db.tables import issues, plan_issues, plans
 from workq.domain import fields
 from workq.domain.plan import (
@@ -79,7 +80,6 @@ __all__ = [
     "enter",
     "exit_plan",
     "list_plans",
-    "refuse_while_planning",
     "show",
 ]
 
@@ -126,58 +126,6 @@ def active_plan(q: Queue, run_id: str) -> Plan | None:
     with q.db.read() as conn:
         row = _active_row(conn, run_id)
     return None if row is None else _plan(row)
-
-
-class Planning(NamedTuple):
-    run_id: str
-    slug: str
-    phase: str
-
-
-# At most two runs are checked: the one the call acts for, and the server's own.
-planning = or_(plans.c.active_run == bindparam("run_a"), plans.c.active_run == bindparam("run_b"))
-planning_of = select(plans.c.run_id, plans.c.slug, plans.c.phase).where(planning).limit(1)
-_planning = Prepared(planning_of, Planning)
-
-
-def gate_params(run_ids: Collection[str]) -> dict[str, str | None]:
-    """The parameters of ``planning`` for these (at most two) run ids; none: no gate."""
-    runs = sorted(set(run_ids))
-    if len(runs) > 2:
-        raise ValueError("the plan gate checks at most two run ids")
-    runs += [None] * (2 - len(runs))  # type: ignore[list-item]
-    return {"run_a": runs[0], "run_b": runs[1]}
-
-
-def plan_mode_active(found: Planning, action: str) -> PlanModeActive:
-    return PlanModeActive(
-        f"Run {found.run_id} is in plan mode (plan {found.slug}, phase "
-        f"{PlanPhase(found.phase).display}): {action} is refused while planning, which is "
-        "read-only work",
-        hint=(
-            "finish the plan first (",
-            Step.ADVANCE_PLAN,
-            ", then ",
-            Step.EXIT_PLAN,
-            "); creating, listing and reading issues stay allowed",
-        ),
-        run_id=found.run_id,
-        slug=found.slug,
-    )
-
-
-def refuse_while_planning(conn: Connection, run_ids: Collection[str], action: str) -> None:
-    """Refuse ``action`` (claiming, completing) when any of ``run_ids`` is in plan mode:
-    one indexed lookup, inside the caller's write transaction.
-
-    Raises:
-        PlanModeActive: naming the run, its plan and phase, and what is still allowed.
-    """
-    if not run_ids:
-        return
-    found = _planning.rows(conn, gate_params(run_ids))
-    if found:
-        raise plan_mode_active(found[0], action)
 
 
 def _sections(path: str) -> tuple[bool, list[str] | None]:

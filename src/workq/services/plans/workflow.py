@@ -17,7 +17,6 @@ change) the stored state is stale and the next holder starts again at selection.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,18 +25,29 @@ from sqlalchemy import Connection, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import events, issues, workflows
-from workq.domain import fields
+from workq.domain import fields, readiness
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.domain.workflow import (
     WorkflowPhase,
     at_or_after,
     branch_name,
     check_transition,
 )
-from workq.errors import InvalidInput, NotHolder, Step
+from workq.errors import (
+    InvalidInput,
+    LeaseLapsed,
+    NotClaimable,
+    NotHolder,
+    PlanModeActive,
+    Step,
+    WorkqError,
+)
 from workq.plan_schemas import PhaseChange, WorkflowChange, WorkflowStatus
 from workq.schemas import PAGE_MAX, TITLE_MAX, Status
 from workq.services.coding import gates
 from workq.services.handle import Queue, load, record
+from workq.services.queue import door
 from workq.services.sync import pulls
 
 __all__ = [
@@ -91,7 +101,11 @@ def _state(conn: Connection, issue: Any) -> tuple[Any, list[PhaseChange]]:
     return (row if live else None), (history if live else [])
 
 
-def _claimed(issue: Any, holders: Collection[str] | None) -> None:
+def _claimed(q: Queue, conn: Connection, issue: Any, by: Authority | None, *, read: bool) -> None:
+    """The door's word on ``by`` moving ``issue``'s workflow (``step``), in contract B's
+    words: NOT_HOLDER, reason ``not_locked``. ``read``: only who holds it counts (a
+    lapsed lease or a plan does not hide a workflow from its holder). ``by`` None: any
+    claimed issue may be read."""
     if issue.status != IN_PROGRESS or issue.claimed_by is None:
         raise NotHolder(
             f"Issue #{issue.number} is not locked by this session: it is not claimed",
@@ -99,29 +113,46 @@ def _claimed(issue: Any, holders: Collection[str] | None) -> None:
             number=issue.number,
             reason="not_locked",
         )
-    if holders is not None and issue.claimed_by not in holders:
-        raise NotHolder(
-            f"Issue #{issue.number} is not locked by this session: {issue.claimed_by} holds it",
-            hint="only the claim's holder may advance its workflow",
-            number=issue.number,
-            holder=issue.claimed_by,
-            reason="not_locked",
-        )
+    if by is None:
+        return
+    try:
+        door.check(q, conn, issue, Action.STEP, by)
+    except (LeaseLapsed, PlanModeActive):
+        if not read:
+            raise
+    except (NotHolder, NotClaimable) as exc:
+        raise _not_locked(issue, exc) from None
+
+
+def _not_locked(issue: Any, exc: WorkqError) -> NotHolder:
+    return NotHolder(
+        f"Issue #{issue.number} is not locked by this session: {issue.claimed_by} holds it",
+        hint="only the claim's holder may advance its workflow",
+        number=issue.number,
+        holder=issue.claimed_by,
+        reason="not_locked",
+        refused=exc.message,
+    )
 
 
 def _held_issue(
-    conn: Connection, number: int | None, holders: Collection[str], *, lock: bool = True
+    q: Queue, conn: Connection, number: int | None, by: Authority, *, lock: bool = True
 ) -> Any:
     if number is not None:
         issue = load(conn, fields.number(number, "issueNumber"), for_update=lock)
-        _claimed(issue, holders)
+        _claimed(q, conn, issue, by, read=not lock)
         return issue
-    rows = conn.execute(
-        select(issues)
-        .where(issues.c.status == IN_PROGRESS, issues.c.claimed_by.in_(list(holders)))
-        .order_by(issues.c.number)
-        .limit(10)
-    ).all()
+    now = q.now()
+    rows = [
+        r
+        for r in conn.execute(
+            select(issues.c.number, issues.c.status, issues.c.lease_expires_at)
+            .where(issues.c.status == IN_PROGRESS, issues.c.claimed_by.in_(sorted(by.run_ids)))
+            .order_by(issues.c.number)
+            .limit(10)
+        ).all()
+        if readiness.claim_live(r, now)  # a lapsed claim is not held
+    ]
     if not rows:
         raise NotHolder(
             "No issue is locked by this session",
@@ -134,7 +165,9 @@ def _held_issue(
             f"this session holds several issues ({held}); say which with issueNumber",
             field="issueNumber",
         )
-    return load(conn, rows[0].number, for_update=lock)
+    issue = load(conn, rows[0].number, for_update=lock)
+    _claimed(q, conn, issue, by, read=not lock)
+    return issue
 
 
 def _status(conn: Connection, issue: Any, now: datetime) -> WorkflowStatus:
@@ -162,16 +195,16 @@ def _status(conn: Connection, issue: Any, now: datetime) -> WorkflowStatus:
 def status(
     q: Queue,
     number: int | None = None,
-    holders: Collection[str] | None = None,
+    by: Authority | None = None,
     *,
     limit: int = PAGE_MAX,
 ) -> list[WorkflowStatus]:
     """The workflow of issue ``number``, or of every claimed issue (by number, at most
-    ``limit``). With ``holders``, only claims they hold: another holder's issue is refused.
+    ``limit``). With ``by``, only its live claims: another holder's issue is refused.
 
     Raises:
         NotFound: no issue ``number``.
-        NotHolder: ``number`` is not claimed (or, with ``holders``, not by them).
+        NotHolder: ``number`` is not claimed (or, with ``by``, not by it).
     """
     if not 1 <= limit <= PAGE_MAX:
         raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
@@ -179,7 +212,7 @@ def status(
         now = q.now()
         if number is not None:
             issue = load(conn, fields.number(number, "issueNumber"))
-            _claimed(issue, holders)
+            _claimed(q, conn, issue, by, read=True)
             return [_status(conn, issue, now)]
         stmt = (
             select(issues)
@@ -187,11 +220,16 @@ def status(
             .order_by(issues.c.number)
             .limit(limit)
         )
-        if holders is not None:
-            if not holders:
+        if by is not None:
+            if not by.run_ids:
                 return []
-            stmt = stmt.where(issues.c.claimed_by.in_(sorted(holders)))
-        return [_status(conn, issue, now) for issue in conn.execute(stmt).all()]
+            stmt = stmt.where(issues.c.claimed_by.in_(sorted(by.run_ids)))
+        found = conn.execute(stmt).all()
+        return [
+            _status(conn, issue, now)
+            for issue in found
+            if by is None or readiness.claim_live(issue, now)  # a lapsed claim is not held
+        ]
 
 
 # --- advancing -----------------------------------------------------------------------------
@@ -200,7 +238,7 @@ def status(
 def _gates_evidence(
     q: Queue,
     number: int | None,
-    holders: Collection[str],
+    by: Authority,
     target: WorkflowPhase | str,
     skip_justification: str | None,
     here: Path | None,
@@ -209,7 +247,7 @@ def _gates_evidence(
     the workflow event records of them (empty when the move does not cross into commit).
     Runs outside any transaction: gates take time."""
     with q.db.read() as conn:
-        issue = _held_issue(conn, number, holders, lock=False)
+        issue = _held_issue(q, conn, number, by, lock=False)
         row, _ = _state(conn, issue)
     current = WorkflowPhase(row.phase) if row else SELECTION
     check = check_transition(
@@ -218,7 +256,7 @@ def _gates_evidence(
     if check.tests_gate != "passed":
         return {}
     where = gates.checkout_for(q, issue.number, here)
-    report = gates.check_work(q, issue.number, where, actor=issue.claimed_by)
+    report = gates.check_work(q, issue.number, where, by=by, actor=issue.claimed_by)
     return {
         "commit": report.commit,
         "dirty": report.dirty,
@@ -250,7 +288,7 @@ def _default_pr_body(issue: Any, tests: bool | None, justification: str | None) 
 def advance(
     q: Queue,
     number: int | None,
-    holders: Collection[str],
+    by: Authority,
     target: WorkflowPhase | str,
     *,
     tests_passed: bool | None = None,
@@ -259,9 +297,10 @@ def advance(
     pr_body: str | None = None,
     here: Path | None = None,
 ) -> WorkflowChange:
-    """Move the workflow of issue ``number`` (default: the one issue ``holders`` hold) to
-    ``target``, by contract B's matrix. ``pr_title``/``pr_body`` are recorded when given;
-    entering ``pr`` without them records contract B's defaults.
+    """Move the workflow of issue ``number`` (default: the one issue ``by`` holds) to
+    ``target``, by contract B's matrix. Only the holder of its live claim may (the door,
+    ``step``), asked in the transaction that moves it. ``pr_title``/``pr_body`` are
+    recorded when given; entering ``pr`` without them records contract B's defaults.
 
     The tests gate: with ``q.tests_gate`` "evidence", ``tests_passed=True`` into commit is
     taken only when the quality gates passed on the issue's checkout (its worktree, its
@@ -269,7 +308,8 @@ def advance(
     ``gates.check_work``. A skip justification is taken as contract B says.
 
     Raises:
-        NotHolder: the issue is not claimed by one of ``holders`` (reason ``not_locked``).
+        NotHolder: ``by`` does not hold the issue (reason ``not_locked``).
+        LeaseLapsed, PlanModeActive: the door's other refusals.
         InvalidTransition: the matrix refuses the move (reason ``invalid_transition`` or
             ``tests_required``).
         InvalidInput: bad arguments, or ``number`` omitted while holding several issues.
@@ -277,16 +317,16 @@ def advance(
         QualityGateFailed, TestsFailing: the tests gate refused ``tests_passed=True``
             (nothing changed but the stored gate runs).
     """
-    if not holders:
+    if not by.run_ids and by.override is None:
         raise NotHolder("No issue is locked by this session", reason="not_locked")
     title = fields.title(pr_title) if pr_title is not None else None
     body = fields.description(pr_body) if pr_body is not None else None
     shown: dict[str, Any] = {}
     if tests_passed is True and q.tests_gate == gates.EVIDENCE:
-        shown = _gates_evidence(q, number, holders, target, skip_justification, here)
+        shown = _gates_evidence(q, number, by, target, skip_justification, here)
 
     def work(conn: Connection) -> WorkflowChange:
-        issue = _held_issue(conn, number, holders)
+        issue = _held_issue(q, conn, number, by)
         row, _ = _state(conn, issue)
         current = WorkflowPhase(row.phase) if row else SELECTION
         check = check_transition(

@@ -1,21 +1,17 @@
 """Blocking an issue (it leaves the queue with a reason, its claim dropped) and unblocking
-it. Blocking someone else's live claim takes an override (see domain/authority.py)."""
+it. Who may: domain/decisions.py (``block``: anyone, unless another caller's claim is live)."""
 
 from __future__ import annotations
-
-from collections.abc import Collection
 
 from sqlalchemy import Connection, update
 
 from workq.db.tables import issues
 from workq.domain import fields, readiness
-from workq.domain.authority import Authority, as_authority
-from workq.errors import NotClaimable
-from workq.schemas import Issue, Status
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
+from workq.schemas import Issue
 from workq.services.handle import Queue, load, record, to_issue
-from workq.services.queue import claims, holding
-
-DONE = Status.DONE.value
+from workq.services.queue import claims, door
 
 
 def block(
@@ -23,30 +19,21 @@ def block(
     number: int,
     reason: str,
     *,
-    by: Authority | Collection[str],
+    by: Authority,
     actor: str | None = None,
 ) -> Issue:
-    """Record why, release any claim, keep it out of ready until unblocked.
-
-    An issue with a live claim of someone else's is refused unless ``by`` overrides (the
-    event then records ``forced`` and the reason); an unclaimed issue, or one whose lease
-    lapsed, anyone may block. With ``by``'s fence, a claim other than that one is refused
-    (StaleClaim).
-    """
-    auth = as_authority(by)
+    """Record why, release any claim, keep it out of ready until unblocked. Anyone may
+    block an issue nobody holds a live claim on; a live claim only its holder, or an
+    override (the event then records who and why). With ``by``'s fence, a claim other than
+    that one is refused (StaleClaim)."""
     fields.number(number)
-    fields.fence(auth.fence)
+    fields.fence(by.fence)
     why = fields.reason(reason)
 
     def work(conn: Connection) -> Issue:
-        row = load(conn, number, for_update=True)
-        holding.check_fence(row, auth.fence, number)
-        now = q.now()
-        if row.status == DONE:
-            raise NotClaimable(f"Issue #{number} is done; nothing to block", number=number)
-        overridden = readiness.claim_live(row, now) and row.claimed_by not in auth.run_ids
-        if overridden:
-            holding.check_holder(row, auth, number, "block")
+        let = door.admit(q, conn, Action.BLOCK, number, by)
+        row, now = let.row, let.now
+        overridden = let.overridden and readiness.claim_live(row, now)
         claims.clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
         record(
             q,
@@ -54,14 +41,10 @@ def block(
             kind="blocked",
             issue_id=row.id,
             number=number,
-            actor=actor or row.claimed_by,
+            actor=actor or (by.who if overridden else row.claimed_by),
             now=now,
             before={"claimed_by": row.claimed_by, "status": row.status},
-            # Blocking someone else's live claim (an admin's force) says so.
-            after={
-                "blocked_reason": why,
-                **({"forced": True, "override": auth.override} if overridden else {}),
-            },
+            after={"blocked_reason": why, **(by.recorded() if overridden else {})},
         )
         return to_issue(load(conn, number))
 

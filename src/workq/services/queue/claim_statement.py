@@ -37,10 +37,11 @@ from sqlalchemy.sql.elements import ColumnClause
 from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
 from workq.db.tables import events, github_outbox, issues, touches
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.schemas import Claim, ClaimedIssue, IssueType, Priority, ReadyFilter, Status
 from workq.services.handle import Queue
-from workq.services.plans import plans
-from workq.services.queue import predicates, ready_queue
+from workq.services.queue import door, predicates, ready_queue
 from workq.services.sync import outbox
 
 OPEN, IN_PROGRESS = Status.OPEN.value, Status.IN_PROGRESS.value
@@ -107,7 +108,7 @@ def _chain(shape: ready_queue.Shape, feed_outbox: bool) -> Prepared[ChainRow]:
         .where(
             issues.c.id == chosen.c.id,
             or_(issues.c.claimed_by.is_(None), issues.c.claimed_by == chosen.c.claimed_by),
-            ~exists().where(plans.planning),  # the plan gate
+            ~exists().where(door.planning_any),  # the plan gate
             # An issue that declares paths is claimed with the reservation checks instead.
             ~exists().where(touches.c.issue_id == chosen.c.id),
         )
@@ -218,8 +219,10 @@ _SETTLED = (
 
 
 def claim_next_alone(
-    q: Queue, run_id: str, f: ReadyFilter | None, gate: Collection[str]
+    q: Queue, by: Authority, run_id: str, f: ReadyFilter | None, gate: Collection[str]
 ) -> ClaimedIssue | None:
+    """``claims.claim_next`` on PostgreSQL, in one statement: ``gate``, the run ids whose
+    plan mode closes the scans (none for an override)."""
     shape, filters = ready_queue.filter_params(f)
     # With the outbox installed, its row is part of the chain (it writes nothing while no
     # mirror is configured): the claim cannot commit without it.
@@ -232,7 +235,7 @@ def claim_next_alone(
         after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
         params = {
             **filters,
-            **plans.gate_params(gate),
+            "runs": list(gate),
             "run_id": run_id,
             "now": now,
             "until": until,
@@ -259,7 +262,7 @@ def claim_next_alone(
     if claimed is None:
         # Nothing claimed: nothing ready, or the gate closed the scans (then say why).
         with q.db.read() as conn:
-            plans.refuse_while_planning(conn, gate, "claiming")
+            door.refuse_planning(conn, by, Action.CLAIM)
     return claimed
 
 

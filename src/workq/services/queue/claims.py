@@ -21,15 +21,15 @@ from sqlalchemy import Connection, bindparam, or_, select, update
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
 from workq.db.tables import IssueRecord, issues
-from workq.domain import fields, readiness
-from workq.domain.authority import Authority, as_authority
+from workq.domain import decisions, fields, readiness
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import (
     AlreadyClaimed,
     InvalidConfirmation,
-    NotClaimable,
     NotFound,
+    NotHolder,
     OpenBlockers,
-    Step,
 )
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
@@ -41,16 +41,15 @@ from workq.schemas import (
     Status,
 )
 from workq.services.handle import Queue, load, record, to_issue
-from workq.services.plans import plans
 from workq.services.queue import (
     blockers,
     claim_statement,
+    door,
     notes,
     predicates,
     ready_queue,
     reservations,
 )
-from workq.services.queue.holding import check_fence, check_holder, held_now, refuse_unless_held
 from workq.services.sync import outbox
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
@@ -97,8 +96,10 @@ def _claim_row(
     now: datetime,
     *,
     kind: str = "claimed",
+    recorded: dict[str, Any] | None = None,
 ) -> _Taken | None:
-    """Compare-and-set the claim on ``row``; None if someone else got there first."""
+    """Compare-and-set the claim on ``row``; None if someone else got there first.
+    ``recorded``: what the event records of an override (who forced it, and why)."""
     until = q.lease_until(now)
     previous = row.claimed_by
     taken = _take.count(
@@ -118,28 +119,21 @@ def _claim_row(
         actor=run_id,
         now=now,
         before={"claimed_by": previous, "status": row.status} if previous else None,
-        after={"claimed_by": run_id, "lease_expires_at": until},
+        after={"claimed_by": run_id, "lease_expires_at": until, **(recorded or {})},
     )
     # The row is locked by this transaction: its fence is the one read, plus this claim's.
     return _Taken(row.number, row.title, run_id, now, until, row.fence + 1, previous)
 
 
-def claim(
-    q: Queue,
-    number: int,
-    run_id: str,
-    *,
-    plan_runs: Collection[str] = (),
-    ignore_plan_mode: bool = False,
-) -> Claim:
-    """Claim issue ``number`` for ``run_id``; again by the same run renews the lease.
-    Refused while ``run_id`` or one of ``plan_runs`` is in plan mode (see claim_next)."""
+def claim(q: Queue, number: int, by: Authority) -> Claim:
+    """Claim issue ``number`` under ``by``'s run id; again by the same run renews the lease.
+    Refused (domain/decisions.py, ``claim``) while another caller's claim is live, while
+    the issue is done, blocked or waits on unfinished issues, and while one of ``by``'s
+    run ids is in plan mode."""
     fields.number(number)
-    fields.run_id(run_id)
-    gate = () if ignore_plan_mode else {run_id, *plan_runs}
+    run_id = claimer(by)
 
     def work(conn: Connection) -> Claim | _Taken:
-        plans.refuse_while_planning(conn, gate, "claiming")
         row = load(conn, number, for_update=True)
         now = q.now()
         paths = reservations.Gate(q, conn, now, writes=True)
@@ -147,19 +141,12 @@ def claim(
             # The holder's own claim stays its own, whatever it has come to wait on; once
             # its lease has lapsed, under a new fencing token (the caller may be a restart)
             # and only if no one reserved its paths meanwhile, as for any claim.
+            door.refuse_planning(conn, by, Action.CLAIM)
             lapsed = readiness.claim_lapsed(row, now)
             if lapsed:
                 paths.refuse(number, paths.blocking(row.id, True, run_id))
             return _renewal(q, conn, row, run_id, now, refence=lapsed)
-        _check_claimable(row, number)
-        until = row.lease_expires_at
-        if readiness.claim_live(row, now) and until is not None:
-            raise AlreadyClaimed(
-                f"Issue #{number} is held by {row.claimed_by} until {until:%Y-%m-%d %H:%M:%SZ}",
-                number=number,
-                holder=row.claimed_by,
-                lease_expires_at=until.isoformat(),
-            )
+        door.check(q, conn, row, Action.CLAIM, by)
         paths.refuse(number, paths.blocking(row.id, True, run_id))
         taken = _claim_row(q, conn, row, run_id, now)
         if taken is None:  # pragma: no cover - the row lock makes this unreachable
@@ -168,6 +155,21 @@ def claim(
 
     done = q.db.write(work)
     return done.claim() if isinstance(done, _Taken) else done
+
+
+def claimer(by: Authority) -> str:
+    """The run id ``by`` claims under.
+
+    Raises:
+        NotHolder: ``by`` names none (the board, an override without a run id).
+        InvalidInput: it is not a valid run id.
+    """
+    if by.acts_as is None:
+        raise NotHolder(
+            "a claim is made under a run id, and none was given",
+            hint="name the run id to claim under (--run-id, or run_id=...)",
+        )
+    return fields.run_id(by.acts_as)
 
 
 def _renewal(
@@ -211,55 +213,24 @@ def clear_claim(
     )
 
 
-def _check_claimable(row: IssueRecord, number: int) -> None:
-    if row.status == DONE:
-        raise NotClaimable(f"Issue #{number} is done", number=number, status=row.status)
-    if row.is_blocked:
-        raise NotClaimable(
-            f"Issue #{number} is blocked: {row.blocked_reason}",
-            number=number,
-            blocked_reason=row.blocked_reason,
-            hint=("unblock it with ", Step.UNBLOCK, ", or pick another with ", Step.READY),
-        )
-    if row.open_blockers:
-        raise NotClaimable(
-            f"Issue #{number} waits on {row.open_blockers} unfinished issue(s)",
-            number=number,
-            open_blockers=row.open_blockers,
-            hint=(
-                "finish its blockers first (see ",
-                Step.SHOW_ISSUE,
-                "), or pick another with ",
-                Step.READY,
-            ),
-        )
+def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> ClaimedIssue | None:
+    """Ready and claim in one transaction, under ``by``'s run id. None when nothing is
+    ready (a normal result). The claim comes with the issue it took, as ``ready`` shows it.
 
-
-def claim_next(
-    q: Queue,
-    run_id: str,
-    f: ReadyFilter | None = None,
-    *,
-    plan_runs: Collection[str] = (),
-    ignore_plan_mode: bool = False,
-) -> ClaimedIssue | None:
-    """Ready and claim in one transaction. None when nothing is ready (a normal result).
-    The claim comes with the issue it took, as ``ready`` shows it.
-
-    Refused (PlanModeActive) while ``run_id``, or one of ``plan_runs`` (the server's own run),
-    is in plan mode, unless ``ignore_plan_mode`` (an admin's override)."""
-    fields.run_id(run_id)
-    gate = () if ignore_plan_mode else {run_id, *plan_runs}
+    Refused (PlanModeActive) while one of ``by``'s run ids is in plan mode, unless ``by``
+    overrides (an admin's ``--ignore-plan-mode``)."""
+    run_id = claimer(by)
+    gate = () if by.override is not None else sorted(door.planners(by))
 
     if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
-        claimed = claim_statement.claim_next_alone(q, run_id, f, gate)
+        claimed = claim_statement.claim_next_alone(q, by, run_id, f, gate)
         if claimed is not None or not _touching_ready(q, f):
             return claimed
         # The one statement leaves issues that declare paths alone: claim with the checks.
 
     def work(conn: Connection) -> ClaimedIssue | tuple[ready_queue.ReadyRow, _Taken] | None:
         now = q.now()
-        plans.refuse_while_planning(conn, gate, "claiming")
+        door.refuse_planning(conn, by, Action.CLAIM)
         while True:
             rows = ready_queue.claimable_rows(q, conn, f, 1, now, run_id, lock=True)
             if not rows:
@@ -305,58 +276,54 @@ _renew_refenced = Prepared(
 )
 
 
-def heartbeat(
-    q: Queue, number: int, holders: Collection[str], *, fence: int | None = None
-) -> Claim:
-    """Extend the lease of a live claim the caller holds (with ``fence``: that very claim).
+def heartbeat(q: Queue, number: int, by: Authority) -> Claim:
+    """Extend the lease of a live claim ``by`` holds (with its fence: that very claim).
     A lapsed lease is not revived: its reservations ended, and another claim may hold
     them now (LeaseLapsed; claiming again checks them)."""
     fields.number(number)
-    fields.fence(fence)
+    fields.fence(by.fence)
 
     def work(conn: Connection) -> Claim:
-        row = load(conn, number, for_update=True)
-        now = q.now()
-        holder = held_now(row, Authority.of(holders, fence=fence), number, now, "heartbeat")
-        return _renewal(q, conn, row, holder, now)
+        let = door.admit(q, conn, Action.HEARTBEAT, number, by)
+        assert let.holder is not None
+        return _renewal(q, conn, let.row, let.holder, let.now)
 
     return q.db.write(work)
 
 
 _renew_all = (
     update(issues)
-    .where(issues.c.claimed_by.in_(bindparam("holders", expanding=True)))
-    .where(predicates.claim_live(bindparam("now")))
+    .where(predicates.held_by(bindparam("run_ids", expanding=True), bindparam("now")))
     .values(lease_expires_at=bindparam("until"))
 )
 
 
-def renew_leases(q: Queue, holders: Collection[str]) -> int:
+def renew_leases(q: Queue, run_ids: Collection[str]) -> int:
     """Extend every live lease these run ids hold (the server's background heartbeat). A
     lease that lapsed meanwhile (the process was stopped, the machine slept) stays lapsed:
     the agent claims it again, under a new fencing token."""
-    if not holders:
+    if not run_ids:
         return 0
 
     def work(conn: Connection) -> int:
         now = q.now()
-        values = {"holders": list(holders), "now": now, "until": q.lease_until(now)}
+        values = {"run_ids": list(run_ids), "now": now, "until": q.lease_until(now)}
         return int(conn.execute(_renew_all, values).rowcount)
 
     return q.db.write(work)
 
 
 @retry_lost_read
-def waiting(q: Queue, holders: Collection[str]) -> dict[int, list[int]]:
-    """The claims these run ids hold that wait on unfinished issues: number -> those."""
-    if not holders:
+def waiting(q: Queue, run_ids: Collection[str]) -> dict[int, list[int]]:
+    """The live claims these run ids hold that wait on unfinished issues: number -> those."""
+    if not run_ids:
         return {}
     with q.db.read() as conn:
         rows = list(
             conn.execute(
                 select(issues.c.id, issues.c.number, issues.c.open_blockers)
-                .where(issues.c.claimed_by.in_(list(holders)))
-                .where(issues.c.status == IN_PROGRESS, issues.c.open_blockers > 0)
+                .where(predicates.held_by(sorted(run_ids), q.now()))
+                .where(issues.c.open_blockers > 0)
                 .order_by(issues.c.number)
             )
         )
@@ -379,35 +346,32 @@ _finish = Prepared(
 def complete(
     q: Queue,
     number: int,
-    by: Authority | Collection[str],
+    by: Authority,
     *,
     actor: str | None = None,
     note: str | None = None,
 ) -> Completed:
-    """Mark done. Only the holder may (``by``: the run ids, with its fence only that claim),
-    and only once every issue it waits on is done; an override (``by`` naming its reason)
-    may do both anyway, and the event records it. Done is idempotent. Refused while one of
-    ``by``'s plan runs is in plan mode. ``note``: a comment stored with the completion (not
-    when refused, nor on an issue already done)."""
-    auth = as_authority(by)
+    """Mark done. Only the holder may (with ``by``'s fence only that claim), and only once
+    every issue it waits on is done; an override may do both anyway, and the event records
+    who made it and why. Done is idempotent. Refused while one of ``by``'s run ids is in
+    plan mode. ``note``: a comment stored with the completion (not when refused, nor on an
+    issue already done)."""
     fields.number(number)
-    fields.fence(auth.fence)
+    fields.fence(by.fence)
     text = fields.comment(note) if note else None
-    if auth.override is None:  # an override (an admin, GitHub) knows where the work went
-        _keeps_work(q, number, auth, "complete")
+    if by.override is None:  # an override (an admin, GitHub) knows where the work went
+        _keeps_work(q, number, by, Action.COMPLETE)
 
     def work(conn: Connection) -> Completed:
-        plans.refuse_while_planning(conn, auth.plan_runs, "completing")
         row = load(conn, number, for_update=True)
-        check_fence(row, auth.fence, number)
         if row.status == DONE:
+            door.check(q, conn, row, Action.COMPLETE, by)  # a stale fence is still refused
             return Completed(number=number, title=row.title, already_done=True)
         # An override may complete an issue nobody holds (an admin, GitHub closing it).
-        unheld = auth.override is not None and row.claimed_by is None
-        holder = None if unheld else check_holder(row, auth, number, "complete")
+        if not (by.override is not None and row.claimed_by is None):
+            door.check(q, conn, row, Action.COMPLETE, by)
+        holder = row.claimed_by
         waiting = blockers.waits_on(conn, row)
-        if waiting and auth.override is None:
-            raise _still_waiting(number, waiting)
         now = q.now()
         _finish.count(conn, {"issue_id": row.id, "now": now})
         reservations.clear(conn, row.id)
@@ -420,33 +384,38 @@ def complete(
             kind="completed",
             issue_id=row.id,
             number=number,
-            actor=actor or holder,
+            actor=actor or (by.who if by.override else holder),
             now=now,
             before={"status": row.status, "claimed_by": row.claimed_by},
-            after={"status": DONE, **_overridden(auth, waiting)},
+            after={"status": DONE, **_overridden(by, waiting)},
         )
         return Completed(number=number, title=row.title, unblocked=unblocked)
 
     return q.db.write(work)
 
 
-def _keeps_work(q: Queue, number: int, by: Authority, action: str) -> None:
+def _keeps_work(q: Queue, number: int, by: Authority, action: Action) -> None:
     """Refuse to end a claim whose worktree holds unmerged commits (see worktrees), once
-    ``by`` is known to hold it (the change asks again in its transaction)."""
+    the door lets ``by`` do ``action`` (the change asks again in its transaction)."""
     from workq.services.workspaces import worktrees
 
     def held() -> None:
-        refuse_unless_held(q, number, by, action, unclaimed_ok=True)
+        try:
+            door.ask(q, action, number, by)
+        except NotHolder as refused:
+            if refused.facts.get("holder") is not None:
+                raise  # another caller's claim: the change itself would be refused
+            # nobody holds it: the change says so itself
 
     with contextlib.suppress(NotFound):  # no such issue: the change itself says so
-        worktrees.refuse_unmerged(q, number, f"{action[:-1]}ing", first=held)
+        worktrees.refuse_unmerged(q, number, f"{decisions.verb(action)[:-1]}ing", first=held)
 
 
 def _overridden(by: Authority, waiting: list[int]) -> dict[str, Any]:
     """What a completion records of the override it made, if it made one."""
     if by.override is None:
         return {}
-    return {"forced": True, **({"waits_on": waiting} if waiting else {}), "override": by.override}
+    return {**by.recorded(), **({"waits_on": waiting} if waiting else {})}
 
 
 def refuse_while_waiting(q: Queue, number: int) -> None:
@@ -472,39 +441,35 @@ def _still_waiting(number: int, waiting: list[int]) -> OpenBlockers:
 def release(
     q: Queue,
     number: int,
-    by: Authority | Collection[str],
+    by: Authority,
     *,
     reason: str | None = None,
     actor: str | None = None,
     discard: bool = False,
 ) -> Issue:
-    """Give the claim up: the issue goes back to the queue. Only its holder may (``by``;
-    with its fence, only that claim, StaleClaim otherwise), or an override. Commits in its
-    worktree that the default branch lacks refuse it (UnmergedWork) unless ``discard``:
-    then the branch keeps them for whoever claims it next."""
-    auth = as_authority(by)
+    """Give the claim up: the issue goes back to the queue. Only its holder may (with
+    ``by``'s fence, only that claim), or an override. Commits in its worktree that the
+    default branch lacks refuse it (UnmergedWork) unless ``discard``: then the branch keeps
+    them for whoever claims it next."""
     fields.number(number)
-    fields.fence(auth.fence)
+    fields.fence(by.fence)
     why = fields.reason(reason) if reason else None
-    if not discard and auth.override is None:
-        _keeps_work(q, number, auth, "release")
+    if not discard and by.override is None:
+        _keeps_work(q, number, by, Action.RELEASE)
 
     def work(conn: Connection) -> Issue:
-        row = load(conn, number, for_update=True)
-        check_fence(row, auth.fence, number)
-        holder = check_holder(row, auth, number, "release")
-        now = q.now()
-        clear_claim(conn, row.id, now=now)
+        let = door.admit(q, conn, Action.RELEASE, number, by)
+        clear_claim(conn, let.row.id, now=let.now)
         record(
             q,
             conn,
             kind="released",
-            issue_id=row.id,
+            issue_id=let.row.id,
             number=number,
-            actor=actor or holder,
-            now=now,
-            before={"claimed_by": holder},
-            after=_why(why, auth),
+            actor=actor or (by.who if let.overridden else let.holder),
+            now=let.now,
+            before={"claimed_by": let.holder},
+            after=_why(why, by),
         )
         return to_issue(load(conn, number))
 
@@ -512,40 +477,37 @@ def release(
 
 
 def _why(reason: str | None, by: Authority) -> dict[str, Any] | None:
-    found = {"reason": reason} if reason else {}
-    if by.override is not None:
-        found["override"] = by.override
+    found: dict[str, Any] = {"reason": reason} if reason else {}
+    found.update(by.recorded())
     return found or None
 
 
 def force_claim(
     q: Queue,
     number: int,
-    run_id: str,
+    by: Authority,
     confirmation: str,
     *,
-    plan_runs: Collection[str] = (),
-    ignore_plan_mode: bool = False,
     note: str | None = None,
 ) -> Claim:
-    """Take a claim from whoever holds it. The previous holder is recorded, and ``note``
-    as a comment by ``run_id`` in the same transaction. Refused while ``run_id`` or one of
-    ``plan_runs`` is in plan mode (see claim_next)."""
+    """Take a claim from whoever holds it, under ``by``'s run id, with the confirmation.
+    The previous holder and who forced it (``by.who``: the person, the board's user, the
+    agent's server) are recorded, and ``note`` as a comment in the same transaction.
+    Refused while one of ``by``'s run ids is in plan mode (unless ``by`` overrides), and
+    for an issue done, blocked or waiting on unfinished issues."""
     fields.number(number)
-    fields.run_id(run_id)
+    run_id = claimer(by)
     text = fields.comment(note) if note is not None else None
     if confirmation != FORCE_CLAIM_CONFIRMATION:
         raise InvalidConfirmation(expected=FORCE_CLAIM_CONFIRMATION)
-    gate = () if ignore_plan_mode else {run_id, *plan_runs}
 
     def work(conn: Connection) -> _Taken:
-        plans.refuse_while_planning(conn, gate, "claiming")
-        row = load(conn, number, for_update=True)
-        _check_claimable(row, number)
-        taken = _claim_row(q, conn, row, run_id, q.now(), kind="force_claimed")
+        let = door.admit(q, conn, Action.FORCE_CLAIM, number, by)
+        forced = {"forced_by": by.who or run_id, **by.recorded()}
+        taken = _claim_row(q, conn, let.row, run_id, let.now, kind="force_claimed", recorded=forced)
         assert taken is not None  # the row is locked by this transaction
         if text is not None:
-            notes.add(q, conn, row, text, author=run_id)
+            notes.add(q, conn, let.row, text, author=run_id)
         return taken
 
     return q.db.write(work).claim()

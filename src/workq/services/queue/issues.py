@@ -16,6 +16,8 @@ from workq.db.tables import dependencies as deps
 from workq.db.tables import labels as labels_t
 from workq.db.tables import touches as touches_t
 from workq.domain import fields, globs
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import InvalidInput, InvalidTransition, bad_cursor
 from workq.schemas import (
     PAGE_DEFAULT,
@@ -28,7 +30,7 @@ from workq.schemas import (
     Status,
 )
 from workq.services.handle import Queue, load, new_id, record, to_issue
-from workq.services.queue import blockers
+from workq.services.queue import blockers, door
 from workq.services.workspaces import repositories, worktrees
 
 COUNTER = "issue_number"
@@ -404,10 +406,14 @@ def update_issue(
     remove_labels: Sequence[str] = (),
     touches: Sequence[str] | None = None,
     repository: str | None = None,
+    by: Authority,
     actor: str | None = None,
 ) -> Issue:
     """``touches``: the issue's path globs, all of them (an empty list clears them);
-    ``repository``: the registered repository the issue belongs to from now on."""
+    ``repository``: the registered repository the issue belongs to from now on. Those two
+    are what a claim's reservations and worktree hang on: while another caller holds a
+    live claim, only its holder or an override changes them (domain/decisions.py,
+    ``reshape``); the other fields anyone may edit."""
     fields.number(number)
     changes: dict[str, Any] = {}
     if title is not None:
@@ -435,11 +441,13 @@ def update_issue(
             number=number,
         )
 
+    action = Action.EDIT if paths is None and repository is None else Action.RESHAPE
+
     def work(conn: Connection) -> Issue:
+        let = door.admit(q, conn, action, number, by)
+        row, now = let.row, let.now
         if repository is not None:
             repositories.place(q, conn, number, repository, actor=actor)
-        row = load(conn, number, for_update=True)
-        now = q.now()
         before = {k: getattr(row, k) for k in changes if getattr(row, k) != changes[k]}
         after = {k: changes[k] for k in before}
         current = set(_labels_of(conn, row.id))
@@ -520,12 +528,13 @@ def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
     return q.db.write(work)
 
 
-def delete_issue(q: Queue, number: int, *, actor: str | None = None) -> Issue:
-    """Hard delete. Issues it blocked stop waiting for it. Its history stays."""
+def delete_issue(q: Queue, number: int, *, by: Authority, actor: str | None = None) -> Issue:
+    """Hard delete. Issues it blocked stop waiting for it. Its history stays. An issue
+    another caller holds a live claim on only its holder or an override deletes."""
     fields.number(number)
 
     def work(conn: Connection) -> Issue:
-        load(conn, number, for_update=True)  # a concurrent complete must not count twice
+        let = door.admit(q, conn, Action.DELETE, number, by)  # locks: a complete counts once
         gone = _detail(conn, number)
         if gone.status != Status.DONE:
             blockers.blocker_finished(conn, gone.id)  # nobody waits for it any more
@@ -537,8 +546,9 @@ def delete_issue(q: Queue, number: int, *, actor: str | None = None) -> Issue:
             issue_id=gone.id,
             number=number,
             actor=actor,
-            now=q.now(),
+            now=let.now,
             before=gone.model_dump(mode="json", exclude={"id"}),
+            after=by.recorded() if let.overridden else None,
         )
         return gone
 

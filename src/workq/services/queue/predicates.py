@@ -33,3 +33,10 @@ unblocked = and_(issues.c.is_blocked == false(), issues.c.open_blockers == liter
 def ready(now: Any) -> ColumnElement[bool]:
     """Open, or in progress under a lapsed claim; and unblocked (reservations aside)."""
     return and_(unblocked, or_(issues.c.status == _OPEN, claim_lapsed(now)))
+
+
+def held_by(run_ids: Any, now: Any) -> ColumnElement[bool]:
+    """A live claim of one of ``run_ids`` (a list, or an expanding bind parameter): the
+    claims a caller holds, as every "my claims" read asks (domain/decisions.py decides what
+    a caller may do to one)."""
+    return and_(issues.c.claimed_by.in_(run_ids), claim_live(now))

@@ -18,7 +18,7 @@ its BEGIN IMMEDIATE, on PostgreSQL by one transaction-scoped advisory lock (:fun
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -28,10 +28,11 @@ from workq.db.prepared import Prepared
 from workq.db.tables import issues, reservations, touches
 from workq.domain import fields, globs
 from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import InvalidInput, PathsReserved
 from workq.schemas import Status
-from workq.services.handle import Queue, load
-from workq.services.queue import holding, predicates
+from workq.services.handle import Queue, record
+from workq.services.queue import door, predicates
 
 _log = logging.getLogger(__name__)
 IN_PROGRESS = Status.IN_PROGRESS.value
@@ -170,29 +171,25 @@ class Gate:
 def reserve(
     q: Queue,
     number: int,
-    holders: Collection[str],
+    by: Authority,
     glob: str,
     *,
     mode: str = EXCLUSIVE,
-    fence: int | None = None,
 ) -> list[Held]:
-    """Reserve ``glob`` for the claim on issue ``number`` (held by one of ``holders``).
+    """Reserve ``glob`` for the live claim ``by`` holds on issue ``number``.
     Returns the claim's live reservations (its touches too). Refused with PathsReserved
     when another holder's live reservation conflicts (in warn mode, reserved anyway)."""
 
     fields.number(number)
-    fields.fence(fence)
+    fields.fence(by.fence)
     path = globs.glob(glob, "glob")
     if mode not in MODES:
         raise InvalidInput("mode must be exclusive or shared", field="mode")
 
     def work(conn: Connection) -> list[Held]:
         serialise(conn)
-        row = load(conn, number, for_update=True)
-        now = q.now()
-        holder = holding.held_now(
-            row, Authority.of(holders, fence=fence), number, now, "reserve paths for"
-        )
+        let = door.admit(q, conn, Action.RESERVE, number, by)
+        row, now, holder = let.row, let.now, str(let.holder)
         held = live(conn, now)
         found = conflicts(held, [path], holder, mode)
         if found and q.reservations != "warn":
@@ -222,6 +219,16 @@ def reserve(
                 created_at=now,
             )
         )
+        record(
+            q,
+            conn,
+            kind="reserved",
+            issue_id=row.id,
+            number=number,
+            actor=holder,
+            now=now,
+            after={"glob": path, "mode": mode},
+        )
         assert row.lease_expires_at is not None
         return sorted(
             [*mine, Held(number, holder, path, mode, row.lease_expires_at)],
@@ -231,21 +238,17 @@ def reserve(
     return q.db.write(work)
 
 
-def unreserve(
-    q: Queue, number: int, holders: Collection[str], glob: str, *, fence: int | None = None
-) -> list[Held]:
-    """Drop an explicit reservation of the claim on ``number`` (held by one of
-    ``holders``); not one of its touches: those go with the claim. Returns the claim's
-    live reservations."""
+def unreserve(q: Queue, number: int, by: Authority, glob: str) -> list[Held]:
+    """Drop an explicit reservation of the live claim ``by`` holds on ``number``; not one
+    of its touches: those go with the claim. Returns the claim's live reservations."""
 
     fields.number(number)
-    fields.fence(fence)
+    fields.fence(by.fence)
     path = globs.glob(glob, "glob")
 
     def work(conn: Connection) -> list[Held]:
-        row = load(conn, number, for_update=True)
-        now = q.now()
-        holding.held_now(row, Authority.of(holders, fence=fence), number, now, "release paths of")
+        let = door.admit(q, conn, Action.UNRESERVE, number, by)
+        row, now = let.row, let.now
         gone = conn.execute(
             delete(reservations).where(
                 reservations.c.issue_id == row.id,
@@ -259,6 +262,18 @@ def unreserve(
                 hint="touches are reserved for the whole claim; see issue_reservations",
                 field="glob",
             )
+        # Not a quiet kind (db/changes.py): the paths it frees may make work claimable.
+        record(
+            q,
+            conn,
+            kind="unreserved",
+            issue_id=row.id,
+            number=number,
+            actor=by.who if let.overridden else let.holder,
+            now=now,
+            before={"glob": path},
+            after=by.recorded() or None,
+        )
         return [h for h in live(conn, now) if h.number == number]
 
     return q.db.write(work)

@@ -1,12 +1,14 @@
-"""One live server per run id.
+"""One live caller per run id.
 
 Claims belong to run ids. Two servers started with the same run id (contract A's literal
-``autopilot_main``, a shared WORKQ_RUN_ID) would each complete, release and renew what the
-other claimed. So a server binds each run id it acts under before acting: the binding is a
-lease, renewed with its claims. Another server is refused RUN_ID_IN_USE while it lives; it
-ends when its server exits, lapses when its server stops renewing it (stopped, killed, its
-machine asleep), and a binding of a process of this host that no longer runs is taken at
-once. The CLI acts once, as the person who names the run id, and binds nothing.
+``autopilot_main``, a shared WORKQ_RUN_ID), or two HTTP sessions of one server naming the
+same run id, would each complete, release and renew what the other claimed. So a caller
+binds each run id it claims under (its *binder*: a server's process name, or that name and
+the session's run id): the binding is a lease, renewed with its claims. Another caller is
+refused RUN_ID_IN_USE while it lives; it ends when its server exits, lapses when its
+server stops renewing it (stopped, killed, its machine asleep), and a binding of a process
+of this host that no longer runs is taken at once. The CLI acts once, as the person who
+names the run id, and binds nothing.
 """
 
 from __future__ import annotations
@@ -51,16 +53,42 @@ def bind(q: Queue, run_id: str, server: str) -> datetime:
         free = row.expires_at <= now or processes.gone(row.server)
         if free and _take(conn, run_id, server, now, until, run_bindings.c.server == row.server):
             return until
-        host, _, rest = row.server.partition(":")
-        raise RunIdInUse(
-            f"run id {run_id!r} is in use by another live server (pid {rest.partition(':')[0]} "
-            f"on {host}) until at least {row.expires_at.isoformat(timespec='seconds')}",
-            run_id=run_id,
-            server=row.server,
-            expires_at=row.expires_at.isoformat(),
-        )
+        raise _in_use(run_id, row.server, row.expires_at)
 
     return q.db.write(work)
+
+
+def check(q: Queue, run_id: str, binder: str) -> None:
+    """RunIdInUse if another live caller bound ``run_id``; reads only (a call that is then
+    refused binds nothing: the binding is made once a claim under it is).
+
+    Raises:
+        RunIdInUse: another caller's binding of ``run_id`` is live.
+    """
+    fields.name(run_id, "run_id", limit=128)
+    with q.db.read() as conn:
+        row = conn.execute(
+            select(run_bindings.c.server, run_bindings.c.expires_at).where(
+                run_bindings.c.run_id == run_id
+            )
+        ).first()
+        now = q.now()
+    if row is None or row.server == binder:
+        return
+    if row.expires_at <= now or processes.gone(row.server):
+        return
+    raise _in_use(run_id, row.server, row.expires_at)
+
+
+def _in_use(run_id: str, server: str, expires_at: datetime) -> RunIdInUse:
+    host, _, rest = server.partition(":")
+    return RunIdInUse(
+        f"run id {run_id!r} is in use by another live caller (pid {rest.partition(':')[0]} "
+        f"on {host}) until at least {expires_at.isoformat(timespec='seconds')}",
+        run_id=run_id,
+        server=server,
+        expires_at=expires_at.isoformat(),
+    )
 
 
 def _take(
@@ -79,31 +107,39 @@ def _take(
     return bool(taken == 1)
 
 
-def renew(q: Queue, server: str, run_ids: Collection[str]) -> set[str]:
-    """Extend ``server``'s live bindings of ``run_ids``; the ones it still holds (a binding
-    that lapsed meanwhile is bound again on the next call, if nobody took it)."""
-    if not run_ids:
-        return set()
+def renew(
+    q: Queue, server: str, bound: Collection[tuple[str, str]]
+) -> dict[tuple[str, str], datetime]:
+    """Extend the live bindings ``bound`` ((binder, run id) pairs of ``server``'s callers);
+    the ones still held, with their new expiry (a binding that lapsed meanwhile is bound
+    again on the next claim, if nobody took it)."""
+    if not bound:
+        return {}
 
-    def work(conn: Connection) -> set[str]:
+    def work(conn: Connection) -> dict[tuple[str, str], datetime]:
         now = q.now()
+        until = q.lease_until(now)
         mine = (
-            run_bindings.c.server == server,
-            run_bindings.c.run_id.in_(list(run_ids)),
+            _of(server),
+            run_bindings.c.run_id.in_(sorted({run_id for _, run_id in bound})),
             run_bindings.c.expires_at > now,
         )
-        conn.execute(update(run_bindings).where(*mine).values(expires_at=q.lease_until(now)))
-        return set(conn.execute(select(run_bindings.c.run_id).where(*mine)).scalars())
+        conn.execute(update(run_bindings).where(*mine).values(expires_at=until))
+        held = conn.execute(select(run_bindings.c.server, run_bindings.c.run_id).where(*mine))
+        return {(b, r): until for b, r in held if (b, r) in bound}
 
     return q.db.write(work)
 
 
+def _of(server: str) -> ColumnElement[bool]:
+    """The bindings of ``server`` and of its sessions (``server:run-...``)."""
+    return (run_bindings.c.server == server) | run_bindings.c.server.startswith(
+        f"{server}:", autoescape=True
+    )
+
+
 def unbind(q: Queue, server: str) -> int:
-    """End every binding of ``server`` (it is exiting); how many."""
+    """End every binding of ``server`` and its sessions (it is exiting); how many."""
     return int(
-        q.db.write(
-            lambda conn: (
-                conn.execute(delete(run_bindings).where(run_bindings.c.server == server)).rowcount
-            )
-        )
+        q.db.write(lambda conn: conn.execute(delete(run_bindings).where(_of(server))).rowcount)
     )

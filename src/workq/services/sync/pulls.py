@@ -14,9 +14,10 @@ from workq.db.prepared import Prepared
 from workq.db.tables import github_pulls
 from workq.domain import fields
 from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.schemas import Completed
 from workq.services.handle import Queue, load, record
-from workq.services.queue import claims
+from workq.services.queue import claims, door
 
 MERGED_KIND = "pull_request_merged"
 OPENED_KIND = "pull_request_opened"
@@ -44,15 +45,16 @@ def opened(
     pr_number: int,
     url: str,
     branch: str,
+    by: Authority,
     actor: str | None = None,
 ) -> PullLink:
     """Record that pull request ``pr_number`` of ``repo`` now carries issue ``number`` (it
-    replaces an earlier one)."""
+    replaces an earlier one), if the door still lets ``by`` land it."""
     fields.number(number)
 
     def work(conn: Connection) -> PullLink:
-        row = load(conn, number, for_update=True)
-        now = q.now()
+        let = door.admit(q, conn, Action.LAND, number, by)
+        row, now = let.row, let.now
         conn.execute(delete(github_pulls).where(github_pulls.c.issue_id == row.id))
         values = {
             "issue_id": row.id,
@@ -131,7 +133,7 @@ def unmerged(q: Queue, repo: str) -> Sequence[PullLink]:
 def merged(q: Queue, link: PullLink, merged_at: datetime, *, actor: str) -> Completed | None:
     """The pull request was merged upstream: complete the issue (whoever holds it) and mark
     the pull request merged, once. None when an earlier pass already did."""
-    upstream = Authority.overriding("its pull request was merged")
+    upstream = Authority.overriding("its pull request was merged", who=actor)
     done = claims.complete(q, link.number, upstream, actor=actor)
 
     def work(conn: Connection) -> bool:

@@ -4,6 +4,7 @@ out, and the commit a merge of it is moving the default branch to)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,12 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 
 from workq.db.engine import retry_lost_read
-from workq.db.tables import issue_branches, repositories
+from workq.db.tables import events, issue_branches, repositories
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import GitFailed, InvalidInput, UncommittedChanges
 from workq.services.handle import Queue, load, record
+from workq.services.queue import door
 from workq.services.workspaces.repositories import main_worktree
 from workq.vcs import git
 
@@ -108,14 +112,21 @@ def link(
     branch: str,
     checkout: Path,
     *,
+    by: Authority,
+    action: Action = Action.STEP,
     base_commit: str | None = None,
+    created: bool = False,
     actor: str | None = None,
 ) -> bool:
-    """Record that issue ``number``'s work is on ``branch``, checked out at ``checkout``.
-    Whether anything changed (linking the same branch again changes nothing)."""
+    """Record that issue ``number``'s work is on ``branch``, checked out at ``checkout``,
+    once the door lets ``by`` do ``action`` (the holder's ``step``; linking an issue
+    without claiming it, ``reshape``: anyone unless another caller holds it). ``created``:
+    workq made the branch (cleanup deletes no other). Whether anything changed (linking
+    the same branch again changes nothing)."""
 
     def work(conn: Connection) -> bool:
         issue = load(conn, number, for_update=True)
+        door.check(q, conn, issue, action, by)
         found = conn.execute(
             select(issue_branches).where(issue_branches.c.issue_id == issue.id)
         ).first()
@@ -143,11 +154,61 @@ def link(
             actor=actor,
             now=now,
             before={"branch": found.branch} if found is not None else None,
-            after={"branch": branch, "checkout": str(checkout)},
+            after={"branch": branch, "checkout": str(checkout), "created": created},
         )
         return True
 
     return bool(q.db.write(work))
+
+
+# A branch workq made before any issue was linked to it (create_feature_branch): the event
+# that says so, found when an issue is linked to it.
+CREATED = "branch_created"
+
+
+def record_created(q: Queue, root: Path, branch: str, *, actor: str | None) -> None:
+    """Record that workq made ``branch`` in the repository at ``root`` (no issue yet)."""
+
+    def work(conn: Connection) -> None:
+        after = {"branch": branch, "root": str(root)}
+        record(
+            q, conn, kind=CREATED, issue_id=None, number=None, actor=actor, now=q.now(), after=after
+        )
+
+    q.db.write(work)
+
+
+@retry_lost_read
+def created_here(q: Queue, root: Path, branch: str) -> bool:
+    """Whether workq made ``branch`` in the repository at ``root`` (``record_created``)."""
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(events.c.after)
+            .where(events.c.kind == CREATED, events.c.number.is_(None))
+            .order_by(events.c.id.desc())
+            .limit(200)
+        ).scalars()
+        wanted = {"branch": branch, "root": str(root)}
+        return any(json.loads(text or "{}") == wanted for text in found)
+
+
+@retry_lost_read
+def branch_made(q: Queue, number: int, branch: str) -> bool:
+    """Whether workq made ``branch``, the one issue ``number`` was last linked to (its
+    ``branch_linked`` event says so): cleanup deletes no other branch. Unknown (linked
+    before workq recorded it) counts as not made: the branch is kept."""
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(events.c.after)
+            .where(events.c.number == number, events.c.kind == "branch_linked")
+            .order_by(events.c.id.desc())
+            .limit(20)
+        ).scalars()
+        for text in found:
+            after = json.loads(text or "{}")
+            if after.get("branch") == branch:
+                return bool(after.get("created"))
+    return False
 
 
 @retry_lost_read
@@ -171,16 +232,20 @@ def of_branch(q: Queue, branch: str) -> BranchLink | None:
     return _link(found) if found is not None else None
 
 
-def intend_merge(q: Queue, number: int, commit: str) -> None:
+def intend_merge(q: Queue, number: int, commit: str, *, by: Authority) -> None:
     """Record the commit a merge of issue ``number``'s branch moves the default branch to,
-    before it moves."""
-    q.db.write(
-        lambda conn: conn.execute(
+    before it moves, once the door lets ``by`` merge (in that transaction: the last word
+    before the branch moves)."""
+
+    def work(conn: Connection) -> None:
+        door.admit(q, conn, Action.MERGE, number, by)
+        conn.execute(
             update(issue_branches)
             .where(issue_branches.c.number == number)
             .values(merge_commit=commit)
         )
-    )
+
+    q.db.write(work)
 
 
 def check_git() -> str:

@@ -10,7 +10,7 @@ database transaction; a claim taken for a branch that then cannot be made is giv
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,17 +18,20 @@ from sqlalchemy import Connection, select
 
 from workq.db.tables import issues as issues_t
 from workq.db.tables import worktrees as worktrees_t
-from workq.domain import branches, fields, tdd
+from workq.domain import branches, fields, readiness, tdd
 from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
+from workq.domain.decisions import Action
 from workq.domain.workflow import branch_name
 from workq.errors import (
     BranchExists,
     Conflict,
     InvalidInput,
+    LeaseLapsed,
     NotFound,
     NothingToCommit,
     OnDefaultBranch,
+    PlanModeActive,
     Step,
     UncommittedChanges,
     WorkqError,
@@ -47,7 +50,7 @@ from workq.schemas import (
 )
 from workq.services.coding.gates import MergeCandidate, unconfigured
 from workq.services.handle import Queue, load, record
-from workq.services.queue import claims, holding, issues, notes
+from workq.services.queue import claims, door, issues, notes
 from workq.services.workspaces import checkouts, hooks, merges, repositories, worktrees
 from workq.services.workspaces import worktree_claims as workspaces
 from workq.services.workspaces.checkouts import Checkout
@@ -70,8 +73,11 @@ def _context(issue: Issue) -> IssueContext:
     )
 
 
-def _holds(issue: Issue, holders: Collection[str]) -> bool:
-    return issue.status == Status.IN_PROGRESS and issue.claimed_by in holders
+def _holds(q: Queue, number: int, by: Authority) -> bool:
+    """Whether ``by`` holds issue ``number``'s claim, live or lapsed (claiming it again
+    renews it): the door's only refusal, if any, is not about who holds it."""
+    refused = door.refusal(q, Action.STEP, number, by)
+    return refused is None or isinstance(refused, (LeaseLapsed, PlanModeActive))
 
 
 def _new_branch(co: Checkout, branch: str) -> str:
@@ -87,12 +93,16 @@ def _new_branch(co: Checkout, branch: str) -> str:
     return base
 
 
-def create_feature_branch(q: Queue, where: Path, branch_type: str, name: str) -> BranchCreated:
+def create_feature_branch(
+    q: Queue, where: Path, branch_type: str, name: str, *, actor: str | None = None
+) -> BranchCreated:
     """Contract E's create_feature_branch in the checkout at ``where``: ``{type}/{name}``
-    (TDD-002) from the default branch, checked out. No pull: workq works offline."""
+    (TDD-002) from the default branch, checked out, and recorded as workq's (so a merge's
+    cleanup may delete it). No pull: workq works offline."""
     branch = tdd.feature_branch(branch_type, name)
     co = checkouts.at(q, where)
     _new_branch(co, branch)
+    checkouts.record_created(q, co.root, branch, actor=actor)
     return BranchCreated(branch_name=branch, created_from=co.default_branch)
 
 
@@ -106,13 +116,12 @@ def link_issue_to_branch(
     where: Path,
     number: int,
     *,
-    run_id: str,
-    holders: Collection[str],
+    by: Authority,
     move_to_in_progress: bool = True,
-    plan_runs: Collection[str] = (),
 ) -> BranchLinked:
     """Link issue ``number`` to the branch the checkout at ``where`` is on; with
-    ``move_to_in_progress``, claim it for ``run_id`` unless one of ``holders`` has it."""
+    ``move_to_in_progress``, claim it under ``by``'s run id unless ``by`` holds it.
+    Without, the link is refused while another caller holds the issue."""
     fields.number(number)
     co = checkouts.at(q, where)
     branch = git.current_branch(co.path)
@@ -122,12 +131,34 @@ def link_issue_to_branch(
             "branch",
             hint=("create one first with ", Step.CREATE_BRANCH, ", then call again"),
         )
-    issue = _open_issue(q, number)
-    if move_to_in_progress and not _holds(issue, holders):
-        workspaces.claim(q, number, run_id, worktree=False, plan_runs=plan_runs)
+    _open_issue(q, number)
+    action = Action.RESHAPE
+    if move_to_in_progress:
+        if door.refusal(q, Action.STEP, number, by) is not None:
+            # Claimed (or claimed again, a lapsed lease renewed) as issue_claim would;
+            # the claim says why if it cannot be.
+            workspaces.claim(q, number, by, worktree=False)
+        action = Action.STEP
     base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
-    checkouts.link(q, number, branch, co.path, base_commit=base, actor=run_id)
+    made = checkouts.created_here(q, co.root, branch)
+    checkouts.link(
+        q,
+        number,
+        branch,
+        co.path,
+        by=by,
+        action=action,
+        base_commit=base,
+        created=made,
+        actor=_actor(by),
+    )
     return BranchLinked(branch_name=branch, issue_number=number, project_status=_status(q, number))
+
+
+def _actor(by: Authority) -> str | None:
+    """Who a step of ``by`` is recorded as: the run id it claims under (or the person who
+    overrides)."""
+    return by.acts_as or by.who
 
 
 def start_work_on_issue(
@@ -135,28 +166,27 @@ def start_work_on_issue(
     where: Path,
     number: int,
     *,
-    run_id: str,
+    by: Authority,
     branch_type: str = "feature",
     worktree: bool | None = None,
-    plan_runs: Collection[str] = (),
 ) -> WorkStarted:
-    """Claim issue ``number`` for ``run_id`` (the one claim path), put its work on branch
-    ``{branch_type}/{number}-{slug}`` and link it: in a worktree of its own when asked
-    (``worktree``) or when its repository makes one per claim, otherwise in the checkout
-    at ``where``, switched to the branch (refused while that checkout is dirty). Calling
-    again as the holder resumes: the branch is checked out again, nothing is made twice."""
+    """Claim issue ``number`` under ``by``'s run id (the one claim path), put its work on
+    branch ``{branch_type}/{number}-{slug}`` and link it: in a worktree of its own when
+    asked (``worktree``) or when its repository makes one per claim, otherwise in the
+    checkout at ``where``, switched to the branch (refused while that checkout is dirty).
+    Calling again as the holder resumes: the branch is checked out again, nothing is made
+    twice."""
     fields.number(number)
     issue = _open_issue(q, number)
     branch = tdd.feature_branch(branch_type, branch_name(number, issue.title))
     if worktree is None:  # as its repository says, or where it was started before
         worktree = workspaces.per_claim(q, number) or worktrees.get_for_issue(q, number) is not None
     if worktree:
-        return _start_in_worktree(q, where, issue, branch, run_id, plan_runs)
+        return _start_in_worktree(q, where, issue, branch, by)
     co = checkouts.at(q, where)
     current = git.current_branch(co.path)
     exists = git.branch_exists(co.root, branch)
-    held = _holds(issue, {run_id})
-    if exists and not held:
+    if exists and not _holds(q, number, by):
         raise BranchExists(
             f"branch {branch} already exists, and issue #{number} is not yours",
             branch=branch,
@@ -164,7 +194,7 @@ def start_work_on_issue(
         )
     if current != branch:
         checkouts.require_clean(co.path)
-    taken = workspaces.claim(q, number, run_id, worktree=False, plan_runs=plan_runs)
+    taken = workspaces.claim(q, number, by, worktree=False)
     try:
         if not exists:
             _new_branch(co, branch)
@@ -174,10 +204,20 @@ def start_work_on_issue(
         if taken.already_held:
             raise
         raise workspaces.given_back(
-            q, number, run_id, exc, reason="its branch could not be made"
+            q, number, by, exc, reason="its branch could not be made"
         ) from None
     base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
-    checkouts.link(q, number, branch, co.path, base_commit=base, actor=run_id)
+    made = not exists or checkouts.branch_made(q, number, branch)
+    checkouts.link(
+        q,
+        number,
+        branch,
+        co.path,
+        by=by,
+        base_commit=base,
+        created=made,
+        actor=taken.claimed_by,
+    )
     return WorkStarted(
         branch_name=branch,
         issue=_context(issue),
@@ -193,8 +233,7 @@ def _start_in_worktree(
     where: Path,
     issue: Issue,
     branch: str,
-    run_id: str,
-    plan_runs: Collection[str],
+    by: Authority,
 ) -> WorkStarted:
     number = issue.number
     repo = issue.repository
@@ -208,13 +247,13 @@ def _start_in_worktree(
                 number=number,
                 hint="put it in one first (workq repo assign), or start without worktree",
             )
-        repositories.assign(q, number, repo, actor=run_id)
-    taken = workspaces.claim(q, number, run_id, worktree=True, plan_runs=plan_runs, branch=branch)
+        repositories.assign(q, number, repo, by=by, actor=_actor(by))
+    taken = workspaces.claim(q, number, by, worktree=True, branch=branch)
     info = taken.worktree
     if info is None:  # pragma: no cover - claim(worktree=True) makes one or raises
         raise NotFound(f"Issue #{number} has no worktree", number=number)
     registered = repositories.get(q, info.repository)
-    checkouts.link(q, number, info.branch, Path(info.path), actor=run_id)
+    checkouts.link(q, number, info.branch, Path(info.path), by=by, actor=taken.claimed_by)
     return WorkStarted(
         branch_name=info.branch,
         issue=_context(issue),
@@ -259,20 +298,21 @@ def _in_worktree(q: Queue, number: int) -> Work | None:
     )
 
 
-def _held_worktrees(q: Queue, holders: Collection[str]) -> list[int]:
-    """The issues ``holders`` hold that have an active worktree."""
+def _held_worktrees(q: Queue, by: Authority) -> list[int]:
+    """The issues ``by`` holds (live claims: a lapsed one is not held) that have an
+    active worktree."""
+    now = q.now()
     with q.db.read() as conn:
         rows = conn.execute(
-            select(issues_t.c.number)
+            select(issues_t.c.number, issues_t.c.status, issues_t.c.lease_expires_at)
             .select_from(issues_t.join(worktrees_t, worktrees_t.c.issue_id == issues_t.c.id))
             .where(
-                issues_t.c.claimed_by.in_(list(holders)),
-                issues_t.c.status == Status.IN_PROGRESS.value,
+                issues_t.c.claimed_by.in_(sorted(by.run_ids)),
                 worktrees_t.c.state.in_(ACTIVE),
             )
             .order_by(issues_t.c.number)
         ).all()
-    return sorted({r.number for r in rows})
+    return sorted({r.number for r in rows if readiness.claim_live(r, now)})
 
 
 def _on_branch(q: Queue, co: Checkout, branch: str) -> Work:
@@ -295,9 +335,9 @@ def _on_branch(q: Queue, co: Checkout, branch: str) -> Work:
     )
 
 
-def locate(q: Queue, where: Path, holders: Collection[str], number: int | None = None) -> Work:
+def locate(q: Queue, where: Path, by: Authority, number: int | None = None) -> Work:
     """Where the work is: issue ``number``'s worktree or linked branch; else the branch the
-    checkout at ``where`` is on; else the one worktree of an issue ``holders`` hold."""
+    checkout at ``where`` is on; else the one worktree of an issue ``by`` holds."""
     if number is not None:
         fields.number(number)
         issues.get(q, number)
@@ -326,7 +366,7 @@ def locate(q: Queue, where: Path, holders: Collection[str], number: int | None =
         current = git.current_branch(co.path)
         if current is not None and current != co.default_branch:
             return _on_branch(q, co, current)
-    mine = _held_worktrees(q, holders)
+    mine = _held_worktrees(q, by)
     if len(mine) == 1:
         found = _in_worktree(q, mine[0])
         if found is not None:
@@ -352,7 +392,7 @@ def commit_tdd_phase(
     phase: str,
     component: str,
     *,
-    holders: Collection[str],
+    by: Authority,
     actor: str | None = None,
     details: Sequence[str] = (),
     test_count: str | None = None,
@@ -361,15 +401,15 @@ def commit_tdd_phase(
 ) -> TddCommit:
     """Commit every change of the issue's checkout as TDD phase ``phase`` (contract E's
     message, TDD-003; a red commit holds tests only, TDD-001), with the repository's
-    hooks, and record the commit on the issue. Refused: nothing changes."""
+    hooks, and record the commit on the issue. Only the holder of the issue's live claim
+    may (the door, ``step``: another agent's work is neither committed into nor swept
+    up), asked before git and again in the transaction that records the commit. Refused:
+    nothing changes."""
     tdd.commit_message(phase, component, details, test_count, quality_gates)  # bad input first
-    work = locate(q, where, holders, number)
+    work = locate(q, where, by, number)
     issue, kind = None, None
-    if work.number is not None:  # another agent's work is not committed into (nor swept up)
-        holder = holding.refuse_unless_held(
-            q, work.number, Authority.of(holders), "commit to", unclaimed_ok=True
-        )
-        actor = holder or actor
+    if work.number is not None:
+        actor = worktrees.acted_as(door.ask(q, Action.STEP, work.number, by), by, actor)
         found = issues.get(q, work.number)
         issue, kind = (work.number, found.title), found.issue_type.value
     message = tdd.commit_message(
@@ -385,7 +425,9 @@ def commit_tdd_phase(
             raise NothingToCommit(f"the checkout at {work.path} has no changes to commit")
         if phase == "red":
             tdd.red_only_tests(staged)
-        hooks.refuse_reserved(q, work.path, holders=holders, issue=work.number)
+        hooks.refuse_reserved(q, work.path, by=by, issue=work.number)
+        if work.number is not None:  # the last word before the commit
+            door.ask(q, Action.STEP, work.number, by)
         commit = git.commit(work.path, message, env=hooks.CHECKED)
     except WorkqError:
         if saved is not None:  # (an index with conflicts is left staged: it had no tree)
@@ -424,7 +466,7 @@ def merge_to_main(
     q: Queue,
     where: Path,
     *,
-    holders: Collection[str],
+    by: Authority,
     actor: str | None = None,
     strategy: str = "no-ff",
     delete_branch: bool = True,
@@ -433,9 +475,11 @@ def merge_to_main(
 ) -> MergedToMain:
     """Merge the issue's branch into the default branch (``no-ff``: always a merge commit;
     ``squash``: one commit) once its checkout is clean and the gates passed on its tip;
-    complete the issue; delete the branch if asked; the server's checkout goes back to the
-    default branch. Through the merge queue: its lease, its in-memory conflict check, its
-    crash-safe record of the commit it lands."""
+    complete the issue; delete the branch if asked and workq made it; the server's checkout
+    goes back to the default branch. Only the holder (``by``) or an override may (the door,
+    ``merge``). Through the merge queue: its lease, its in-memory conflict check, its
+    crash-safe record of the commit it lands; a merge that landed and was refused after
+    (its completion, its cleanup) finishes when asked again."""
     if strategy not in merges.STRATEGIES:
         raise InvalidInput(
             f"merge_strategy must be one of {', '.join(merges.STRATEGIES)}",
@@ -454,7 +498,7 @@ def merge_to_main(
                 branch_deleted=_branch_gone(q, number, landed.branch),
                 already_merged=True,
             )
-    work = locate(q, where, holders, number)
+    work = locate(q, where, by, number)
     if work.number is None:
         raise Conflict(
             f"branch {work.branch} is linked to no issue",
@@ -462,9 +506,13 @@ def merge_to_main(
             hint="link_issue_to_branch first",
         )
     n = work.number
-    by = Authority.of(holders)
-    actor = holding.refuse_unless_held(q, n, by, "merge") or actor
     issue = issues.get(q, n)
+    pr = work.repo is not None and repositories.get(q, work.repo).land == "pr"
+    # Before any other answer, the door; not for a merge that landed and completed its
+    # issue, its cleanup left (a worktree's merge asks on its own, merges.merge).
+    if issue.status != Status.DONE or (work.worktree_id is None and not _landed(work)):
+        let = door.ask(q, Action.QUEUE_LANDING if pr else Action.MERGE, n, by)
+        actor = worktrees.acted_as(let, by, actor)
     if issue.status != Status.DONE:
         checkouts.require_clean(work.path)
     if work.worktree_id is not None and work.repo is not None:
@@ -481,7 +529,7 @@ def merge_to_main(
         if done.landing is not None:
             return _queued(work, n, done.landing)
         head, note = done.commit or "", done.note  # the merge queue said what it checked
-    elif work.repo is not None and repositories.get(q, work.repo).land == "pr":
+    elif work.repo is not None and pr:
         with q.db.read() as conn:
             r = repositories.row(conn, work.repo)
         branch = merges.Branch(n, work.branch, work.base_commit, work.path, None)
@@ -499,6 +547,14 @@ def merge_to_main(
         branch_deleted=git.branch_tip(work.root, work.branch) is None,
         note=note,
     )
+
+
+def _landed(work: Work) -> bool:
+    """Whether the default branch has the commit a merge of ``work`` recorded (it landed:
+    what is left is its completion and cleanup)."""
+    head = git.branch_tip(work.root, work.into)
+    recorded = work.merge_commit
+    return head is not None and recorded is not None and git.is_ancestor(work.root, recorded, head)
 
 
 def _queued(work: Work, number: int, landing: LandingStatus) -> MergedToMain:
@@ -552,6 +608,7 @@ def _merge_checkout(
     )
 
     def gates(tip: str, new: str | None) -> None:
+        merges.may(q, Action.MERGE, n, by)
         merges.check_gates(q, MergeCandidate(work.root, work.path, tip, new, n, actor, by))
 
     tip, main = git.branch_tip(work.root, work.branch), git.branch_tip(work.root, work.into)
@@ -562,22 +619,26 @@ def _merge_checkout(
         head, already = merges.land(
             landing,
             gates=gates,
-            intend=lambda new: checkouts.intend_merge(q, n, new),
+            intend=lambda new: checkouts.intend_merge(q, n, new, by=by),
             dirty=dirty,
         )
-    with contextlib.suppress(NotFound):
-        claims.complete(q, n, by, actor=actor)
-    _leave(work)
-    if delete_branch:
-        merges.drop_branch(work.root, work.branch, work.into, head)
-    _record(
-        q,
-        n,
-        "merged_to_main",
-        actor,
-        {"branch": work.branch, "into": work.into, "commit": head, "strategy": strategy}
-        | ({"resumed": True} if already else {}),
-    )
+    try:  # landed: whatever refuses now, the merge asked again finishes it
+        with contextlib.suppress(NotFound):
+            claims.complete(q, n, by, actor=actor)
+        _leave(work)
+        if delete_branch and checkouts.branch_made(q, n, work.branch):
+            worktrees.drop_branch(work.root, work.branch, work.into)
+        _record(
+            q,
+            n,
+            "merged_to_main",
+            actor,
+            {"branch": work.branch, "into": work.into, "commit": head, "strategy": strategy}
+            | ({"resumed": True} if already else {}),
+        )
+    except WorkqError as exc:
+        what = "finishing it was refused"
+        raise merges.landed_but(exc, work, work.into, head, what, merges.again(exc)) from None
     return head
 
 

@@ -15,11 +15,11 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from workq.domain import globs
+from workq.domain.authority import Authority
 from workq.errors import GitFailed, InvalidInput, PathsReserved
 from workq.services.handle import Queue
 from workq.services.queue import reservations
@@ -130,12 +130,12 @@ def check(
     q: Queue,
     repo: Path,
     *,
-    holders: Collection[str],
+    by: Authority,
     issue: int | None = None,
     index_file: str | None = None,
 ) -> list[Refusal]:
     """The staged paths of ``repo`` that another holder reserved exclusively. The committer
-    is ``holders`` and the holder of ``issue`` (default: the issue of the branch).
+    is ``by`` (its run ids) and the holder of ``issue`` (default: the issue of the branch).
 
     Raises:
         InvalidInput: no repository at ``repo``.
@@ -146,7 +146,7 @@ def check(
     if issue is None:
         issue = branch_issue(repo)
     held = reservations.list_live(q)
-    mine = set(holders) | {h.holder for h in held if h.number == issue}
+    mine = set(by.run_ids) | {h.holder for h in held if h.number == issue}
     refused: list[Refusal] = []
     for path in paths:
         for h in held:
@@ -158,14 +158,14 @@ def check(
     return refused
 
 
-def refuse_reserved(q: Queue, repo: Path, *, holders: Collection[str], issue: int | None) -> None:
+def refuse_reserved(q: Queue, repo: Path, *, by: Authority, issue: int | None) -> None:
     """What the hook would say, as an error: before workq commits what is staged in ``repo``.
 
     Raises:
         PathsReserved: a staged path another holder reserved exclusively (facts: each path
             with its holder, issue and glob).
     """
-    refused = check(q, repo, holders=holders, issue=issue)
+    refused = check(q, repo, by=by, issue=issue)
     if not refused:
         return
     said = "; ".join(f"{r.path} by {r.held.holder} for issue #{r.held.number}" for r in refused)

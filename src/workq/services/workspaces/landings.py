@@ -22,10 +22,11 @@ from workq.db.prepared import Prepared
 from workq.db.tables import issues, landings, repositories
 from workq.domain import fields
 from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import NotFound, Step
 from workq.schemas import LandingStatus
-from workq.services.handle import Queue, load, record
-from workq.services.queue import holding, predicates
+from workq.services.handle import Queue, record
+from workq.services.queue import door, predicates
 
 # What the worker still has to move; "landed" and "refused" wait for nobody.
 ACTIVE = ("queued", "open", "merging", "merged")
@@ -64,23 +65,20 @@ def queue(
     actor: str | None,
 ) -> LandingStatus:
     """Queue issue ``number``'s ``branch`` (at ``tip``) to land through a pull request, on
-    the authority of its holder (or an override). Asked again with a new tip, the landing
-    goes back to the queue with it (its pull request is reused); asked again with the same
-    tip while it moves, it is answered as it stands.
+    the authority of its holder (the door, ``queue-landing``: its live claim, not while it
+    waits on unfinished issues or plans). Asked again with a new tip, the landing goes
+    back to the queue with it (its pull request is reused); asked again with the same tip
+    while it moves, it is answered as it stands.
 
     Raises:
-        NotHolder, StaleClaim, LeaseLapsed: ``by`` may not act on the issue's claim.
+        NotHolder, StaleClaim, LeaseLapsed, OpenBlockers, PlanModeActive: the door's
+            refusal.
     """
     fields.number(number)
 
     def work(conn: Connection) -> LandingStatus:
-        row = load(conn, number, for_update=True)
-        now = q.now()
-        if by.override is None:
-            holder: str | None = holding.held_now(row, by, number, now, "land")
-        else:
-            holding.check_fence(row, by.fence, number)
-            holder = row.claimed_by
+        let = door.admit(q, conn, Action.QUEUE_LANDING, number, by)
+        row, now, holder = let.row, let.now, let.holder
         current = _row(conn, row.id)
         if current is not None and current.state in ACTIVE and current.head_sha == tip:
             return _status(current)
@@ -107,8 +105,6 @@ def queue(
         else:  # the pull request (if one was opened) is kept: the new tip is pushed to it
             conn.execute(update(landings).where(landings.c.issue_id == row.id).values(**values))
         after = {"state": "queued", "branch": branch, "head": tip, "repository": repo}
-        if by.override is not None:
-            after["override"] = by.override
         record(
             q, conn, kind=EVENT, issue_id=row.id, number=number, actor=actor, now=now, after=after
         )
@@ -255,18 +251,19 @@ def move(
     return False
 
 
+def asker(item: Due) -> Authority:
+    """The claim that asked to land ``item``: its holder, with that claim's fence."""
+    asked = () if item.requested_by is None else (item.requested_by,)
+    return Authority.of(asked, fence=item.fence)
+
+
 def still_asked(q: Queue, item: Due) -> None:
-    """NotHolder or StaleClaim unless the claim that asked to land is still the issue's
-    (asked before the branch is pushed and before the merge: a claim taken over or
-    released meanwhile does not land). A lapsed lease does not stop it: the work was handed
-    over while the claim was live."""
-    with q.db.read() as conn:
-        row = load(conn, item.number)
-    if row.status == "done":
-        return
-    holding.check_fence(row, item.fence, item.number)
-    if item.requested_by is not None:
-        holding.check_holder(row, Authority.of([item.requested_by]), item.number, "land")
+    """The door's refusal (NotHolder, StaleClaim, LeaseLapsed, OpenBlockers,
+    PlanModeActive, NotClaimable) unless the claim that asked to land may still land it
+    (``land``): asked before each push and each merge call, retries included, so a claim
+    taken over, released, lapsed or waiting on a blocker added meanwhile does not land.
+    The worker keeps that claim's lease alive while it waits (``keep_leases``)."""
+    door.ask(q, Action.LAND, item.number, asker(item))
 
 
 def keep_leases(q: Queue, github_repo: str) -> int:

@@ -30,6 +30,7 @@ from sqlalchemy import Connection, select, update
 
 from workq.db.tables import events, issues, repositories, worktrees
 from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import (
     Conflict,
     MergeBusy,
@@ -40,14 +41,22 @@ from workq.errors import (
     WorkqError,
     WorktreeDirty,
 )
-from workq.schemas import MergeResult
+from workq.schemas import MergeResult, Status
 from workq.services.coding.gates import MergeCandidate, merge_gate, unconfigured
 from workq.services.handle import Queue, load, record
-from workq.services.queue import claims, holding, processes
+from workq.services.queue import claims, door, processes
 from workq.services.sync import outbox
-from workq.services.workspaces import landings
+from workq.services.workspaces import checkouts, landings
 from workq.services.workspaces.repositories import row as repository_row
-from workq.services.workspaces.worktrees import _discard, by_id, latest_for_issue
+from workq.services.workspaces.worktrees import (
+    _discard,
+    acted_as,
+    branch_made,
+    by_id,
+    drop_branch,
+    latest_for_issue,
+    refuse_dirty,
+)
 from workq.vcs import git
 
 DEFAULT_LEASE_SECONDS = 120
@@ -55,28 +64,14 @@ DEFAULT_WAIT_SECONDS = 300.0
 Gate = Callable[[Queue, MergeCandidate], None]
 
 
-def holder_gate(q: Queue, candidate: MergeCandidate) -> None:
-    """Only the issue's holder (or an override) lands its work: another agent's merge is
-    refused before anything moves (NotHolder, StaleClaim)."""
-    if candidate.number is not None:
-        with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
-            holding.refuse_unless_held(q, candidate.number, candidate.by, "merge")
-
-
-def blockers_gate(q: Queue, candidate: MergeCandidate) -> None:
-    """An issue that waits on open blockers does not land: completing it would be refused
-    (OpenBlockers, the same rule as issue_complete's)."""
-    if candidate.number is not None:
-        with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
-            claims.refuse_while_waiting(q, candidate.number)
-
-
 # Checks run before a merge lands: each gets the queue and what would land (the
 # repository, the worktree, the branch tip, the commit the default branch moves to, the
 # issue) and raises a WorkqError to refuse. Asked once before the merge lease is taken
 # (``commit`` None: a check may take minutes) and again under it. The quality gates hang
 # here (services/coding/gates.py: evidence for the branch tip, unless the tests gate trusts).
-GATES: list[Gate] = [holder_gate, blockers_gate, merge_gate]
+# Who may merge is not among them: the door (services/queue/door.py) is asked before they
+# run and again in the transaction that records the commit the default branch moves to.
+GATES: list[Gate] = [merge_gate]
 # How a merge lands (contract E's merge_to_main): a merge commit even where a fast-forward
 # would do, or one squashed commit.
 Strategy = Literal["no-ff", "squash"]
@@ -150,20 +145,39 @@ def merge(
     strategy: Strategy | None = None,
     keep_branch: bool = False,
 ) -> MergeResult:
-    """Merge worktree ``worktree_id`` of ``repo`` into the default branch, then clean up.
-    Only the holder of its issue (``by``) or an override may. ``strategy`` None merges as
-    the repository is configured (fast-forward when possible); ``no-ff`` and ``squash``
-    always add a commit."""
+    """Merge worktree ``worktree_id`` of ``repo`` into the default branch, complete its
+    issue, then clean up. Only the holder of its issue (``by``) or an override may (the
+    door, ``merge``). ``strategy`` None merges as the repository is configured
+    (fast-forward when possible); ``no-ff`` and ``squash`` always add a commit.
+
+    A merge whose commit is on the default branch finishes whatever refused it after
+    (its completion, its cleanup): asked again, it lands nothing twice and does what is
+    left."""
     with q.db.read() as conn:
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
-    if w.number is not None and w.state != "merged":  # before any other answer
-        actor = holding.refuse_unless_held(q, w.number, by, "merge") or actor
     if r.land == "pr" and w.state != "merged":
         return _through_pull_request(q, r, w, actor, by)
+    if w.number is not None and w.state != "merged" and not _done_and_landed(q, r, w):
+        actor = acted_as(door.ask(q, Action.MERGE, w.number, by), by, actor)
     _check_early(q, Path(r.path), r.default_branch, w, actor, by)
     with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
         return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch)
+
+
+def _done_and_landed(q: Queue, r: Any, w: Any) -> bool:
+    """Whether ``w``'s merge landed and completed its issue, its cleanup left undone (a
+    worktree with uncommitted edits, an interrupted run): no claim guards it any more, and
+    asking the merge again finishes it."""
+    if w.state != "merging" or not w.merge_commit:
+        return False
+    with q.db.read() as conn:
+        status = conn.execute(select(issues.c.status).where(issues.c.id == w.issue_id)).scalar()
+    if status != Status.DONE.value:
+        return False
+    root = Path(r.path)
+    head = git.branch_tip(root, r.default_branch)
+    return head is not None and git.is_ancestor(root, w.merge_commit, head)
 
 
 def merge_issue(
@@ -272,8 +286,8 @@ def _merge_locked(
         title = conn.execute(select(issues.c.title).where(issues.c.id == w.issue_id)).scalar()
     root, into = Path(r.path), r.default_branch
     if w.state == "merged":
-        if not keep_branch:
-            drop_branch(root, w.branch, into, w.merge_commit)
+        if not keep_branch and branch_made(q, w):
+            drop_branch(root, w.branch, into)
         return MergeResult(
             merged=True,
             branch=w.branch,
@@ -299,18 +313,26 @@ def _merge_locked(
         )
 
     def gates(tip: str, new: str) -> None:
+        may(q, Action.MERGE, w.number, by)
         check_gates(q, MergeCandidate(root, path, tip, new, w.number, actor, by))
 
     intended: list[str] = []
 
     def intend(new: str) -> None:
-        q.db.write(
-            lambda conn: conn.execute(
+        """Record the commit the default branch moves to, once the door lets ``by`` merge
+        (in that transaction: the last word before the branch moves)."""
+
+        def work(conn: Connection) -> None:
+            if w.number is not None:
+                with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
+                    door.admit(q, conn, Action.MERGE, w.number, by)
+            conn.execute(
                 update(worktrees)
                 .where(worktrees.c.id == w.id)
                 .values(state="merging", merge_commit=new, updated_at=q.now())
             )
-        )
+
+        q.db.write(work)
         intended.append(new)
 
     def abandon() -> None:
@@ -341,7 +363,8 @@ def _merge_locked(
         if intended:
             abandon()
         raise
-    _finish(q, w, r, actor, by, already, w.merge_commit if already else head, keep_branch)
+    landed = (w.merge_commit if already else head) or head
+    _finish(q, w, r, actor, by, already, landed, keep_branch)
     return MergeResult(
         merged=True,
         branch=w.branch,
@@ -384,7 +407,9 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
     """Queue ``b`` to land through a pull request (its repository ``r`` lands with "pr"):
     checked here as a local merge is (clean, ahead, no conflict with the default branch as
     this checkout knows it, the gates on its tip), then answered at once; the GitHub
-    worker moves it (github/landing.py)."""
+    worker moves it (github/landing.py). Only the holder (``by``) may (the door,
+    ``queue-landing``, asked before the checks and again in the transaction that queues)."""
+    actor = acted_as(door.ask(q, Action.QUEUE_LANDING, b.number, by), by, actor)
     root = Path(r.path)
     tip, head = git.branch_tip(root, b.name), git.branch_tip(root, r.default_branch)
     if tip is None:
@@ -449,10 +474,11 @@ def finish_landing(
 ) -> None:
     """After GitHub merged the issue's pull request (as commit ``merged``): complete the
     issue (on the pull request's authority: it merged, whoever holds the issue now), record
-    where it landed, remove its worktree, and delete its branch if it is still at
-    ``pushed`` and checked out nowhere (a commit made after it was not part of the merge).
-    Each step is one a rerun may repeat."""
-    upstream = Authority.overriding("its pull request was merged")
+    where it landed, remove its worktree unless it holds uncommitted edits (then it stays
+    for its holder, recorded; ``workq worktree prune`` takes it once clean), and delete its
+    branch if workq made it, it is still at ``pushed`` and checked out nowhere (a commit
+    made after it was not part of the merge). Each step is one a rerun may repeat."""
+    upstream = Authority.overriding("its pull request was merged", who=actor)
     with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
         claims.complete(q, number, upstream, actor=actor)
     with q.db.read() as conn:
@@ -462,17 +488,31 @@ def finish_landing(
     if w is None and landing_of(q, number) is None:  # a shared checkout's branch
         _record_landed(q, number, branch, r.default_branch, merged, actor)
     if w is not None and w.state != "merged":
-        record_merge(q, w, actor, False, merged)
+        kept = _dirty(w)
+        record_merge(q, w, actor, False, merged, kept=kept)
         q.db.write(  # what a merge run again answers: the commit GitHub merged it as
             lambda conn: conn.execute(
                 update(worktrees).where(worktrees.c.id == w.id).values(merge_commit=merged)
             )
         )
-        _discard(q, w, r, force=True, state="merged", keep_branch=True)
+        if kept is None:
+            with contextlib.suppress(WorktreeDirty):  # edited since: kept for prune
+                _discard(q, w, r, force=False, state="merged", keep_branch=True, actor=actor)
+    made = branch_made(q, w) if w is not None else checkouts.branch_made(q, number, branch)
     checked_out = {wt.branch for wt in git.worktrees(root)}
-    unused = branch != r.default_branch and branch not in checked_out
+    unused = made and branch != r.default_branch and branch not in checked_out
     if unused and git.branch_tip(root, branch) == pushed:
         git.delete_branch(root, branch)
+
+
+def _dirty(w: Any) -> str | None:
+    """Why worktree ``w`` must stay (it holds uncommitted edits), or None."""
+    try:
+        if Path(w.path).is_dir():
+            refuse_dirty(w, Path(w.path))
+    except WorktreeDirty as exc:
+        return exc.message
+    return None
 
 
 def _record_landed(q: Queue, number: int, branch: str, into: str, merged: str, actor: str) -> None:
@@ -501,6 +541,14 @@ def check_gates(q: Queue, candidate: MergeCandidate) -> None:
     """Ask every check in ``GATES`` about ``candidate``."""
     for gate in GATES:
         gate(q, candidate)
+
+
+def may(q: Queue, action: Action, number: int | None, by: Authority) -> None:
+    """The door's word on ``by`` doing ``action`` now: before a long step and before an
+    external write (an issue deleted meanwhile: the merge stands)."""
+    if number is not None:
+        with contextlib.suppress(NotFound):
+            door.ask(q, action, number, by)
 
 
 def _check_early(q: Queue, root: Path, into: str, w: Any, actor: str | None, by: Authority) -> None:
@@ -616,39 +664,75 @@ def _finish(
     actor: str | None,
     by: Authority,
     already: bool,
-    landed: str | None,
+    landed: str,
     keep_branch: bool = False,
 ) -> None:
-    """Complete the issue (its holder's authority and its blockers asked again, in that
-    transaction: a blocker added while the gates ran refuses it, the work stays landed and
-    a rerun finishes once the blocker is done), remove the worktree and its branch, mark it
-    merged."""
-    if w.number is not None:
-        # The worktree is "merging" by now (``intend``), so completing does not count its
-        # branch's commits as unmerged work (a squash leaves them off the default branch).
-        with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
-            claims.complete(q, w.number, by, actor=actor or w.agent)
-    _discard(q, w, r, force=True, state="merged", keep_branch=keep_branch)
-    if not keep_branch:
-        drop_branch(Path(r.path), w.branch, r.default_branch, landed)
-    record_merge(q, w, actor or w.agent, already, landed)
+    """After the default branch moved to ``landed``: complete the issue (the door asked
+    again in that transaction: a blocker added while the gates ran refuses it), remove the
+    worktree (never one holding uncommitted edits) and its branch (only one workq made,
+    once the default branch has all of its work), mark it merged. Whatever refuses here
+    leaves the worktree "merging": the work stays landed, and the merge asked again does
+    what is left, landing nothing twice."""
+    into = r.default_branch
+    try:
+        if w.number is not None:
+            # The worktree is "merging" by now (``intend``), so completing does not count
+            # its branch's commits as unmerged work (a squash leaves them off the default
+            # branch).
+            with contextlib.suppress(NotFound):  # deleted meanwhile: the merge stands
+                claims.complete(q, w.number, by, actor=actor or w.agent)
+        _discard(q, w, r, force=False, state="merged", keep_branch=keep_branch, actor=actor)
+        record_merge(q, w, actor or w.agent, already, landed)
+    except WorktreeDirty as exc:
+        raise landed_but(
+            exc,
+            w,
+            into,
+            landed,
+            "its worktree holds uncommitted edits, which no cleanup removes",
+            "commit them (to its branch, which is then kept) or discard them, then merge "
+            "again to finish",
+        ) from None
+    except WorkqError as exc:
+        raise landed_but(exc, w, into, landed, "finishing it was refused", again(exc)) from None
 
 
-def drop_branch(root: Path, branch: str, into: str, landed: str | None) -> None:
-    """Delete the merged branch, if still there and the default branch has its work (its
-    tip, or the commit that merged it: a squash)."""
-    tip = git.branch_tip(root, branch)
-    if tip is None or branch == into:  # the default branch is never a task's to delete
-        return
-    head = "refs/heads/" + into
-    if git.is_ancestor(root, tip, head) or (landed and git.is_ancestor(root, landed, head)):
-        git.delete_branch(root, branch)
+def again(exc: WorkqError) -> str:
+    """The next step of a refusal after a merge landed: its own, then the merge again."""
+    first = exc.hint_for()
+    then = "merge again to finish: it completes the issue and cleans up, landing nothing twice"
+    return f"{first}; then {then}" if first else then
 
 
-def record_merge(q: Queue, w: Any, actor: str | None, already: bool, landed: str | None) -> None:
-    """The worktree_merged event: who merged, the branch, the commit that landed it."""
+def landed_but(exc: WorkqError, w: Any, into: str, landed: str, what: str, hint: str) -> WorkqError:
+    """``exc``, told as the refusal of what follows a merge that landed: the commit is on
+    ``into``, and the merge asked again finishes (``resumable``)."""
+    issue = f" (issue #{w.number})" if w.number is not None else ""
+    said = f"{w.branch}{issue} merged into {into} at {landed[:12]}, but {what}"
+    exc.message = f"{said}: {exc.message}"
+    exc.args = (exc.message,)
+    exc.next_step = None
+    exc.hint = hint
+    exc.facts.update(landed=landed, into=into, resumable=True)
+    return exc
+
+
+def record_merge(
+    q: Queue,
+    w: Any,
+    actor: str | None,
+    already: bool,
+    landed: str | None,
+    *,
+    kept: str | None = None,
+) -> None:
+    """The worktree_merged event: who merged, the branch, the commit that landed it (and
+    why its worktree was kept, when it was)."""
 
     def work(conn: Connection) -> None:
+        after: dict[str, Any] = {"branch": w.branch, "commit": landed, "resumed": already}
+        if kept:
+            after["worktree_kept"] = kept
         record(
             q,
             conn,
@@ -657,7 +741,7 @@ def record_merge(q: Queue, w: Any, actor: str | None, already: bool, landed: str
             number=w.number,
             actor=actor,
             now=q.now(),
-            after={"branch": w.branch, "commit": landed, "resumed": already},
+            after=after,
         )
 
     q.db.write(work)

@@ -12,6 +12,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, repositories, worktrees
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import Conflict, GitFailed, InvalidInput, NotFound
 from workq.schemas import (
     LAND_MODES,
@@ -22,6 +24,7 @@ from workq.schemas import (
     Repository,
 )
 from workq.services.handle import Queue, load, record, to_issue
+from workq.services.queue import door
 from workq.vcs import git
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -300,11 +303,20 @@ def list_all(q: Queue) -> list[Repository]:
         return [_model(r, *counts) for r in rows]
 
 
-def assign(q: Queue, number: int, name: str | None, *, actor: str | None = None) -> None:
-    """Put issue ``number`` in repository ``name`` (None: in none)."""
+def assign(
+    q: Queue, number: int, name: str | None, *, by: Authority, actor: str | None = None
+) -> None:
+    """Put issue ``number`` in repository ``name`` (None: in none). While another caller
+    holds its claim, only that holder or an override may (the door, ``reshape``: a
+    claim's worktree is made in its repository)."""
     if name is not None:
         validate_name(name)
-    q.db.write(lambda conn: place(q, conn, number, name, actor=actor))
+
+    def work(conn: Connection) -> None:
+        door.check(q, conn, load(conn, number, for_update=True), Action.RESHAPE, by)
+        place(q, conn, number, name, actor=actor)
+
+    q.db.write(work)
 
 
 def place(q: Queue, conn: Connection, number: int, name: str | None, *, actor: str | None) -> None:

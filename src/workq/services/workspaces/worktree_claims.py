@@ -3,18 +3,18 @@ transaction); if it cannot be made, a new claim is given back and the error repo
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from pathlib import Path
 
 from sqlalchemy import bindparam, select
 
 from workq.db.prepared import Prepared
 from workq.db.tables import issues, repositories
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import Conflict, InvalidInput, WorkqError
 from workq.schemas import Claim, ClaimedIssue, ReadyFilter, RepoOverview, WorkspaceInfo
 from workq.services.handle import Queue
-from workq.services.plans import plans
-from workq.services.queue import claims, ready_queue
+from workq.services.queue import claims, door, ready_queue
 from workq.services.queue import issues as issue_service
 from workq.services.workspaces import conflicts, worktrees
 from workq.services.workspaces import repositories as repository_service
@@ -44,11 +44,11 @@ def per_claim(q: Queue, number: int) -> bool:
 
 
 def attach(
-    q: Queue, number: int, holder: str, wanted: bool | None, *, branch: str | None = None
+    q: Queue, number: int, by: Authority, wanted: bool | None, *, branch: str | None = None
 ) -> WorkspaceInfo | None:
-    """After a claim of issue ``number`` by ``holder``: its worktree, made if ``wanted``
-    (None: as its repository is configured), on ``branch`` (default: named from the
-    issue). On failure to make it, raises (the caller gives the claim back)."""
+    """After ``by`` claimed issue ``number``: its worktree, made if ``wanted`` (None: as
+    its repository is configured), on ``branch`` (default: named from the issue). On
+    failure to make it, raises (the caller gives the claim back)."""
     repo, auto = _repository_of(q, number) or (None, False)
     if wanted is None:
         wanted = auto
@@ -56,7 +56,7 @@ def attach(
         return get_for_issue(q, number)
     if repo is None:
         raise _no_repository(number)
-    return spawn(q, repo, number, agent=holder, branch=branch)
+    return spawn(q, repo, number, by=by, branch=branch)
 
 
 def spawn_task(
@@ -65,20 +65,20 @@ def spawn_task(
     number: int | None,
     *,
     title: str,
-    holder: str,
+    by: Authority,
     branch: str | None = None,
-    plan_runs: Collection[str] = (),
 ) -> tuple[int, WorkspaceInfo]:
-    """agit's spawn: issue ``number`` (None: a new one titled ``title``) claimed for
-    ``holder``, put in ``repo``, with its worktree on ``branch``. Every check that can
+    """agit's spawn: issue ``number`` (None: a new one titled ``title``) claimed under
+    ``by``'s run id, put in ``repo``, with its worktree on ``branch``. Every check that can
     refuse comes first, so a refused spawn creates, assigns and claims nothing; a claim
     taken here is given back if the worktree then cannot be made."""
+    holder = claims.claimer(by)
     found = repository_service.get(q, repo)
     if branch is not None:
         check_branch(Path(found.path), branch, found.default_branch)
     if number is None:
         with q.db.read() as conn:
-            plans.refuse_while_planning(conn, {holder, *plan_runs}, "claiming")
+            door.refuse_planning(conn, by, Action.CLAIM)
         number = issue_service.create(q, title=title, actor=holder).number
     else:
         placed = issue_service.get(q, number).repository
@@ -87,14 +87,14 @@ def spawn_task(
                 f"Issue #{number} belongs to repository {placed!r}, not {repo!r}",
                 number=number,
             )
-    taken = claims.claim(q, number, holder, plan_runs=plan_runs)
+    taken = claims.claim(q, number, by)
     try:
-        repository_service.assign(q, number, repo, actor=holder)
-        info = spawn(q, repo, number, agent=holder, branch=branch)
-    except WorkqError:
-        if not taken.already_held:
-            claims.release(q, number, [holder], reason="its worktree could not be made")
-        raise
+        repository_service.assign(q, number, repo, by=by, actor=holder)
+        info = spawn(q, repo, number, by=by, branch=branch)
+    except WorkqError as exc:
+        if taken.already_held:
+            raise
+        raise given_back(q, number, by, exc) from None
     return number, info
 
 
@@ -110,13 +110,13 @@ def _no_repository(number: int) -> InvalidInput:
 def given_back(
     q: Queue,
     number: int,
-    holder: str,
+    by: Authority,
     error: WorkqError,
     reason: str = "its worktree could not be made",
 ) -> WorkqError:
-    """Release the claim just taken because its workspace could not be made."""
+    """Release the claim ``by`` just took because its workspace could not be made."""
     try:
-        claims.release(q, number, [holder], reason=reason)
+        claims.release(q, number, by, reason=reason)
     except WorkqError:  # pragma: no cover - reported below with the cause
         error.facts["claim_kept"] = True
         return error
@@ -127,46 +127,42 @@ def given_back(
 def claim(
     q: Queue,
     number: int,
-    run_id: str,
+    by: Authority,
     *,
     worktree: bool | None = None,
-    plan_runs: Collection[str] = (),
     branch: str | None = None,
-    ignore_plan_mode: bool = False,
 ) -> Claim:
-    """``claims.claim``, then the issue's worktree (made when ``worktree``, or when its
-    repository makes one per claim; on ``branch`` if given). If it cannot be made, a new
-    claim is given back. Every face's claim comes here, so a repository registered with a
-    worktree per claim gets one whichever face claimed.
+    """``claims.claim`` under ``by``'s run id, then the issue's worktree (made when
+    ``worktree``, or when its repository makes one per claim; on ``branch`` if given). If
+    it cannot be made, a new claim is given back. Every face's claim comes here, so a
+    repository registered with a worktree per claim gets one whichever face claimed.
     An issue in no repository is refused before the claim, so nothing changes."""
     if worktree:
         placed = _repository_of(q, number)
         if placed is not None and placed[0] is None:
             raise _no_repository(number)
-    taken = claims.claim(q, number, run_id, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
+    taken = claims.claim(q, number, by)
     try:
-        info = attach(q, number, run_id, worktree, branch=branch)
+        info = attach(q, number, by, worktree, branch=branch)
     except WorkqError as exc:
         if taken.already_held:
             raise
-        raise given_back(q, number, run_id, exc) from None
+        raise given_back(q, number, by, exc) from None
     return taken.model_copy(update={"worktree": info}) if info else taken
 
 
 def claim_next(
     q: Queue,
-    run_id: str,
+    by: Authority,
     f: ReadyFilter | None,
     *,
     worktree: bool | None = None,
-    plan_runs: Collection[str] = (),
-    ignore_plan_mode: bool = False,
 ) -> ClaimedIssue | None:
-    """``claims.claim_next``, with the claimed issue's worktree as ``claim`` makes it (when
-    ``worktree``, or when its repository makes one per claim). Asked for a worktree, only
-    issues that belong to a repository are considered."""
+    """``claims.claim_next`` under ``by``'s run id, with the claimed issue's worktree as
+    ``claim`` makes it (when ``worktree``, or when its repository makes one per claim).
+    Asked for a worktree, only issues that belong to a repository are considered."""
     f = _for_worktree(f, worktree)
-    taken = claims.claim_next(q, run_id, f, plan_runs=plan_runs, ignore_plan_mode=ignore_plan_mode)
+    taken = claims.claim_next(q, by, f)
     if taken is None:
         return None
     if worktree is None and not (f and f.repository):
@@ -174,11 +170,11 @@ def claim_next(
         if placed is None or not placed[1]:  # in no repository, or one without auto worktrees
             return taken
     try:
-        info = attach(q, taken.number, run_id, worktree)
+        info = attach(q, taken.number, by, worktree)
     except WorkqError as exc:
         if taken.already_held:
             raise
-        raise given_back(q, taken.number, run_id, exc) from None
+        raise given_back(q, taken.number, by, exc) from None
     return taken.model_copy(update={"worktree": info}) if info else taken
 
 

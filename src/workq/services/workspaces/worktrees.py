@@ -8,6 +8,7 @@ git never runs inside a database transaction: a worktree is first recorded as
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -19,9 +20,10 @@ from sqlalchemy import Connection, bindparam, delete, or_, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
-from workq.db.tables import issues, repositories, worktrees
+from workq.db.tables import events, issues, repositories, worktrees
 from workq.domain import branches
 from workq.domain.authority import Authority
+from workq.domain.decisions import Action
 from workq.errors import (
     Conflict,
     GitFailed,
@@ -38,7 +40,7 @@ from workq.schemas import (
     WorktreeInfo,
 )
 from workq.services.handle import Queue, load, new_id, record
-from workq.services.queue import holding
+from workq.services.queue import door
 from workq.services.workspaces.repositories import ACTIVE
 from workq.services.workspaces.repositories import row as repository_row
 from workq.vcs import git
@@ -190,14 +192,19 @@ def spawn(
     repo: str,
     number: int,
     *,
-    agent: str | None = None,
+    by: Authority,
     branch: str | None = None,
 ) -> WorkspaceInfo:
-    """The worktree of issue ``number`` in ``repo``: made now, or the one it has."""
+    """The worktree of issue ``number`` in ``repo``: made now, or the one it has. While
+    the issue is claimed only its holder (``by``) or an override may make it (the door,
+    ``reshape``); the worktree is its holder's."""
 
     def reserve(conn: Connection) -> tuple[Any, Any, bool]:
         r = repository_row(conn, repo)
         issue = load(conn, number, for_update=True)
+        let = door.check(q, conn, issue, Action.RESHAPE, by)
+        mine = let.mine
+        agent = let.holder if mine else (by.acts_as or by.who)
         if issue.repository not in (None, repo):
             raise Conflict(
                 f"Issue #{number} belongs to repository {issue.repository!r}, not {repo!r}",
@@ -207,7 +214,7 @@ def spawn(
             raise Conflict(f"Issue #{number} is done: no worktree for it", number=number)
         existing = active_row(conn, number)
         if existing is not None:
-            if agent is not None and existing.agent != agent:  # taken over: the new holder's
+            if mine and existing.agent != agent:  # taken over: the new holder's
                 conn.execute(
                     update(worktrees).where(worktrees.c.id == existing.id).values(agent=agent)
                 )
@@ -253,7 +260,7 @@ def spawn(
         return _info(w)
     root, path = Path(r.path), Path(w.path)
     try:
-        base = _make(root, path, w.branch, r.default_branch)
+        base, made = _make(root, path, w.branch, r.default_branch)
     except (GitFailed, InvalidInput):
         q.db.write(lambda conn: conn.execute(delete(worktrees).where(worktrees.c.id == w.id)))
         raise
@@ -271,18 +278,22 @@ def spawn(
             kind="worktree_created",
             issue_id=w.issue_id,
             number=number,
-            actor=agent,
+            actor=w.agent,
             now=now,
-            after={"path": w.path, "branch": w.branch},
+            # Whether workq made the branch: cleanup deletes only a branch it made.
+            after={"path": w.path, "branch": w.branch, "branch_created": made},
         )
 
     q.db.write(activate)
     return _info(w)
 
 
-def _make(root: Path, path: Path, branch: str, default_branch: str) -> str:
-    """Create (or, after a crash, find) the worktree; its base commit."""
+def _make(root: Path, path: Path, branch: str, default_branch: str) -> tuple[str, bool]:
+    """Create (or, after a crash, find) the worktree; its base commit, and whether the
+    branch was made here (a branch that already existed is someone else's, and a crashed
+    attempt's is not known to be workq's: cleanup keeps both)."""
     known = {wt.path.resolve(): wt for wt in git.worktrees(root)}
+    made = False
     if path.resolve() in known:
         if known[path.resolve()].branch != branch:
             raise InvalidInput(f"{path} is a worktree of another branch", field="branch")
@@ -292,7 +303,28 @@ def _make(root: Path, path: Path, branch: str, default_branch: str) -> str:
         git.run(["worktree", "add", "--quiet", str(path), branch], cwd=root)
     else:
         git.worktree_add(root, path, branch, "refs/heads/" + default_branch)
-    return git.merge_base(root, "refs/heads/" + default_branch, "refs/heads/" + branch)
+        made = True
+    return git.merge_base(root, "refs/heads/" + default_branch, "refs/heads/" + branch), made
+
+
+def branch_made(q: Queue, w: Any) -> bool:
+    """Whether workq made worktree ``w``'s branch (its ``worktree_created`` event says so):
+    cleanup deletes no other branch. Unknown (a worktree made before workq recorded it,
+    or by a crashed attempt) counts as not made: the branch is kept."""
+    if w.number is None:
+        return False
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(events.c.after)
+            .where(events.c.number == w.number, events.c.kind == "worktree_created")
+            .order_by(events.c.id.desc())
+            .limit(20)
+        ).scalars()
+        for text in found:
+            after = json.loads(text or "{}")
+            if after.get("path") == w.path and after.get("branch") == w.branch:
+                return bool(after.get("branch_created"))
+    return False
 
 
 @retry_lost_read
@@ -319,19 +351,22 @@ def _discard(
     state: str = "removed",
     keep_branch: bool = False,
     actor: str | None = None,
-    override: str | None = None,
+    recorded: dict[str, Any] | None = None,
 ) -> bool:
-    """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when the
-    default branch already has all of its commits (unless ``keep_branch``). Whether the
-    branch was deleted. ``override``: the reason an override gave, recorded."""
+    """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when
+    workq made it and the default branch already has all of its work (unless
+    ``keep_branch``). Whether the branch is gone. ``recorded``: what the event records of
+    an override (who made it, and why).
+
+    Raises:
+        WorktreeDirty: it holds uncommitted edits and not ``force`` (nothing changed).
+    """
     root, path = Path(r.path), Path(w.path)
     if path.is_dir():
         known = {wt.path.resolve() for wt in git.worktrees(root)}
         if path.resolve() in known:
-            if not force and git.dirty_paths(path):
-                raise WorktreeDirty(
-                    f"worktree {w.id} ({path}) has uncommitted changes", worktree_id=w.id
-                )
+            if not force:
+                refuse_dirty(w, path)
             git.worktree_remove(root, path, force=True)
         elif path.parent == Path(r.worktree_dir) and not path.is_symlink():
             # What an interrupted removal left: git no longer knows it as a worktree.
@@ -340,15 +375,9 @@ def _discard(
         # Gone from disk by other means: drop git's record of it. (Not on every removal:
         # a prune racing another process's `worktree add` can take its half-made record.)
         git.worktree_prune(root)
-    deleted = False
-    tip = git.branch_tip(root, w.branch)
-    if tip is None:
-        deleted = True
-    elif w.branch == r.default_branch:  # never a task's to delete (a worktree made before
-        pass  # spawn refused it kept it as its branch)
-    elif not keep_branch and git.is_ancestor(root, tip, "refs/heads/" + r.default_branch):
-        git.delete_branch(root, w.branch)
-        deleted = True
+    deleted = git.branch_tip(root, w.branch) is None
+    if not deleted and not keep_branch and branch_made(q, w):
+        deleted = drop_branch(root, w.branch, r.default_branch)
 
     def mark(conn: Connection) -> None:
         now = q.now()
@@ -363,15 +392,44 @@ def _discard(
             number=w.number,
             actor=actor,
             now=now,
-            after={
-                "path": w.path,
-                "branch_deleted": deleted,
-                **({"override": override} if override else {}),
-            },
+            after={"path": w.path, "branch_deleted": deleted, **(recorded or {})},
         )
 
     q.db.write(mark)
     return deleted
+
+
+def refuse_dirty(w: Any, path: Path) -> None:
+    """WorktreeDirty, naming the files, when the worktree at ``path`` holds uncommitted
+    edits: no cleanup removes them."""
+    dirty = git.dirty_paths(path)
+    if dirty:
+        shown = ", ".join(dirty[:10]) + (" ..." if len(dirty) > 10 else "")
+        raise WorktreeDirty(
+            f"worktree {w.id} ({path}) has uncommitted changes: {shown}",
+            worktree_id=w.id,
+            files=dirty[:100],
+        )
+
+
+def drop_branch(root: Path, branch: str, into: str) -> bool:
+    """Delete ``branch`` once the default branch ``into`` has all of its work (its tip, or
+    a merge of it that would change nothing: a squash of it); whether it is gone. The
+    default branch is never a task's to delete, and a branch with work of its own (a
+    commit made after the merge) stays."""
+    tip = git.branch_tip(root, branch)
+    if tip is None:
+        return True
+    head = git.branch_tip(root, into)
+    if branch == into or head is None:
+        return False
+    if not git.is_ancestor(root, tip, head):
+        merged = git.merge_tree(root, head, tip).tree
+        tree = git.run(["rev-parse", head + "^{tree}"], cwd=root).stdout.strip()
+        if merged is None or merged != tree:
+            return False
+    git.delete_branch(root, branch)
+    return True
 
 
 def remove(
@@ -383,19 +441,25 @@ def remove(
     force: bool = False,
     actor: str | None = None,
 ) -> WorktreeInfo:
-    """Remove a worktree from disk and the registry. While its issue is claimed, only the
-    holder (``by``) or an override may. Refused with uncommitted changes unless ``force``;
-    its branch is kept if it has commits the default branch lacks."""
+    """Remove a worktree from disk and the registry. While a live claim holds its issue,
+    only the holder (``by``) or an override may (the door, ``remove-worktree``). Refused
+    with uncommitted changes unless ``force``, which only the holder of its claim (even a
+    lapsed one) or an override may use: nobody else throws its edits away. Its branch is
+    kept if it has work the default branch lacks, or if workq did not make it."""
 
     with q.db.read() as conn:
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
     if w.state in ("removed", "merged"):
         return _listed(w)
+    recorded: dict[str, Any] = {}
     if w.number is not None:
         with contextlib.suppress(NotFound):  # its issue deleted: nobody holds it
-            action = "remove the worktree of"
-            actor = holding.refuse_unless_held(q, w.number, by, action, unclaimed_ok=True) or actor
+            let = door.ask(q, Action.REMOVE_WORKTREE, w.number, by)
+            actor = acted_as(let, by, actor)
+            recorded = by.recorded() if let.overridden else {}
+            mine = let.holder is None or let.mine or let.overridden
+            force = force and mine
     if w.state == "merging":
         raise Conflict(
             f"worktree {worktree_id} is being merged (or a merge of it was interrupted)",
@@ -403,9 +467,19 @@ def remove(
             number=w.number,
             hint=("finish the merge: ", Step.MERGE),
         )
-    _discard(q, w, r, force=force, actor=actor, override=by.override)
+    _discard(q, w, r, force=force, actor=actor, recorded=recorded)
     with q.db.read() as conn:
         return _listed(by_id(conn, worktree_id))
+
+
+def acted_as(let: door.Admitted, by: Authority, actor: str | None) -> str | None:
+    """Who a change the door let through is recorded as: the holder ``by`` acted as, the
+    person or caller who overrode, else ``actor``."""
+    if let.mine:
+        return let.holder
+    if let.overridden and by.who:
+        return by.who
+    return actor
 
 
 def _finished(conn: Connection, w: Any, now: datetime) -> bool:
@@ -423,9 +497,15 @@ def _finished(conn: Connection, w: Any, now: datetime) -> bool:
     return bool(found.status == Status.DONE.value or found.claimed_by is None)
 
 
+# Who prunes: no caller's claim. The door lets it remove a worktree unless a live claim
+# holds its issue (claimed again since it was found finished).
+NOBODY = Authority()
+
+
 def prune(q: Queue, repo: str | None = None, *, force: bool = False) -> PruneReport:
     """Remove the worktrees of done, released or deleted issues (never one with uncommitted
-    changes unless ``force``); report the rest with their disk use."""
+    changes unless ``force``, nor one whose issue was claimed again meanwhile); report the
+    rest with their disk use. Branches go as ``remove`` deletes them."""
     with q.db.read() as conn:
         stmt = select(worktrees).where(worktrees.c.state.in_(ACTIVE))
         if repo is not None:
@@ -438,7 +518,7 @@ def prune(q: Queue, repo: str | None = None, *, force: bool = False) -> PruneRep
     kept: list[WorktreeInfo] = []
     for w, finished in candidates:
         info = _listed(w, disk=True)
-        if not finished:
+        if not finished or _claimed_again(q, w):
             kept.append(info)
             continue
         try:
@@ -448,6 +528,14 @@ def prune(q: Queue, repo: str | None = None, *, force: bool = False) -> PruneRep
             continue
         removed.append(info)
     return PruneReport(removed=removed, kept=kept)
+
+
+def _claimed_again(q: Queue, w: Any) -> bool:
+    """Whether a live claim holds ``w``'s issue now (the door refuses its removal)."""
+    if w.number is None:
+        return False
+    found = door.refusal(q, Action.REMOVE_WORKTREE, w.number, NOBODY)
+    return found is not None and not isinstance(found, NotFound)  # deleted: nobody holds it
 
 
 def paths_of(conn: Connection, agents: Sequence[str]) -> dict[str, list[str]]:

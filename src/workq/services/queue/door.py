@@ -1,0 +1,153 @@
+"""The one door every change to claimed work goes through: load the facts of an issue
+inside the transaction that changes it, and apply the decision table (domain/decisions.py).
+
+``admit`` is called first thing in a write transaction; it raises the table's refusal, so
+a refused call changes nothing. ``ask`` is the same question in a read of its own, for a
+long step (git, gates, a GitHub call) to ask before it starts and before each external
+write; the transaction that records the step's outcome asks again with ``admit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, String, any_, bindparam, select
+from sqlalchemy.dialects import postgresql
+
+from workq.db.tables import IssueRecord, plans
+from workq.domain import decisions
+from workq.domain.authority import Authority
+from workq.domain.decisions import Action, Facts
+from workq.domain.plan import PlanPhase
+from workq.errors import WorkqError
+from workq.services.handle import Queue, load
+from workq.services.queue import blockers
+
+# Whether one of a caller's run ids (any number of them) is in plan mode: the plan gate.
+planning_of = (
+    select(plans.c.run_id, plans.c.slug, plans.c.phase)
+    .where(plans.c.active_run.in_(bindparam("runs", expanding=True)))
+    .limit(1)
+)
+# The same inside PostgreSQL's one prepared claim statement: an array, not an expanded list.
+planning_any = plans.c.active_run == any_(bindparam("runs", type_=postgresql.ARRAY(String)))
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What the door let through: the issue's row as it was, and whose claim the change
+    acts on (the holder ``by`` acts as, or whoever held it when an override acts)."""
+
+    row: IssueRecord
+    holder: str | None
+    now: datetime
+    overridden: bool  # an override acted on a claim that is not the caller's
+    mine: bool  # the claim is one of the caller's run ids'
+
+
+def planning(conn: Connection, run_ids: Collection[str]) -> tuple[str, str, str] | None:
+    """(run id, slug, phase) of a plan one of ``run_ids`` is in, or None: one lookup."""
+    if not run_ids:
+        return None
+    found = conn.execute(planning_of, {"runs": sorted(run_ids)}).first()
+    if found is None:
+        return None
+    return found.run_id, found.slug, PlanPhase(found.phase).display
+
+
+def planners(by: Authority) -> frozenset[str]:
+    """The run ids whose plan mode refuses ``by``: those it acts for, the one it claims
+    under, and the caller's own (a server's plan is under its run id, its claims may be
+    under an agent id)."""
+    return by.run_ids | {r for r in (by.acts_as, by.who) if r}
+
+
+def facts(conn: Connection, row: IssueRecord, action: Action, by: Authority) -> Facts:
+    """The facts ``action``'s row of the table reads, loaded in ``conn``'s transaction
+    (the plan gate and what the issue waits on only when that row asks)."""
+    rule = decisions.RULES[action]
+    waits: tuple[int, ...] = ()
+    if rule.waiting and row.open_blockers:
+        waits = tuple(blockers.waits_on(conn, row))
+    gate = None
+    if rule.planning and by.override is None:
+        gate = planning(conn, planners(by))
+    return Facts(
+        number=row.number,
+        status=row.status,
+        holder=row.claimed_by,
+        fence=row.fence,
+        lease_expires_at=row.lease_expires_at,
+        blocked_reason=row.blocked_reason if row.is_blocked else None,
+        open_blockers=row.open_blockers,
+        waits_on=waits,
+        planning=gate,
+    )
+
+
+def admit(q: Queue, conn: Connection, action: Action, number: int, by: Authority) -> Admitted:
+    """The issue's row, locked for the change, once the table lets ``by`` do ``action``.
+
+    Raises:
+        NotFound: no such issue.
+        WorkqError: the table's refusal (NotHolder, StaleClaim, LeaseLapsed,
+            PlanModeActive, OpenBlockers, NotClaimable, ...).
+    """
+    row = load(conn, number, for_update=True)
+    return check(q, conn, row, action, by)
+
+
+def check(q: Queue, conn: Connection, row: IssueRecord, action: Action, by: Authority) -> Admitted:
+    """``admit`` for a row the transaction has already loaded (and locked)."""
+    now = q.now()
+    refusal = decisions.decide(action, facts(conn, row, action, by), by, now)
+    if refusal is not None:
+        raise refusal
+    return _admitted(row, by, now)
+
+
+def ask(q: Queue, action: Action, number: int, by: Authority) -> Admitted:
+    """``admit``'s answer in a read of its own (nothing locked): before a long step and
+    each of its external writes."""
+    with q.db.read() as conn:
+        row = load(conn, number)
+        now = q.now()
+        refusal = decisions.decide(action, facts(conn, row, action, by), by, now)
+    if refusal is not None:
+        raise refusal
+    return _admitted(row, by, now)
+
+
+def refusal(q: Queue, action: Action, number: int, by: Authority) -> WorkqError | None:
+    """What ``ask`` would raise, or None."""
+    try:
+        ask(q, action, number, by)
+    except WorkqError as exc:
+        return exc
+    return None
+
+
+def refuse_planning(conn: Connection, by: Authority, action: Action) -> None:
+    """The plan gate alone, for a change that names no issue yet (claim_next).
+
+    Raises:
+        PlanModeActive: one of ``by``'s run ids is in plan mode.
+    """
+    if by.override is not None:
+        return
+    found = planning(conn, planners(by))
+    if found is not None:
+        raise decisions.plan_mode_active(found, decisions.verb(action))
+
+
+def _admitted(row: IssueRecord, by: Authority, now: datetime) -> Admitted:
+    mine = row.claimed_by is not None and row.claimed_by in by.run_ids
+    return Admitted(
+        row=row,
+        holder=row.claimed_by,
+        now=now,
+        overridden=by.override is not None and not mine,
+        mine=mine,
+    )
