@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
 from workq.db.tables import labels as labels_t
-from workq.domain import branches, readiness
+from workq.domain import branches
 from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
 from workq.errors import GitFailed, NotFound
@@ -35,7 +35,7 @@ from workq.schemas import (
 )
 from workq.services.handle import Queue, load
 from workq.services.plans import plans
-from workq.services.queue import board, ready_queue
+from workq.services.queue import board, predicates, ready_queue
 from workq.services.workspaces import worktrees
 from workq.vcs import git
 
@@ -109,16 +109,14 @@ def _read(
         # status condition would lead SQLite to the status index instead. A lapsed claim
         # is not held (another caller may claim it now).
         columns = (issues.c.title, issues.c.priority, issues.c.status, issues.c.lease_expires_at)
-        mine = [
-            r
-            for r in conn.execute(
+        mine = list(
+            conn.execute(
                 select(issues.c.number, *columns)
-                .where(issues.c.claimed_by.in_(sorted(by.run_ids)))
+                .where(predicates.held_by(sorted(by.run_ids), now))
                 .order_by(issues.c.claimed_at.desc(), issues.c.number)
                 .limit(LISTED)
             )
-            if readiness.claim_live(r, now)
-        ]
+        )
         active = _active(conn, branch, mine[0].number if mine else None)
         labels: dict[int, list[str]] = {}
         if next_up:

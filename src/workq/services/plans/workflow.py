@@ -25,7 +25,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import events, issues, workflows
-from workq.domain import fields, readiness
+from workq.domain import fields
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.domain.workflow import (
@@ -47,7 +47,7 @@ from workq.plan_schemas import PhaseChange, WorkflowChange, WorkflowStatus
 from workq.schemas import PAGE_MAX, TITLE_MAX, Status
 from workq.services.coding import gates
 from workq.services.handle import Queue, load, record
-from workq.services.queue import door
+from workq.services.queue import door, predicates
 from workq.services.sync import pulls
 
 __all__ = [
@@ -143,16 +143,14 @@ def _held_issue(
         _claimed(q, conn, issue, by, read=not lock)
         return issue
     now = q.now()
-    rows = [
-        r
-        for r in conn.execute(
+    rows = list(
+        conn.execute(
             select(issues.c.number, issues.c.status, issues.c.lease_expires_at)
-            .where(issues.c.status == IN_PROGRESS, issues.c.claimed_by.in_(sorted(by.run_ids)))
+            .where(predicates.held_by(sorted(by.run_ids), now))  # a lapsed claim is not held
             .order_by(issues.c.number)
             .limit(10)
         ).all()
-        if readiness.claim_live(r, now)  # a lapsed claim is not held
-    ]
+    )
     if not rows:
         raise NotHolder(
             "No issue is locked by this session",
@@ -223,13 +221,9 @@ def status(
         if by is not None:
             if not by.run_ids:
                 return []
-            stmt = stmt.where(issues.c.claimed_by.in_(sorted(by.run_ids)))
+            stmt = stmt.where(predicates.held_by(sorted(by.run_ids), now))
         found = conn.execute(stmt).all()
-        return [
-            _status(conn, issue, now)
-            for issue in found
-            if by is None or readiness.claim_live(issue, now)  # a lapsed claim is not held
-        ]
+        return [_status(conn, issue, now) for issue in found]
 
 
 # --- advancing -----------------------------------------------------------------------------

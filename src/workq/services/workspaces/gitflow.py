@@ -18,7 +18,7 @@ from sqlalchemy import Connection, select
 
 from workq.db.tables import issues as issues_t
 from workq.db.tables import worktrees as worktrees_t
-from workq.domain import branches, fields, readiness, tdd
+from workq.domain import branches, fields, tdd
 from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
 from workq.domain.decisions import Action
@@ -50,7 +50,7 @@ from workq.schemas import (
 )
 from workq.services.coding.gates import MergeCandidate, unconfigured
 from workq.services.handle import Queue, load, record
-from workq.services.queue import claims, door, issues, notes
+from workq.services.queue import claims, door, issues, notes, predicates
 from workq.services.workspaces import checkouts, hooks, merges, repositories, worktrees
 from workq.services.workspaces import worktree_claims as workspaces
 from workq.services.workspaces.checkouts import Checkout
@@ -306,13 +306,10 @@ def _held_worktrees(q: Queue, by: Authority) -> list[int]:
         rows = conn.execute(
             select(issues_t.c.number, issues_t.c.status, issues_t.c.lease_expires_at)
             .select_from(issues_t.join(worktrees_t, worktrees_t.c.issue_id == issues_t.c.id))
-            .where(
-                issues_t.c.claimed_by.in_(sorted(by.run_ids)),
-                worktrees_t.c.state.in_(ACTIVE),
-            )
+            .where(predicates.held_by(sorted(by.run_ids), now), worktrees_t.c.state.in_(ACTIVE))
             .order_by(issues_t.c.number)
         ).all()
-    return sorted({r.number for r in rows if readiness.claim_live(r, now)})
+    return sorted({r.number for r in rows})
 
 
 def _on_branch(q: Queue, co: Checkout, branch: str) -> Work:
