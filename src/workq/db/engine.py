@@ -357,9 +357,9 @@ class Database:
     def dispose(self) -> None:
         """Close this user's hold; the last user's closes the engines."""
         with _OPEN_LOCK:
-            if self._users <= 0:
-                return  # closed already
-            self._users -= 1
+            # Closed already (and used since: the pools open connections again on use):
+            # close those too, and take no other user's hold.
+            self._users = max(self._users - 1, 0)
             if self._users > 0:
                 return
             if self._key is not None and _OPEN.get(self._key) is self:
