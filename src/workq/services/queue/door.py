@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import Connection, String, any_, bindparam, select
 from sqlalchemy.dialects import postgresql
 
+from workq.db.prepared import Prepared
 from workq.db.tables import IssueRecord, plans
 from workq.domain import decisions
 from workq.domain.authority import Authority
@@ -25,12 +27,26 @@ from workq.errors import WorkqError
 from workq.services.handle import Queue, load
 from workq.services.queue import blockers
 
-# Whether one of a caller's run ids (any number of them) is in plan mode: the plan gate.
-planning_of = (
-    select(plans.c.run_id, plans.c.slug, plans.c.phase)
-    .where(plans.c.active_run.in_(bindparam("runs", expanding=True)))
-    .limit(1)
-)
+
+class _Planning(NamedTuple):
+    run_id: str
+    slug: str
+    phase: str
+
+
+# Whether one of a caller's run ids (any number of them) is in plan mode: the plan gate,
+# asked on every claim and completion, so a prepared statement (db/prepared.py) for each
+# count of run ids up to _PREPARED, in chunks beyond.
+_PREPARED = 8
+_planning_of = {
+    n: Prepared(
+        select(plans.c.run_id, plans.c.slug, plans.c.phase)
+        .where(plans.c.active_run.in_([bindparam(f"r{i}") for i in range(n)]))
+        .limit(1),
+        _Planning,
+    )
+    for n in range(1, _PREPARED + 1)
+}
 # The same inside PostgreSQL's one prepared claim statement: an array, not an expanded list.
 planning_any = plans.c.active_run == any_(bindparam("runs", type_=postgresql.ARRAY(String)))
 
@@ -49,12 +65,13 @@ class Admitted:
 
 def planning(conn: Connection, run_ids: Collection[str]) -> tuple[str, str, str] | None:
     """(run id, slug, phase) of a plan one of ``run_ids`` is in, or None: one lookup."""
-    if not run_ids:
-        return None
-    found = conn.execute(planning_of, {"runs": sorted(run_ids)}).first()
-    if found is None:
-        return None
-    return found.run_id, found.slug, PlanPhase(found.phase).display
+    runs = sorted(run_ids)
+    for start in range(0, len(runs), _PREPARED):
+        chunk = runs[start : start + _PREPARED]
+        found = _planning_of[len(chunk)].rows(conn, {f"r{i}": r for i, r in enumerate(chunk)})
+        if found:
+            return found[0].run_id, found[0].slug, PlanPhase(found[0].phase).display
+    return None
 
 
 def planners(by: Authority) -> frozenset[str]:
