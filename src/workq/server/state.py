@@ -166,26 +166,27 @@ class ServerState:
 
     def _check_bound(self, caller: Caller, run_id: str) -> None:
         """RunIdInUse unless ``run_id`` is this caller's or free: read from the database
-        unless this caller's binding of it stands for another half lease by the
-        database's clock (a machine that slept finds it lapsed, and asks)."""
+        unless this caller's binding of it stands (``_stands``)."""
         from workq.services.queue import run_ids
 
         queue = self.queue()
-        with self._lock:
-            until = self._bound.get((caller.binder, run_id))
-        if until is not None and until - queue.now() > timedelta(seconds=queue.lease_seconds / 2):
-            return
-        run_ids.check(queue, run_id, caller.binder)
+        if not self._stands(queue, caller, run_id):
+            run_ids.check(queue, run_id, caller.binder)
 
     def _bind(self, caller: Caller, run_id: str) -> None:
         """Bind ``run_id`` to ``caller`` (services/queue/run_ids.py), unless its binding
         stands for another half lease: the renewal keeps it bound while the server runs."""
         queue = self.queue()
+        if not self._stands(queue, caller, run_id):
+            self._bind_on(queue, caller, run_id)
+
+    def _stands(self, queue: Queue, caller: Caller, run_id: str) -> bool:
+        """Whether ``caller``'s binding of ``run_id`` stands for another half lease by the
+        database's clock (a machine that slept finds it lapsed)."""
         with self._lock:
             until = self._bound.get((caller.binder, run_id))
-        if until is not None and until - queue.now() > timedelta(seconds=queue.lease_seconds / 2):
-            return
-        self._bind_on(queue, caller, run_id)
+        half = timedelta(seconds=queue.lease_seconds / 2)
+        return until is not None and until - queue.now() > half
 
     def _bind_on(self, queue: Queue, caller: Caller, run_id: str) -> None:
         from workq.services.queue import run_ids

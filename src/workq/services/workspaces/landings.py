@@ -257,15 +257,6 @@ def asker(item: Due) -> Authority:
     return Authority.of(asked, fence=item.fence)
 
 
-def still_asked(q: Queue, item: Due) -> None:
-    """The door's refusal (NotHolder, StaleClaim, LeaseLapsed, OpenBlockers,
-    PlanModeActive, NotClaimable) unless the claim that asked to land may still land it
-    (``land``): asked before each push and each merge call, retries included, so a claim
-    taken over, released, lapsed or waiting on a blocker added meanwhile does not land.
-    The worker keeps that claim's lease alive while it waits (``keep_leases``)."""
-    door.ask(q, Action.LAND, item.number, asker(item))
-
-
 def keep_leases(q: Queue, github_repo: str) -> int:
     """Extend the leases of the claims whose work waits in the landing queue (the agent
     went on to other work, or ended): while its landing moves, nobody else may take the
