@@ -188,13 +188,14 @@ def test_every_part_of_the_source_has_rules() -> None:
 # The arrows between the services' capabilities (services/<capability>/): which others each
 # may import. ``handle`` (the Queue) and ``runtime`` (opening one) are for all.
 SERVICE_ARROWS: dict[str, frozenset[str]] = {
-    "queue": frozenset({"plans", "sync", "workspaces"}),
+    "queue": frozenset(),  # the floor: rooms above act through the Queue handle's hooks
     "plans": frozenset({"queue", "coding", "sync"}),
     "workspaces": frozenset({"queue", "plans", "coding", "sync"}),  # sync: landings
     "coding": frozenset({"queue", "plans", "workspaces"}),
     "sync": frozenset({"queue"}),
     "maintenance": frozenset({"queue"}),
-    "runtime": frozenset({"sync"}),  # opening a queue hangs the GitHub outbox on it
+    # Opening a queue hangs the rooms' hooks on it: the GitHub outbox, the worktrees' refusal.
+    "runtime": frozenset({"sync", "workspaces"}),
 }
 SERVICES_FOR_ALL = frozenset({"handle", "runtime", "preflight"})
 

@@ -84,7 +84,7 @@ def test_claim_with_worktree_gives_path_and_branch(queue: Queue, repo: Path):
     path = Path(taken.worktree.path)
     assert path.parent == repo.resolve() / ".worktrees"
     assert git.current_branch(path) == taken.worktree.branch
-    shown = issues.get(queue, number)
+    shown = worktrees.issue(queue, number)
     assert shown.worktree == taken.worktree and shown.repository == "app"
     # Claiming again (a renewal) keeps the same worktree.
     again = workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
@@ -481,7 +481,7 @@ def test_agents_register_heartbeat_and_list(queue: Queue, repo: Path, clock: Fak
     number, path, _ = _spawned(queue, "held", holder=me.agent_id)
     clock.advance(30)
     assert agents.heartbeat(queue, me.agent_id) == 1
-    (listed,) = agents.list_agents(queue)
+    (listed,) = worktrees.with_paths(queue, agents.list_agents(queue))
     assert listed.last_seen == clock.now
     assert listed.claims == [number] and listed.worktrees == [str(path)]
     with pytest.raises(NotFound):

@@ -20,6 +20,7 @@ from workq.schemas import (
 )
 from workq.services.queue import dependencies, issues, notes
 from workq.services.sync import mirror, pulls
+from workq.services.workspaces import worktrees
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
@@ -184,7 +185,7 @@ def _waits(item: IssueListItem) -> str:
 def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
     """Show one issue in full, with its links and the GitHub mirror if any."""
     q = state(ctx).queue(existing=True)
-    issue = issues.get(q, number)
+    issue = worktrees.issue(q, number)
     link = mirror.github_link(q, number)
     pr = pulls.of_issue(q, number)
     if json_:

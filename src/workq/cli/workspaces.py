@@ -344,7 +344,8 @@ def worktree_prune(
 
 def agents_command(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Agents and run ids at work: last seen, what each holds, and where."""
-    found = agents.roster(state(ctx).queue(existing=True))
+    q = state(ctx).queue(existing=True)
+    found = worktrees.with_paths(q, agents.roster(q))
     if json_:
         output.emit_json(found)
         return

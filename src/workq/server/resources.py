@@ -42,12 +42,12 @@ def register(server: MCPServer[Any], state: ServerState) -> None:
         mime_type=JSON,
     )
     def issue(number: str) -> str:
-        from workq.services.queue import issues
+        from workq.services.workspaces import worktrees
 
         if not number.isdecimal() or len(number) > 10:
             raise ResourceNotFoundError(f"Unknown resource: workq://issues/{number}")
         try:
-            found = issues.get(state.queue(), int(number))
+            found = worktrees.issue(state.queue(), int(number))
         except NotFound as exc:
             raise ResourceNotFoundError(exc.message) from exc
         except WorkqError as exc:

@@ -1,4 +1,11 @@
-"""What every service needs: the database, the lease length and a clock."""
+"""What every service needs: the database, the lease length, a clock, and the hooks by which
+the rooms above the queue act inside its changes.
+
+The queue is the floor: no module of ``services/queue`` imports a room above it. A room that
+must act when the queue changes registers a hook here, where it is wired up
+(``services/runtime.py``): the GitHub outbox is a :class:`ChangeHook`, the worktrees'
+"unmerged work" refusal is an ``ending`` hook.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import Connection, Select, bindparam, insert, select
+from sqlalchemy.sql.dml import Insert
 
 from workq.db.engine import Database
 from workq.db.prepared import Prepared
@@ -22,6 +30,26 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class ChangeHook(Protocol):
+    """Acts inside every transaction that changes an issue (after its audit event)."""
+
+    def __call__(self, conn: Connection, issue_id: str, number: int, kind: str) -> None: ...
+
+    def chained(self, changes: Select[Any]) -> Insert | None:
+        """The same write as one part of a single-statement change (PostgreSQL's claim):
+        an INSERT (with a RETURNING clause) fed by ``changes``, whose columns are the issue's id and
+        number, the change's kind and the time. None if this hook cannot be a part: then
+        such changes take the general path, which calls the hook."""
+        ...
+
+
+# Called before a claim ends by completion or release (outside the change's transaction:
+# a hook may ask git): the issue's number, what ends it ("completing", "releasing"), and a
+# check to run first, only if the hook finds something to refuse (who holds the claim:
+# that refusal must win). A hook refuses by raising.
+Ending = Callable[["Queue", int, str, Callable[[], None]], None]
+
+
 @dataclass
 class Queue:
     """The handle every service takes. Cheap to build; holds no connection."""
@@ -29,9 +57,10 @@ class Queue:
     db: Database
     lease_seconds: int = 30 * 60
     clock: Callable[[], datetime] = field(default=utcnow)
-    # Called with (conn, issue_id, number, kind) inside every mutating transaction
-    # (the GitHub outbox hangs here). Empty by default.
-    on_change: list[Callable[[Connection, str, int, str], None]] = field(default_factory=list)
+    # Inside every mutating transaction (the GitHub outbox hangs here). Empty by default.
+    on_change: list[ChangeHook] = field(default_factory=list)
+    # Before a claim ends (the worktrees refuse to lose unmerged commits). Empty by default.
+    ending: list[Ending] = field(default_factory=list)
     # "enforce" or "warn": what another holder's reserved paths do to a claim.
     reservations: str = "enforce"
     # "evidence" or "trust": whether testsPassed and merges need stored gate runs

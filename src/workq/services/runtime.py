@@ -8,6 +8,7 @@ from workq.db.engine import Database
 from workq.db.migrate import ensure_schema
 from workq.services.handle import Queue
 from workq.services.sync import outbox
+from workq.services.workspaces import worktrees
 
 
 def check_driver(settings: Settings) -> None:
@@ -48,4 +49,5 @@ def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
         default_gates=settings.default_gates,
     )
     outbox.install(queue)  # feeds the GitHub mirror; writes nothing while none is configured
+    worktrees.install(queue)  # a claim does not end leaving unmerged commits behind
     return queue

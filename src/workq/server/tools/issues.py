@@ -117,12 +117,11 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def issue_get(number: Number) -> Annotated[CallToolResult, Issue]:
         """Get one issue in full: description, claim, blockers, labels."""
-        from workq.services.queue import issues
         from workq.services.sync import pulls
-        from workq.services.workspaces import landings
+        from workq.services.workspaces import landings, worktrees
 
         q = state.queue()
-        issue = issues.get(q, number)
+        issue = worktrees.issue(q, number)
         pull = pulls.of_issue(q, number)
         landing = landings.get(q, number)
         if pull is None and landing is None:

@@ -15,7 +15,6 @@ from workq.errors import InvalidInput, NotFound
 from workq.schemas import AgentInfo, Status
 from workq.services.handle import Queue
 from workq.services.queue import board, claims
-from workq.services.workspaces.worktrees import paths_of
 
 TYPE_MAX = 32
 
@@ -92,7 +91,6 @@ def list_agents(q: Queue) -> list[AgentInfo]:
                 .order_by(issues.c.number)
             ):
                 held.setdefault(r.claimed_by, []).append(r.number)
-        where = paths_of(conn, ids)
     return [
         AgentInfo(
             agent_id=r.id,
@@ -100,7 +98,6 @@ def list_agents(q: Queue) -> list[AgentInfo]:
             type=r.agent_type,
             last_seen=r.last_seen_at,
             claims=held.get(r.id, []),
-            worktrees=where.get(r.id, []),
         )
         for r in rows
     ]
@@ -113,8 +110,6 @@ def roster(q: Queue) -> list[AgentInfo]:
     registered = list_agents(q)
     known = {a.agent_id for a in registered}
     plain = [b for b in board.agents(q) if b.run_id not in known and b.claims]
-    with q.db.read() as conn:
-        where = paths_of(conn, [b.run_id for b in plain])
     return registered + [
         AgentInfo(
             agent_id=b.run_id,
@@ -122,7 +117,6 @@ def roster(q: Queue) -> list[AgentInfo]:
             type="run id",
             last_seen=b.last_heartbeat or q.now(),
             claims=[c.number for c in b.claims],
-            worktrees=where.get(b.run_id, []),
         )
         for b in plain
     ]

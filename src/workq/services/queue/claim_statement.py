@@ -2,7 +2,9 @@
 
 The plan gate, both ready scans (SKIP LOCKED), the compare-and-set, the audit event and the
 outbox row are one chain of CTEs, sent as a transaction of its own (autocommit): one round
-trip, as the raw claim statement. Its writes commit together or not at all. If the
+trip, as the raw claim statement. Its writes commit together or not at all. The hooks on
+the queue (the GitHub outbox) join the chain as parts of their own (``ChangeHook.chained``);
+a hook that cannot leaves claiming to the general path. If the
 connection is lost under it, the claim is looked up by the mark it chose before sending:
 its run id and the exact lease end it sent (see _SETTLED).
 """
@@ -36,13 +38,12 @@ from sqlalchemy.sql.elements import ColumnClause
 
 from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
-from workq.db.tables import events, github_outbox, issues, touches
+from workq.db.tables import events, issues, touches
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.schemas import Claim, ClaimedIssue, IssueType, Priority, ReadyFilter, Status
-from workq.services.handle import Queue
+from workq.services.handle import ChangeHook, Queue
 from workq.services.queue import door, predicates, ready_queue
-from workq.services.sync import outbox
 
 OPEN, IN_PROGRESS = Status.OPEN.value, Status.IN_PROGRESS.value
 
@@ -70,14 +71,28 @@ _PICK_COLUMNS = (
     issues.c.claimed_by,
 )
 _chains: dict[tuple[Any, ...], Prepared[ChainRow]] = {}
+# Whether each kind of hook can be a part of the chain (see ChangeHook.chained).
+_chainable: dict[type[Any], bool] = {}
 
 
 def _sql(constant: str) -> ColumnClause[Any]:
     return literal_column(constant)
 
 
-def _chain(shape: ready_queue.Shape, feed_outbox: bool) -> Prepared[ChainRow]:
-    key = (*shape, feed_outbox)
+def chainable(q: Queue) -> bool:
+    """Whether every hook on ``q`` can be a part of the one-statement claim."""
+    for hook in q.on_change:
+        kind = type(hook)
+        if kind not in _chainable:
+            probe = select(issues.c.id, issues.c.number, issues.c.status, issues.c.updated_at)
+            _chainable[kind] = hook.chained(probe) is not None
+        if not _chainable[kind]:
+            return False
+    return True
+
+
+def _chain(shape: ready_queue.Shape, hooks: list[ChangeHook]) -> Prepared[ChainRow]:
+    key = (*shape, *(type(h) for h in hooks))
     cached = _chains.get(key)
     if cached is not None:
         return cached
@@ -166,15 +181,13 @@ def _chain(shape: ready_queue.Shape, feed_outbox: bool) -> Prepared[ChainRow]:
         .cte("event")
     )
     extra = [event]
-    if feed_outbox:
-        source = (
-            outbox.feed(taken.c.id, taken.c.number, kind, bindparam("now", type_=UTCDateTime))
-            .select_from(taken)
-            .where(changed)
-        )
-        extra.append(
-            outbox.upsert("postgresql", source).returning(github_outbox.c.issue_id).cte("queued")
-        )
+    changes = select(taken.c.id, taken.c.number, kind, bindparam("now", type_=UTCDateTime)).where(
+        changed
+    )
+    for i, hook in enumerate(hooks):
+        part = hook.chained(changes)
+        assert part is not None, "claim_next_alone needs chainable(q)"
+        extra.append(part.cte(f"hook{i}"))
     result = select(
         taken.c.id,
         taken.c.number,
@@ -221,12 +234,12 @@ _SETTLED = (
 def claim_next_alone(
     q: Queue, by: Authority, run_id: str, f: ReadyFilter | None, gate: Collection[str]
 ) -> ClaimedIssue | None:
-    """``claims.claim_next`` on PostgreSQL, in one statement: ``gate``, the run ids whose
-    plan mode closes the scans (none for an override)."""
+    """``claims.claim_next`` on PostgreSQL, in one statement (when ``chainable(q)``):
+    ``gate``, the run ids whose plan mode closes the scans (none for an override)."""
     shape, filters = ready_queue.filter_params(f)
-    # With the outbox installed, its row is part of the chain (it writes nothing while no
-    # mirror is configured): the claim cannot commit without it.
-    chain = _chain(shape, outbox.hook_of(q) is not None)
+    # The hooks' writes (the outbox's row) are parts of the chain: the claim cannot commit
+    # without them.
+    chain = _chain(shape, q.on_change)
     sent: dict[str, Any] = {}
 
     def run(conn: Connection) -> ClaimedIssue | None:

@@ -50,7 +50,6 @@ from workq.services.queue import (
     ready_queue,
     reservations,
 )
-from workq.services.sync import outbox
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
 
@@ -222,7 +221,7 @@ def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> Claimed
     run_id = claimer(by)
     gate = () if by.override is not None else sorted(door.planners(by))
 
-    if q.db.dialect == "postgresql" and all(isinstance(h, outbox.Hook) for h in q.on_change):
+    if q.db.dialect == "postgresql" and claim_statement.chainable(q):
         claimed = claim_statement.claim_next_alone(q, by, run_id, f, gate)
         if claimed is not None or not _touching_ready(q, f):
             return claimed
@@ -395,9 +394,11 @@ def complete(
 
 
 def _keeps_work(q: Queue, number: int, by: Authority, action: Action) -> None:
-    """Refuse to end a claim whose worktree holds unmerged commits (see worktrees), once
-    the door lets ``by`` do ``action`` (the change asks again in its transaction)."""
-    from workq.services.workspaces import worktrees
+    """Ask the queue's ``ending`` hooks (the worktrees: unmerged commits) whether the claim
+    may end, once the door lets ``by`` do ``action`` (the change asks again in its
+    transaction)."""
+    if not q.ending:
+        return
 
     def held() -> None:
         try:
@@ -407,8 +408,10 @@ def _keeps_work(q: Queue, number: int, by: Authority, action: Action) -> None:
                 raise  # another caller's claim: the change itself would be refused
             # nobody holds it: the change says so itself
 
+    doing = f"{decisions.verb(action)[:-1]}ing"
     with contextlib.suppress(NotFound):  # no such issue: the change itself says so
-        worktrees.refuse_unmerged(q, number, f"{decisions.verb(action)[:-1]}ing", first=held)
+        for hook in q.ending:
+            hook(q, number, doing, held)
 
 
 def _overridden(by: Authority, waiting: list[int]) -> dict[str, Any]:

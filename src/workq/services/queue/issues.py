@@ -30,8 +30,7 @@ from workq.schemas import (
     Status,
 )
 from workq.services.handle import Queue, load, new_id, record, to_issue
-from workq.services.queue import blockers, door
-from workq.services.workspaces import repositories, worktrees
+from workq.services.queue import blockers, door, placement
 
 COUNTER = "issue_number"
 DEFAULT_AGENT = "claude"
@@ -203,7 +202,7 @@ def create(
     names = fields.labels(labels)
     paths = globs.globs(touches)
     if repository is not None:
-        repositories.validate_name(repository)
+        fields.repository(repository)
 
     def work(conn: Connection) -> Issue:
         _, number = insert_issue(
@@ -220,7 +219,7 @@ def create(
             touches=paths,
         )
         if repository is not None:
-            repositories.place(q, conn, number, repository, actor=actor)
+            placement.place(q, conn, number, repository, actor=actor)
         return to_issue(load(conn, number), labels=names, touches=paths)
 
     return q.db.write(work)
@@ -283,8 +282,6 @@ def _detail(conn: Connection, number: int) -> Issue:
         blocks=[r.number for r in _blocks.rows(conn, ids)],
         touches=touches_of(conn, row.id),
     )
-    if row.repository is not None:
-        return issue.model_copy(update={"worktree": worktrees.of_issue(conn, number)})
     return issue
 
 
@@ -430,7 +427,7 @@ def update_issue(
     removing = fields.labels(remove_labels)
     paths = None if touches is None else globs.globs(touches)
     if repository is not None:
-        repositories.validate_name(repository)
+        fields.repository(repository)
     if not changes and not adding and not removing and paths is None and repository is None:
         raise InvalidInput(
             "nothing to change: give at least one field to update",
@@ -447,7 +444,7 @@ def update_issue(
         let = door.admit(q, conn, action, number, by)
         row, now = let.row, let.now
         if repository is not None:
-            repositories.place(q, conn, number, repository, actor=actor)
+            placement.place(q, conn, number, repository, actor=actor)
         before = {k: getattr(row, k) for k in changes if getattr(row, k) != changes[k]}
         after = {k: changes[k] for k in before}
         current = set(_labels_of(conn, row.id))

@@ -131,11 +131,19 @@ def install(q: Queue) -> None:
 
 
 class Hook:
+    """The outbox on the queue's changes (a ``ChangeHook``)."""
+
     def __init__(self, q: Queue) -> None:
         self.q = q
 
     def __call__(self, conn: Connection, issue_id: str, number: int, kind: str) -> None:
         queue_change(conn, issue_id, number, kind, self.q.now())
+
+    def chained(self, changes: Select[Any]) -> Insert:
+        rows = changes.subquery("changes")
+        issue_id, number, kind, now = rows.c
+        source = feed(issue_id, number, kind, now).select_from(rows)
+        return upsert(self.q.db.dialect, source).returning(github_outbox.c.issue_id)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,22 +12,21 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, repositories, worktrees
+from workq.domain import fields
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
-from workq.errors import Conflict, GitFailed, InvalidInput, NotFound
+from workq.errors import Conflict, GitFailed, InvalidInput
 from workq.schemas import (
     LAND_MODES,
     MERGE_MODES,
     ON_REFUSED,
-    REPOSITORY_NAME_MAX,
     Issue,
     Repository,
 )
 from workq.services.handle import Queue, load, record, to_issue
-from workq.services.queue import door
+from workq.services.queue import door, placement
 from workq.vcs import git
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _GITHUB_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 # git@github.com:OWNER/NAME.git, https://github.com/OWNER/NAME(.git), ssh://git@github.com/...
 _GITHUB_REMOTE = re.compile(r"github\.com[:/]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
@@ -36,13 +35,7 @@ ACTIVE = ("creating", "active", "merging")
 
 
 def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > REPOSITORY_NAME_MAX:
-        raise InvalidInput(
-            f"invalid repository name {name!r:.80}: use 1-{REPOSITORY_NAME_MAX} of "
-            "A-Z a-z 0-9 . _ - (starting with a letter or digit)",
-            field="repo",
-        )
-    return name
+    return fields.repository(name)
 
 
 def main_worktree(path: Path) -> Path:
@@ -242,14 +235,7 @@ def configure(
 
 
 def row(conn: Connection, name: str) -> Any:
-    found = conn.execute(select(repositories).where(repositories.c.name == name)).first()
-    if found is None:
-        raise NotFound(
-            f"repository {name!r} is not registered",
-            repo=name,
-            hint="list them with agit_list_repos (workq repo list), or add it (workq repo add)",
-        )
-    return found
+    return placement.registered(conn, name)
 
 
 def _counts(conn: Connection) -> tuple[dict[str, int], dict[str, int]]:
@@ -314,35 +300,9 @@ def assign(
 
     def work(conn: Connection) -> None:
         door.check(q, conn, load(conn, number, for_update=True), Action.RESHAPE, by)
-        place(q, conn, number, name, actor=actor)
+        placement.place(q, conn, number, name, actor=actor)
 
     q.db.write(work)
-
-
-def place(q: Queue, conn: Connection, number: int, name: str | None, *, actor: str | None) -> None:
-    """In the caller's transaction: issue ``number`` in registered repository ``name`` (None:
-    in none), recorded as ``repository_set`` when that changes it. NOT_FOUND for a name no
-    repository has."""
-    if name is not None:
-        row(conn, name)
-    issue = load(conn, number, for_update=True)
-    if issue.repository == name:
-        return
-    now = q.now()
-    conn.execute(
-        update(issues).where(issues.c.id == issue.id).values(repository=name, updated_at=now)
-    )
-    record(
-        q,
-        conn,
-        kind="repository_set",
-        issue_id=issue.id,
-        number=number,
-        actor=actor,
-        now=now,
-        before={"repository": issue.repository},
-        after={"repository": name},
-    )
 
 
 def remove(q: Queue, name: str) -> None:

@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from workq.errors import (
     WorktreeDirty,
 )
 from workq.schemas import (
+    AgentInfo,
+    Issue,
     PruneReport,
     Status,
     WorkspaceInfo,
@@ -41,6 +43,7 @@ from workq.schemas import (
 )
 from workq.services.handle import Queue, load, new_id, record
 from workq.services.queue import door
+from workq.services.queue import issues as issue_service
 from workq.services.workspaces.repositories import ACTIVE
 from workq.services.workspaces.repositories import row as repository_row
 from workq.vcs import git
@@ -94,12 +97,13 @@ def of_issue(conn: Connection, number: int) -> WorkspaceInfo | None:
 
 @retry_lost_read
 def refuse_unmerged(
-    q: Queue, number: int, action: str, *, first: Callable[[], None] = lambda: None
+    q: Queue, number: int, action: str, first: Callable[[], None] = lambda: None
 ) -> None:
     """UnmergedWork if issue ``number``'s active worktree has commits its repository's
     default branch lacks (its branch gone or unreadable: nothing to lose here). ``first``
     runs before git is asked, only when there is a worktree (a caller's own refusals that
-    must win, such as who holds the claim)."""
+    must win, such as who holds the claim). The queue asks it before a claim ends (an
+    ``ending`` hook: see :func:`install`)."""
     with q.db.read() as conn:
         w = active_row(conn, number)
         if w is None or w.state != "active":
@@ -124,6 +128,22 @@ def refuse_unmerged(
                 ", or release with discard (the branch is kept)",
             ),
         )
+
+
+def install(q: Queue) -> None:
+    """Have the queue refuse to end a claim whose worktree holds unmerged commits (once)."""
+    if refuse_unmerged not in q.ending:
+        q.ending.append(refuse_unmerged)
+
+
+@retry_lost_read
+def issue(q: Queue, number: int) -> Issue:
+    """Issue ``number`` as the queue shows it, with its active worktree if it has one."""
+    found = issue_service.get(q, number)
+    if found.repository is None:
+        return found
+    with q.db.read() as conn:
+        return found.model_copy(update={"worktree": of_issue(conn, number)})
 
 
 def get_for_issue(q: Queue, number: int) -> WorkspaceInfo | None:
@@ -538,15 +558,17 @@ def _claimed_again(q: Queue, w: Any) -> bool:
     return found is not None and not isinstance(found, NotFound)  # deleted: nobody holds it
 
 
-def paths_of(conn: Connection, agents: Sequence[str]) -> dict[str, list[str]]:
-    """Active worktree paths by agent."""
-    found: dict[str, list[str]] = {}
-    if not agents:
+def with_paths(q: Queue, found: list[AgentInfo]) -> list[AgentInfo]:
+    """``found`` (the queue's agents) with the paths of each one's active worktrees."""
+    ids = [a.agent_id for a in found]
+    if not ids:
         return found
-    for w in conn.execute(
-        select(worktrees.c.agent, worktrees.c.path).where(
-            worktrees.c.agent.in_(list(agents)), worktrees.c.state.in_(ACTIVE)
-        )
-    ):
-        found.setdefault(w.agent, []).append(w.path)
-    return found
+    where: dict[str, list[str]] = {}
+    with q.db.read() as conn:
+        for w in conn.execute(
+            select(worktrees.c.agent, worktrees.c.path).where(
+                worktrees.c.agent.in_(ids), worktrees.c.state.in_(ACTIVE)
+            )
+        ):
+            where.setdefault(w.agent, []).append(w.path)
+    return [a.model_copy(update={"worktrees": where.get(a.agent_id, [])}) for a in found]
