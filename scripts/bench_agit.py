@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_agit.py [--files 10000] [--sizes 1,10,50]
 
 For each size N, in one run on the same machine, against plain git doing the same work:
-- spawn: ``workspaces.claim(..., worktree=True)`` (claim, record, ``git worktree add``,
+- spawn: ``claiming.claim(..., worktree=True)`` (claim, record, ``git worktree add``,
   record) per worktree, against a bare ``git worktree add`` of a new branch;
 - conflict scan of N worktrees (each with two commits and an uncommitted edit, some files
   shared), against the same ``git diff --name-only`` + ``ls-files --others`` run one
@@ -46,8 +46,7 @@ from workq.services.coding import gates
 from workq.services.handle import Queue
 from workq.services.queue import issues
 from workq.services.runtime import open_queue
-from workq.services.workspaces import conflicts, merges, repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, conflicts, merge_lease, merges, repositories
 from workq.vcs import git
 
 
@@ -108,7 +107,7 @@ def run(files: int, sizes: list[int]) -> None:
                 number = issues.create(queue, title=f"bench {size}-{i}").number
                 repositories.assign(queue, number, "bench", by=Authority.of(()))
                 t = time.perf_counter()
-                info = workspaces.claim(
+                info = claiming.claim(
                     queue, number, Authority.of({"bench"}), worktree=True
                 ).worktree
                 spawn_wq.append(time.perf_counter() - t)
@@ -174,7 +173,7 @@ def _evidenced(queue: Queue, repo: Path, agent: str, name: str) -> tuple[str, st
     """A worktree claimed by ``agent`` with one commit whose gate passed (evidence stored),
     and a plain branch with the same change; their ids."""
     number = issues.create(queue, title=name, repository="bench").number
-    info = workspaces.claim(queue, number, Authority.of({agent}), worktree=True).worktree
+    info = claiming.claim(queue, number, Authority.of({agent}), worktree=True).worktree
     assert info is not None
     where = Path(info.path)
     (where / f"{name}.py").write_text("x = 1\n")
@@ -207,7 +206,7 @@ def _merge_all(db: str, agent: str, ids: list[str], start: Any) -> None:
 
 def _hold_lease(db: str) -> None:
     queue = open_queue(Settings(db_path=Path(db)))
-    with merges.merge_lease(queue, "bench", lease_seconds=600):
+    with merge_lease.merge_lease(queue, "bench", lease_seconds=600):
         time.sleep(600)
 
 
@@ -258,7 +257,7 @@ def merge_queue(per_agent: int) -> None:
         wid, _ = _evidenced(queue, repo, "next", "after-kill")
         holder = context.Process(target=_hold_lease, args=(str(db),))
         holder.start()
-        while merges.holder_of(queue, "bench")[0] is None:
+        while merge_lease.holder_of(queue, "bench")[0] is None:
             time.sleep(0.02)
         assert holder.pid is not None
         os.kill(holder.pid, signal.SIGKILL)

@@ -401,7 +401,7 @@ class SearchPage(_Model):
     next_cursor: str | None = Field(default=None, description="Pass as cursor to get the next page")
 
 
-# The board (issue 16): what its pages show, read by services/queue/board.py.
+# The board (issue 16): what its pages show, read by services/queue/overview.py.
 
 
 class BoardCard(_Model):

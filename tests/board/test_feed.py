@@ -19,14 +19,14 @@ from tests.board.conftest import board_server, cli
 from workq.board import feed as feed_module
 from workq.board.feed import ChangeFeed, Signal
 from workq.services.handle import Queue
-from workq.services.queue import board, issues
+from workq.services.queue import issues, overview
 
 WAIT = 60.0
 
 
 def test_one_poll_serves_every_listener(q: Queue) -> None:
     async def scenario() -> None:
-        feed = ChangeFeed(lambda: board.last_change(q), lambda after: board.changes(q, after))
+        feed = ChangeFeed(lambda: overview.last_change(q), lambda after: overview.changes(q, after))
         listeners = [feed.listen() for _ in range(10)]
         await feed.stop()  # the test drives the polls itself
         for queue in listeners:
@@ -90,8 +90,8 @@ def test_with_the_database_signal_an_idle_feed_does_not_ask(
 
     async def scenario() -> None:
         feed = ChangeFeed(
-            lambda: board.last_change(q),
-            lambda after: board.changes(q, after),
+            lambda: overview.last_change(q),
+            lambda after: overview.changes(q, after),
             signal=signal,
             tick=0.01,  # the timer a feed without a signal would poll on
         )
@@ -157,7 +157,7 @@ class Listener(threading.Thread):
 def test_a_cli_change_reaches_an_open_board(db: Path, q: Queue) -> None:
     issues.create(q, title="already there")
     with board_server(db) as url:
-        listener = Listener(url, after=board.last_change(q))
+        listener = Listener(url, after=overview.last_change(q))
         listener.start()
         assert listener.connected.wait(WAIT)
         cli(db, "create", "made by the CLI")
@@ -206,7 +206,7 @@ def test_eight_agents_and_no_missed_change(db: Path, q: Queue) -> None:
             assert agent.returncode == 0, err
         every: set[int] = set()
         after = 0
-        while batch := board.changes(q, after):
+        while batch := overview.changes(q, after):
             every.update(c.id for c in batch)
             after = batch[-1].id
         try:

@@ -22,7 +22,7 @@ from workq.config import Settings
 from workq.db import sqlite
 from workq.db.engine import Database
 from workq.errors import CorruptDatabase, StorageError
-from workq.services.queue import issues
+from workq.services.queue import issues, listing
 from workq.services.runtime import open_database, open_queue
 
 
@@ -59,7 +59,7 @@ def test_opening_the_file_again_in_a_process_keeps_its_locks(tmp_path: Path) -> 
             board.db.dispose()
         create_in_another_process(db, "after the board closed")
         assert side_files(db) == held
-        assert len(issues.list_issues(server, limit=100).items) == 8
+        assert len(listing.list_issues(server, limit=100).items) == 8
     finally:
         server.db.dispose()
     assert_intact(db)

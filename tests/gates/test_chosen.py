@@ -23,8 +23,7 @@ from workq.services.coding import gates
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
-from workq.services.workspaces import merges, repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, merges, repositories
 from workq.vcs import git
 
 UNTYPED = "def add(a, b):\n    return a + b\n"
@@ -34,7 +33,7 @@ AGENT = Authority.of({"agent-a"})
 def _spawned(q: Queue, repo: Path) -> tuple[int, Path, str]:
     repositories.add(q, "app", repo)
     number = issues.create(q, title="Add numbers", repository="app").number
-    taken = workspaces.claim(q, number, Authority.of({"agent-a"}), worktree=True)
+    taken = claiming.claim(q, number, Authority.of({"agent-a"}), worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 

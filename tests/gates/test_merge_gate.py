@@ -14,8 +14,7 @@ from workq.schemas import Status
 from workq.services.coding import gates
 from workq.services.handle import Queue
 from workq.services.queue import issues
-from workq.services.workspaces import merges, repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, merges, repositories
 from workq.vcs import git
 
 
@@ -27,7 +26,7 @@ def repo(tmp_path: Path) -> Path:
 def _spawned(q: Queue, title: str) -> tuple[int, Path, str]:
     number = issues.create(q, title=title).number
     repositories.assign(q, number, "app", by=Authority.of({"agent-a"}))
-    taken = workspaces.claim(q, number, Authority.of({"agent-a"}), worktree=True)
+    taken = claiming.claim(q, number, Authority.of({"agent-a"}), worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 

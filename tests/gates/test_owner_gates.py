@@ -21,8 +21,7 @@ from workq.schemas import Status
 from workq.services.coding import commands, gates
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
-from workq.services.workspaces import merges, repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, merges, repositories
 from workq.vcs import git
 
 AGENT = Authority.of({"agent-a"})
@@ -60,7 +59,7 @@ def _repo(tmp_path: Path) -> Path:
 
 def _spawned(q: Queue, title: str, by: Authority = AGENT) -> tuple[int, Path, str]:
     number = issues.create(q, title=title, repository="app").number
-    taken = workspaces.claim(q, number, by, worktree=True)
+    taken = claiming.claim(q, number, by, worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 

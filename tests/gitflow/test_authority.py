@@ -21,8 +21,7 @@ from workq.domain.authority import Authority
 from workq.server.app import build_server
 from workq.services.queue import claims, issues, notes
 from workq.services.runtime import open_queue
-from workq.services.workspaces import repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, repositories
 from workq.vcs import git
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +35,7 @@ async def test_a_stale_holder_cannot_commit_into_the_new_holders_worktree(
     repositories.add(q, "app", repo)
     n = issues.create(q, title="parse the input").number
     repositories.assign(q, n, "app", by=Authority.of(()))
-    first = workspaces.claim(q, n, Authority.of({"run-a"}), worktree=True)
+    first = claiming.claim(q, n, Authority.of({"run-a"}), worktree=True)
     assert first.worktree is not None and first.fence == 1
     lapsed = q.now() - timedelta(seconds=1)
     q.db.write(

@@ -31,7 +31,7 @@ from workq.schemas import Status
 from workq.services.coding import gates
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues, notes
-from workq.services.workspaces import checkouts, gitflow, repositories
+from workq.services.workspaces import checkouts, gitflow, repositories, to_main
 from workq.vcs import git
 
 # The merges here are trusted; the one test of the tests gate asks for evidence itself.
@@ -287,7 +287,7 @@ def test_merge_no_ff_makes_a_merge_commit_completes_and_cleans_up(queue: Queue, 
     branch = git.current_branch(repo)
     red = _commit(queue, repo, "red", {"tests/test_parse.py": "def test(): pass\n"})
     green = _commit(queue, repo, "green", {"src/parse.py": "def parse(): pass\n"})
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert (done.merged_branch, done.target_branch) == (branch, "main")
     assert done.branch_deleted and _branches(repo) == ["main"]
     assert git.current_branch(repo) == "main"
@@ -308,7 +308,7 @@ def test_merge_squash_lands_one_commit_and_can_keep_the_branch(queue: Queue, rep
     _commit(queue, repo, "red", {"tests/test_parse.py": "def test(): pass\n"})
     green = _commit(queue, repo, "green", {"src/parse.py": "def parse(): pass\n"})
     before = git.head(repo, "main")
-    done = gitflow.merge_to_main(
+    done = to_main.merge_to_main(
         queue, repo, by=Authority.of({ME}), actor=ME, strategy="squash", delete_branch=False
     )
     assert _parents(repo) == 1
@@ -321,17 +321,17 @@ def test_merge_squash_lands_one_commit_and_can_keep_the_branch(queue: Queue, rep
 
 def test_merge_refuses_a_dirty_checkout_and_the_default_branch(queue: Queue, repo: Path) -> None:
     with pytest.raises(OnDefaultBranch):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}))
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}))
     number = _start(queue, repo)
     _commit(queue, repo, "green", {"src/parse.py": "x\n"})
     (repo / "src" / "parse.py").write_text("y\n")
     main = git.head(repo, "main")
     with pytest.raises(UncommittedChanges):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}))
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}))
     assert git.head(repo, "main") == main
     assert issues.get(queue, number).status == Status.IN_PROGRESS
     with pytest.raises(InvalidInput):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), strategy="rebase")
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), strategy="rebase")
 
 
 def test_a_rerun_after_the_default_branch_moved_finishes(queue: Queue, repo: Path) -> None:
@@ -351,7 +351,7 @@ def test_a_rerun_after_the_default_branch_moved_finishes(queue: Queue, repo: Pat
     )
     checkouts.intend_merge(queue, number, merged, by=Authority.of({ME}))
     git.update_ref(repo, "main", merged, main)
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, strategy="squash")
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, strategy="squash")
     assert done.commit_hash == merged
     assert log(repo).count("squash by the crashed run") == 1
     assert issues.get(queue, number).status == Status.DONE
@@ -365,14 +365,14 @@ def test_merge_to_main_deletes_only_a_branch_workq_made(queue: Queue, repo: Path
     number = issues.create(queue, title="Parse").number
     gitflow.link_issue_to_branch(queue, repo, number, by=Authority.of({ME}))
     _commit(queue, repo, "green", {"src/parse.py": "x\n"}, number=number)
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
     assert git.is_ancestor(repo, git.head(repo, "alice/parse"), "main")
     assert not done.branch_deleted and "alice/parse" in _branches(repo)
     gitflow.create_feature_branch(queue, repo, "feature", "print")
     other = issues.create(queue, title="Print").number
     gitflow.link_issue_to_branch(queue, repo, other, by=Authority.of({ME}))
     _commit(queue, repo, "green", {"src/print.py": "y\n"}, number=other)
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=other)
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=other)
     assert done.branch_deleted and "feature/print" not in _branches(repo)
 
 
@@ -397,14 +397,14 @@ def test_the_loop_in_a_worktree(queue: Queue, repo: Path) -> None:
     red = gitflow.commit_tdd_phase(queue, repo, "red", "c", by=Authority.of({ME}))
     assert git.head(where) == red.commit_hash and red.issue_number == number
     _commit(queue, where, "green", {"src/app.py": "x = 10\n"})
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert _parents(repo) == 2 and done.branch_deleted
     assert not where.exists()
     assert issues.get(queue, number).status == Status.DONE
     assert (repo / "src" / "app.py").read_text() == "x = 10\n"
     # The answer was lost: the same call again says where it landed and changes nothing.
     head = git.head(repo, "main")
-    rerun = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
+    rerun = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
     assert rerun.already_merged and not done.already_merged
     assert (rerun.merged_branch, rerun.target_branch) == (done.merged_branch, "main")
     assert rerun.commit_hash == done.commit_hash == head and rerun.branch_deleted
@@ -414,9 +414,9 @@ def test_the_loop_in_a_worktree(queue: Queue, repo: Path) -> None:
 def test_merge_to_main_run_again_says_it_merged_and_where(queue: Queue, repo: Path) -> None:
     number = _start(queue, repo)
     _commit(queue, repo, "red", {"tests/test_parse.py": "def test(): pass\n"})
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
     events = len(notes.history(queue, number))
-    again = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
+    again = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME, number=number)
     assert again == done.model_copy(update={"already_merged": True})
     assert git.head(repo, "main") == done.commit_hash
     assert len(notes.history(queue, number)) == events  # nothing recorded, nothing moved
@@ -424,7 +424,7 @@ def test_merge_to_main_run_again_says_it_merged_and_where(queue: Queue, repo: Pa
     other = issues.create(queue, title="done by hand").number
     claims.complete(queue, other, Authority.overriding("admin", who="admin"))
     with pytest.raises(Conflict, match=f"Issue #{other} has no branch"):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), number=other)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), number=other)
 
 
 def test_comment_with_the_seed_prefix(queue: Queue) -> None:
@@ -477,7 +477,7 @@ def _conflicting(queue: Queue, repo: Path) -> tuple[int, str, str]:
 def test_a_conflicting_merge_changes_nothing(queue: Queue, repo: Path) -> None:
     number, branch, main = _conflicting(queue, repo)
     with pytest.raises(MergeConflict) as caught:
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert git.head(repo, "main") == main and git.current_branch(repo) == branch
     assert issues.get(queue, number).status == Status.IN_PROGRESS
@@ -498,7 +498,7 @@ def test_a_conflict_is_refused_before_any_gate_runs(queue: Queue, tmp_path: Path
     queue.tests_gate = "evidence"
     number, _, main = _conflicting(queue, repo)
     with pytest.raises(MergeConflict) as caught:
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert caught.value.facts["conflicting_files"] == ["src/app.py"]
     assert not marker.exists()  # no gate ran
     assert git.head(repo, "main") == main
@@ -514,11 +514,11 @@ def test_a_gate_that_failed_on_a_commit_is_not_run_again_unless_asked(
     number = _start(queue, repo)
     _commit(queue, repo, "green", {"src/app.py": "x = 2\n"})
     with pytest.raises(TestsFailing, match=r"tests \(exit 1\)$"):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert runs.read_text() == "x"
     # The same commit again: refused from the stored run, which it names; not run again.
     with pytest.raises(TestsFailing, match=r"in a run that finished .* \(not run again\)$") as e:
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert runs.read_text() == "x"
     assert set(e.value.facts["failed_at"]) == {"tests"}
     assert "run_quality_gates" in (e.value.hint or "")
@@ -535,13 +535,13 @@ def test_merge_needs_the_gates_on_the_branch_tip(queue: Queue, tmp_path: Path) -
     _commit(queue, repo, "green", {"src/app.py": "x = 'FAIL'\n"})
     main = git.head(repo, "main")
     with pytest.raises(TestsFailing):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert git.head(repo, "main") == main
     assert issues.get(queue, number).status == Status.IN_PROGRESS
     _commit(queue, repo, "green", {"src/app.py": "x = 'BAD'\n"})
     with pytest.raises(QualityGateFailed):
-        gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+        to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     _commit(queue, repo, "green", {"src/app.py": "x = 3\n"})
-    done = gitflow.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
+    done = to_main.merge_to_main(queue, repo, by=Authority.of({ME}), actor=ME)
     assert done.commit_hash == git.head(repo, "main") != main
     assert issues.get(queue, number).status == Status.DONE

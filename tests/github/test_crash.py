@@ -21,7 +21,7 @@ from tests.storage import assert_intact
 from workq.domain.authority import Authority
 from workq.github.render import desired, marker
 from workq.services.handle import Queue
-from workq.services.queue import claims, issues, notes
+from workq.services.queue import claims, issues, listing, notes
 from workq.services.sync import outbox
 from workq.services.sync.mirror import github_link
 
@@ -70,7 +70,7 @@ def _env(fake: FakeGitHubProcess) -> dict[str, str]:
 
 def _mutate(q: Queue, rng: random.Random, step: int) -> None:
     """A few random local changes, as agents and people make them."""
-    live = [i.number for i in issues.list_issues(q, limit=200).items]
+    live = [i.number for i in listing.list_issues(q, limit=200).items]
     for _ in range(rng.randint(2, 5)):
         action = rng.choice(
             ["create", "create", "rename", "label", "comment", "claim", "done", "reopen", "delete"]
@@ -167,7 +167,7 @@ def _check_mirror(q: Queue, fake: FakeGitHubProcess) -> None:
     duplicates = {k: [g["number"] for g in v] for k, v in by_marker.items() if len(v) > 1}
     assert not duplicates, f"duplicated on GitHub: {duplicates}"
 
-    local = issues.list_issues(q, limit=200).items
+    local = listing.list_issues(q, limit=200).items
     assert local
     for summary in local:
         issue = issues.get(q, summary.number)

@@ -13,7 +13,7 @@ from tests.github_fake.server import FakeGitHub, LoggedRequest
 from workq.domain.authority import Authority
 from workq.github.client import GitHubClient
 from workq.schemas import IssueType, Priority, Status
-from workq.services.queue import claims, issues
+from workq.services.queue import claims, issues, listing
 from workq.services.queue.notes import history
 from workq.services.sync import outbox
 from workq.services.sync.mirror import github_link
@@ -53,7 +53,7 @@ def test_issues_become_local_issues_with_labels_mapped_back(
         assert (crash.priority, crash.issue_type) == (Priority.URGENT, IssueType.BUG)
         assert crash.labels == ["ui"]
         assert issues.get(m.q, 2).status == Status.DONE
-        assert issues.list_issues(m.q).items[-1].number == 2  # the PR did not come in
+        assert listing.list_issues(m.q).items[-1].number == 2  # the PR did not come in
         link = github_link(m.q, 1)
         assert link is not None and link.gh_number == 1
         # The push that follows adds the marker and workq's labels, keeping "ui".
@@ -76,7 +76,7 @@ def test_import_follows_link_pages_past_the_first(tmp_path: Path, fake_github: F
         pages = _list_requests(m)
         assert [p.param("after") is not None for p in pages] == [False, True, True]
         assert (
-            issues.list_issues(m.q, limit=200, cursor=issues.encode_cursor(200)).items[-1].title
+            listing.list_issues(m.q, limit=200, cursor=listing.encode_cursor(200)).items[-1].title
             == "issue 229"
         )
 
@@ -91,7 +91,7 @@ def test_a_second_import_without_change_is_a_304_and_changes_nothing(
         Importer(m.session.worker).run()
         again = Importer(m.session.worker).run()
         assert again.not_modified
-        assert len(issues.list_issues(m.q).items) == 1
+        assert len(listing.list_issues(m.q).items) == 1
         probe = _list_requests(m, probes=True)[-1]
         assert (probe.status, probe.param("direction"), probe.param("per_page")) == (
             304,
@@ -209,7 +209,7 @@ def test_a_lost_create_answer_is_linked_by_import_not_duplicated(
         m.sync()
         result = m.sync(with_import=True)  # the row is not due yet; the import finds it
         assert result.imported is not None and result.imported.linked == 1
-        assert len(issues.list_issues(m.q).items) == 1
+        assert len(listing.list_issues(m.q).items) == 1
         assert len(m.fake.issues()) == 1
         assert github_link(m.q, made.number) is not None
 

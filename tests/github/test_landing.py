@@ -35,7 +35,7 @@ from workq.github.sync import Session, connect
 from workq.schemas import Status
 from workq.services.queue import claims, issues, notes
 from workq.services.sync import pulls
-from workq.services.workspaces import gitflow, landings, merges, repositories, worktrees
+from workq.services.workspaces import gitflow, landings, merges, repositories, to_main, worktrees
 
 QUICK = LandOptions(check_interval=0.0, backoff_base=0.0)
 
@@ -412,7 +412,7 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     (landing.work / "shared.py").write_text("s = 1\n")
     git(landing.work, "add", "shared.py")
     git(landing.work, "commit", "-q", "-m", "shared")
-    asked = gitflow.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
+    asked = to_main.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
     assert asked.landing is not None and asked.landing.state == "queued"
     assert asked.commit_hash == "" and "landing through a pull request" in (asked.note or "")
     assert "shared.py" not in landing.main_files()
@@ -422,7 +422,7 @@ def test_merge_to_main_in_a_shared_checkout_lands_through_a_pull_request(
     assert "shared.py" in landing.main_files()
     assert issues.get(landing.q, number).status == Status.DONE
     assert git(landing.work, "branch", "--list", started.branch_name) == ""
-    again = gitflow.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
+    again = to_main.merge_to_main(landing.q, landing.work, by=Authority.of([AGENT]), number=number)
     landed = landings.require(landing.q, number)
     assert again.already_merged and again.commit_hash == landed.merge_sha
 

@@ -22,7 +22,7 @@ from workq.domain.authority import Authority
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
 from workq.schemas import Status
-from workq.services.plans import plans
+from workq.services.plans import plan_mode
 from workq.services.queue import claims, dependencies, issues
 from workq.services.workspaces import landings
 
@@ -64,7 +64,7 @@ def _blocker(landing: Landing, number: int) -> str:
 
 
 def _plan_mode(landing: Landing, number: int) -> str:
-    plans.enter(landing.q, AGENT, "next-thing", "Plan the next thing", landing.root / "plans")
+    plan_mode.enter(landing.q, AGENT, "next-thing", "Plan the next thing", landing.root / "plans")
     return "PLAN_MODE_ACTIVE"
 
 

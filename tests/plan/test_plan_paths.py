@@ -11,7 +11,7 @@ from tests.plan.conftest import FILLED, fill, tree
 from workq.errors import InvalidInput, StorageError
 from workq.services.handle import Queue
 from workq.services.plans import plan_files
-from workq.services.plans import plans as svc
+from workq.services.plans import plan_mode as svc
 
 ESCAPES = [
     "../x",

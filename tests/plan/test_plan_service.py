@@ -27,8 +27,8 @@ from workq.errors import (
 )
 from workq.plan_schemas import PlanStatus
 from workq.services.handle import Queue
-from workq.services.plans import plans as svc
-from workq.services.queue import claims, issues, notes, ready_queue
+from workq.services.plans import plan_mode as svc
+from workq.services.queue import claims, issues, listing, notes, ready_queue
 
 FORCE = "I understand this may cause conflicts"
 
@@ -169,7 +169,7 @@ def test_exit_frees_the_run_and_the_slug(queue: Queue, plans_dir: Path, clock: F
     done = svc.exit_plan(queue, "run-a", teammate_count=7)  # ignored without launchSwarm
     assert done.plan.status is PlanStatus.EXITED and done.plan.closed_at == clock.now
     assert done.launched == [] and done.teammate_count is None
-    assert issues.list_issues(queue).items == []
+    assert listing.list_issues(queue).items == []
     assert svc.active_plan(queue, "run-a") is None
     with queue.db.read() as conn:
         row = conn.execute(select(plans)).one()
@@ -274,7 +274,7 @@ def test_launching_needs_an_open_task_and_a_valid_teammate_count(
     (plans_dir / "p.md").write_text((plans_dir / "p.md").read_text() + "- [ ] one more\n")
     with pytest.raises(InvalidInput, match="teammateCount"):
         svc.exit_plan(queue, "run-a", launch_swarm=True, teammate_count=0)
-    assert issues.list_issues(queue).items == []
+    assert listing.list_issues(queue).items == []
     assert svc.active_plan(queue, "run-a") is not None
 
 
@@ -293,7 +293,7 @@ def test_relaunching_a_revised_plan_reuses_the_issues_it_made_before(
     got = [(i.task, i.number, i.reused, i.waits_for) for i in again.launched]
     assert got == [(1, 1, True, []), (2, 2, True, [1]), (3, 3, False, [1, 2])]
     assert issues.get(queue, 3).open_blockers == 1  # #1 is done, #2 is not
-    assert len(issues.list_issues(queue).items) == 3
+    assert len(listing.list_issues(queue).items) == 3
 
 
 def test_abandon_leaves_plan_mode_without_checking_the_plan(queue: Queue, plans_dir: Path) -> None:
@@ -351,7 +351,7 @@ def _snapshot(queue: Queue) -> list[tuple[object, ...]]:
     with queue.db.read() as conn:
         rows = conn.execute(select(events.c.kind, events.c.number).order_by(events.c.id))
         return [tuple(r) for r in rows] + [
-            (i.number, i.status, i.claimed_by) for i in issues.list_issues(queue).items
+            (i.number, i.status, i.claimed_by) for i in listing.list_issues(queue).items
         ]
 
 

@@ -20,7 +20,7 @@ from workq.domain.authority import Authority
 from workq.errors import Busy, NotFound
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
-from workq.services.queue import claims, dependencies, issues, notes, ready_queue
+from workq.services.queue import claims, dependencies, issues, listing, notes, ready_queue
 from workq.services.runtime import open_queue
 from workq.services.sync import pulls
 
@@ -178,7 +178,7 @@ def test_numbers_from_the_counter_row_have_no_gaps_under_contention(
         for thread, errors in threads:
             thread.join(30)
             assert not errors, errors
-    page = issues.list_issues(pg_queue, limit=10)
+    page = listing.list_issues(pg_queue, limit=10)
     assert [i.number for i in page.items] == [1, 2, 3, 4, 5, 6]
 
 

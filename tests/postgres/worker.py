@@ -19,7 +19,7 @@ from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import Conflict, InvalidInput, NotFound, StorageError
 from workq.services.handle import Queue
-from workq.services.queue import blocking, claims, dependencies, issues, notes
+from workq.services.queue import blocking, claims, dependencies, issues, listing, notes
 from workq.services.runtime import open_queue
 
 MIXED_STEPS = 100
@@ -39,7 +39,7 @@ def claim_all(queue: Queue, run_id: str) -> None:
 def mixed(queue: Queue, run_id: str, seed: int) -> None:
     rng = random.Random(seed)
     for step in range(MIXED_STEPS):
-        highest = max(issues.list_issues(queue, limit=1).items[0].number, 1)
+        highest = max(listing.list_issues(queue, limit=1).items[0].number, 1)
         some = rng.randint(1, highest + 2)  # sometimes a number that does not exist
         other = rng.randint(1, highest)
         action = rng.choice(MIXED_ACTIONS)

@@ -17,7 +17,7 @@ from workq.config import Settings
 from workq.db import migrate
 from workq.errors import InvalidInput
 from workq.services.handle import Queue
-from workq.services.queue import issues
+from workq.services.queue import issues, listing
 from workq.services.runtime import open_database, open_queue
 
 REVISION = "0009_reserve_touches"
@@ -51,7 +51,7 @@ def test_a_bad_glob_changes_nothing(queue: Queue, bad: str) -> None:
     assert (after.title, after.touches) == ("t", ["src/**"])
     with pytest.raises(InvalidInput):
         issues.create(queue, title="u", touches=[bad])
-    assert [i.number for i in issues.list_issues(queue).items] == [made.number]
+    assert [i.number for i in listing.list_issues(queue).items] == [made.number]
 
 
 def test_touch_revision_upgrades_a_database_with_issues(settings: Settings) -> None:

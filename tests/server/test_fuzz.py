@@ -24,8 +24,7 @@ from workq.domain.authority import Authority
 from workq.server.results import OBJECT_FAILURES
 from workq.services.queue import blocking, claims, dependencies, issues
 from workq.services.runtime import open_queue
-from workq.services.workspaces import repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, repositories
 
 EXAMPLES = 600  # enough draws to reach every tool of every toolset
 # A failure starts with a CODE, or with the seed's wording followed by one.
@@ -247,7 +246,7 @@ def seed(db: Path, repo: Path) -> None:
         for n in (6, 7, 8):
             repositories.assign(queue, n, "app", by=Authority.of(()))
         for n, holder in ((6, "run-a"), (7, "fuzzer")):
-            made = workspaces.claim(queue, n, Authority.of({holder}), worktree=True).worktree
+            made = claiming.claim(queue, n, Authority.of({holder}), worktree=True).worktree
             assert made is not None
             commit(Path(made.path), {f"src/work_{n}.py": "x = 1\n"}, f"work on #{n}")
             (Path(made.path) / "notes.txt").write_text("not committed\n")

@@ -21,7 +21,7 @@ from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, serve_argv, t
 from tests.storage import assert_intact_at
 from tests.torture.servers import RawServer
 from workq.config import Settings
-from workq.services.queue import issues, run_ids
+from workq.services.queue import issues, listing, run_ids
 from workq.services.runtime import open_queue
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +44,7 @@ async def serve(settings: Settings, where: Path) -> AsyncIterator[Client]:
 def _state(settings: Settings) -> list[tuple[int, str, str | None]]:
     q = open_queue(settings)
     try:
-        page = issues.list_issues(q, limit=10)
+        page = listing.list_issues(q, limit=10)
         return [(i.number, i.status.value, i.claimed_by) for i in page.items]
     finally:
         q.db.dispose()

@@ -12,7 +12,7 @@ from workq.domain.authority import Authority
 from workq.errors import InvalidInput, NotFound, WorkqError
 from workq.services.handle import Queue
 from workq.services.maintenance import transfer
-from workq.services.queue import blocking, claims, dependencies, issues, notes
+from workq.services.queue import blocking, claims, dependencies, issues, listing, notes
 
 
 def _snapshot(queue: Queue) -> list[str]:
@@ -35,9 +35,9 @@ BAD_CALLS: list[tuple[str, Callable[[Queue], Any], type[WorkqError]]] = [
     ("bad agent", lambda q: issues.create(q, title="t", agent="a b"), InvalidInput),
     ("bad label", lambda q: issues.create(q, title="t", labels=["ok", "not ok"]), InvalidInput),
     ("wrong type title", lambda q: issues.create(q, title=5), InvalidInput),  # type: ignore[arg-type]
-    ("bad status filter", lambda q: issues.list_issues(q, status="closed"), InvalidInput),
-    ("bad limit", lambda q: issues.list_issues(q, limit=0), InvalidInput),
-    ("bad cursor", lambda q: issues.list_issues(q, cursor="%%%"), InvalidInput),
+    ("bad status filter", lambda q: listing.list_issues(q, status="closed"), InvalidInput),
+    ("bad limit", lambda q: listing.list_issues(q, limit=0), InvalidInput),
+    ("bad cursor", lambda q: listing.list_issues(q, cursor="%%%"), InvalidInput),
     ("unknown number", lambda q: issues.get(q, 999), NotFound),
     ("zero number", lambda q: issues.get(q, 0), InvalidInput),
     ("negative number", lambda q: claims.claim(q, -1, Authority.of({"run"})), InvalidInput),
@@ -91,4 +91,4 @@ def test_sql_and_markdown_are_stored_verbatim(queue: Queue) -> None:
     title = "'); DROP TABLE issues; -- <script>**x**</script>"
     made = issues.create(queue, title=title, description="# h\n\n`code` ${x}")
     assert issues.get(queue, made.number).title == title
-    assert issues.list_issues(queue).items[0].title == title
+    assert listing.list_issues(queue).items[0].title == title

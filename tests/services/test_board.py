@@ -1,4 +1,4 @@
-"""services/queue/board.py on every engine: the columns, the agents, the graph and the feed."""
+"""services/queue/overview.py on every engine: the columns, the agents, the graph and the feed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.schemas import BoardFilter, BoardView, IssueType
 from workq.services.handle import Queue
-from workq.services.queue import blocking, board, claims, dependencies, issues
+from workq.services.queue import blocking, claims, dependencies, issues, overview
 
 
 def _numbers(view: BoardView) -> dict[str, list[int]]:
@@ -31,7 +31,7 @@ def test_columns_agents_graph_and_changes(queue: Queue, clock: FakeClock) -> Non
     clock.advance(45)
     claims.heartbeat(queue, held, Authority.of(["run-a"]))
     clock.advance(30)  # run-gone's lease (60 s) has run out, run-a's renewed one has not
-    view = board.view(queue)
+    view = overview.view(queue)
     assert _numbers(view) == {
         "ready": [ready, expired],
         "in_progress": [held],
@@ -45,14 +45,14 @@ def test_columns_agents_graph_and_changes(queue: Queue, clock: FakeClock) -> Non
     [card] = view.columns[3].cards
     assert card.blocked_reason == "a person must decide" and card.since is not None
     assert view.columns[2].cards[0].waiting_on == [ready]
-    bugs = board.view(queue, BoardFilter(issue_type=IssueType.BUG))
+    bugs = overview.view(queue, BoardFilter(issue_type=IssueType.BUG))
     assert all(card.issue_type == IssueType.BUG for c in bugs.columns for card in c.cards)
-    [agent] = [a for a in board.agents(queue) if a.run_id == "run-a"]
+    [agent] = [a for a in overview.agents(queue) if a.run_id == "run-a"]
     assert [c.number for c in agent.claims] == [held]
     assert agent.last_heartbeat == clock.now - timedelta(seconds=30)
-    nodes, edges, more = board.open_graph(queue)
+    nodes, edges, more = overview.open_graph(queue)
     assert edges == [(ready, waiting)] and not more
     assert {n.number for n in nodes} == {ready, waiting}
-    changes = board.changes(queue, 0)
-    assert changes[-1].id == board.last_change(queue) == view.last_event
+    changes = overview.changes(queue, 0)
+    assert changes[-1].id == overview.last_change(queue) == view.last_event
     assert (changes[-1].number, changes[-1].kind) == (done, "completed")

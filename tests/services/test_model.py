@@ -45,7 +45,7 @@ from workq.errors import LeaseLapsed, OpenBlockers, WorkqError
 from workq.schemas import Claim, IssueType, Priority
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
-from workq.services.plans import plans as plans_service
+from workq.services.plans import plan_mode as plans_service
 from workq.services.queue import blocking, claims, ready_queue
 from workq.services.queue import dependencies as deps_service
 from workq.services.queue import issues as issues_service

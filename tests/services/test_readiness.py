@@ -17,7 +17,15 @@ from workq.domain import readiness
 from workq.domain.authority import Authority
 from workq.errors import StorageError
 from workq.services.handle import Queue
-from workq.services.queue import blocking, board, claims, issues, predicates, ready_queue, reports
+from workq.services.queue import (
+    blocking,
+    claims,
+    issues,
+    overview,
+    predicates,
+    ready_queue,
+    reports,
+)
 
 
 def _sql_says(queue: Queue, now: datetime) -> dict[int, tuple[bool, bool, bool]]:
@@ -84,7 +92,7 @@ def test_a_lapsed_claim_is_ready_and_taken_by_every_door(queue: Queue, clock: Fa
     (item,) = reports.backlog(queue).backlog
     assert not item.is_locked and item.locked_by is None
     assert reports.stats(queue).ready == 1
-    columns = {c.name: c for c in board.view(queue).columns}
+    columns = {c.name: c for c in overview.view(queue).columns}
     assert [c.number for c in columns["ready"].cards] == [1]
     assert columns["in_progress"].count == 0
     assert claims.renew_leases(queue, ["run-a"]) == 0  # not renewed: it is not live

@@ -10,7 +10,7 @@ from tests.services.export_rows import export_lines
 from workq.errors import InvalidInput
 from workq.services.handle import Queue
 from workq.services.maintenance import transfer
-from workq.services.queue import issues
+from workq.services.queue import issues, listing
 
 # More rows than one batch, so an import has written batches before it meets a late line.
 ISSUES = transfer.BATCH * 2 + 7
@@ -65,14 +65,14 @@ def test_rows_out_of_the_export_order_are_refused_with_the_line(queue: Queue) ->
     with pytest.raises(InvalidInput) as refused:
         transfer.import_lines(queue, moved)
     assert refused.value.message.startswith(f"line {len(moved)}: comments rows after labels")
-    assert issues.list_issues(queue).items == []
+    assert listing.list_issues(queue).items == []
 
 
 def test_the_header_must_come_first(queue: Queue) -> None:
     lines = export_of(1)
     with pytest.raises(InvalidInput, match="header line is missing"):
         transfer.import_lines(queue, [*lines[1:], lines[0]])
-    assert issues.list_issues(queue).items == []
+    assert listing.list_issues(queue).items == []
 
 
 def test_a_row_whose_issue_is_not_in_the_file_is_refused_with_its_lines(queue: Queue) -> None:
@@ -82,4 +82,4 @@ def test_a_row_whose_issue_is_not_in_the_file_is_refused_with_its_lines(queue: Q
     with pytest.raises(InvalidInput) as refused:
         transfer.import_lines(queue, lines)
     assert "refers to a row" in refused.value.message
-    assert issues.list_issues(queue).items == []
+    assert listing.list_issues(queue).items == []

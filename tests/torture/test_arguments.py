@@ -26,7 +26,7 @@ from workq.config import Settings
 from workq.db import sqlite
 from workq.errors import InvalidInput
 from workq.services.maintenance import transfer
-from workq.services.queue import issues, notes
+from workq.services.queue import issues, listing, notes
 from workq.services.runtime import open_queue
 
 TEN_MB = "x" * (10 << 20)
@@ -301,6 +301,6 @@ def test_an_edited_export_with_hostile_rows_is_refused_whole(
             transfer.import_lines(target, edited)
         TRIED[f"import: {table}.{column}"] += 1
         assert refusal.value.message.startswith("line "), refusal.value.message
-        assert issues.list_issues(target).items == []  # nothing of it was stored
+        assert listing.list_issues(target).items == []  # nothing of it was stored
     finally:
         target.db.dispose()

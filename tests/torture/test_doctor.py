@@ -24,7 +24,7 @@ from workq.db import sqlite, tables
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.maintenance import maintenance
-from workq.services.queue import claims, dependencies, issues, notes, ready_queue
+from workq.services.queue import claims, dependencies, issues, listing, notes, ready_queue
 from workq.services.runtime import open_queue
 
 
@@ -73,7 +73,7 @@ def test_a_killed_agents_claim_is_found_and_returned_to_the_queue(queue: Queue, 
     agent = procs.forkserver().Process(target=_claim_and_hang, args=(str(db),))
     agent.start()
     deadline = time.monotonic() + 60
-    while not issues.list_issues(queue, status="in_progress").items:
+    while not listing.list_issues(queue, status="in_progress").items:
         assert time.monotonic() < deadline and agent.is_alive()
         time.sleep(0.05)
     agent.kill()  # kill -9 while it holds the claim
@@ -131,7 +131,7 @@ def test_values_no_command_writes_are_repaired_and_reads_work_again(queue: Queue
         "UPDATE issues SET issue_type = 'epic', status = 'wip' WHERE number = 5;",
     )
     with pytest.raises((ValueError, KeyError)):
-        issues.list_issues(queue)  # what every read did before the repair
+        listing.list_issues(queue)  # what every read did before the repair
     assert checks(maintenance.doctor(queue)) == [("values", 1), ("values", 4), ("values", 5)]
     report = maintenance.doctor(queue, repair=True)
     assert report.ok
@@ -139,7 +139,7 @@ def test_values_no_command_writes_are_repaired_and_reads_work_again(queue: Queue
     assert details[1] == "status 'closed' is not valid, set to 'done'"
     assert details[4] == "priority 9 is not valid, set to 'medium'"
     assert "issue_type 'epic' is not valid, set to 'task'" in details[5]
-    assert [i.status for i in issues.list_issues(queue).items][:1] == ["done"]
+    assert [i.status for i in listing.list_issues(queue).items][:1] == ["done"]
     assert_clean(queue)  # #1 done: #2 no longer counts it (blocked counts repaired too)
 
 

@@ -22,7 +22,7 @@ from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.errors import WorkqError
 from workq.services.maintenance import maintenance
-from workq.services.queue import claims, issues, ready_queue
+from workq.services.queue import claims, issues, listing, ready_queue
 from workq.services.runtime import open_queue
 
 CLIENTS = env_int("WORKQ_TORTURE_CLIENTS", 16)
@@ -80,7 +80,7 @@ def service_client(db: str, name: str, seconds: float, busy_ms: int, out: str) -
                 ready_queue.ready(queue, limit=10)
                 latency["ready"].append(time.perf_counter() - started)
             else:
-                issues.list_issues(queue, limit=20)
+                listing.list_issues(queue, limit=20)
                 latency["list"].append(time.perf_counter() - started)
         except WorkqError as exc:
             errors[exc.code] += 1

@@ -29,7 +29,7 @@ from workq.config import Settings
 from workq.db import sqlite
 from workq.errors import CorruptDatabase, StorageFull
 from workq.services.maintenance import maintenance
-from workq.services.queue import issues
+from workq.services.queue import issues, listing
 from workq.services.runtime import open_queue
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -134,7 +134,7 @@ async def test_a_full_disk_is_storage_full_changes_nothing_and_recovers(tmp_path
                 result = await client.call_tool("issue_create", {"title": "t", "description": big})
                 assert code_of(result) == "STORAGE_FULL", text_of(result)
                 assert not (await client.call_tool("issue_list", {})).is_error  # still serving
-                assert set(kept) <= {i.number for i in issues.list_issues(queue, limit=200).items}
+                assert set(kept) <= {i.number for i in listing.list_issues(queue, limit=200).items}
 
                 procs.remount(mount, "size=16m")  # the cause goes away
                 after = issues.create(queue, title="after", description=big)  # same process

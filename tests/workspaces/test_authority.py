@@ -23,8 +23,7 @@ from workq.domain.authority import Authority
 from workq.server.app import build_server
 from workq.services.queue import dependencies, issues, notes
 from workq.services.runtime import open_queue
-from workq.services.workspaces import repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, repositories
 from workq.vcs import git
 
 pytestmark = pytest.mark.anyio
@@ -132,7 +131,7 @@ def test_workq_merge_is_for_the_holder_or_forced(db: Settings, repo: Path) -> No
     q = open_queue(db)
     n = issues.create(q, title="a change").number
     repositories.assign(q, n, "app", by=Authority.of(()))
-    info = workspaces.claim(q, n, Authority.of({"agent-b"}), worktree=True).worktree
+    info = claiming.claim(q, n, Authority.of({"agent-b"}), worktree=True).worktree
     assert info is not None
     q.db.dispose()
     commit(Path(info.path), {"src/app.py": "x = 2\n"}, "the change")

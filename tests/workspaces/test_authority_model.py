@@ -3,11 +3,11 @@ held by every face at once: a hypothesis state machine drives three runs and an 
 the same three issues of one real git repository registered with workq, through the
 services the MCP tools and the CLI call, with the Authority each of those faces builds:
 
-- claims: ``workspaces.claim`` (with a worktree) and ``claims.claim``; ``heartbeat``,
+- claims: ``claiming.claim`` (with a worktree) and ``claims.claim``; ``heartbeat``,
   ``complete``, ``release`` (with or without ``discard``) and ``blocking.block``, each with
   no fence, the fence the run was given, or the issue's current fence; ``unblock``;
   ``dependencies.depend``;
-- agit: ``worktrees.remove`` and ``merges.merge`` (the gates of workq.toml run for real: one
+- agit: ``worktree_cleanup.remove`` and ``merges.merge`` (the gates of workq.toml run for real: one
   gate that passes);
 - git steps: ``gitflow.commit_tdd_phase`` after an agent wrote into the worktree;
 - reservations: ``reservations.reserve``, exclusive or shared;
@@ -88,8 +88,14 @@ from workq.services.queue import blocking, claims, notes, reservations
 from workq.services.queue import dependencies as deps_service
 from workq.services.queue import issues as issues_service
 from workq.services.runtime import open_queue
-from workq.services.workspaces import gitflow, merges, repositories, worktrees
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import (
+    claiming,
+    gitflow,
+    merges,
+    repositories,
+    worktree_cleanup,
+    worktrees,
+)
 
 RUNS = ("run-a", "run-b", "run-c")
 ADMIN = "admin"
@@ -417,7 +423,7 @@ class AuthorityMachine(RuleBasedStateMachine):
             got = self._call(
                 f"claim #{n} with a worktree as {run}",
                 reasons,
-                lambda: workspaces.claim(self.q, n, Authority.of({run}), worktree=True),
+                lambda: claiming.claim(self.q, n, Authority.of({run}), worktree=True),
             )
         else:
             got = self._call(
@@ -767,7 +773,9 @@ class AuthorityMachine(RuleBasedStateMachine):
         got = self._call(
             f"remove worktree of #{tree.number} as {run or 'an override'} (force {force})",
             reasons,
-            lambda: worktrees.remove(self.q, REPO, wid, by=by, force=force, actor=run or ADMIN),
+            lambda: worktree_cleanup.remove(
+                self.q, REPO, wid, by=by, force=force, actor=run or ADMIN
+            ),
             legit,
         )
         if reasons or isinstance(got, WorkqError) or tree.state != "active":
@@ -1011,10 +1019,10 @@ def test_an_override_that_removes_a_claimed_worktree_is_recorded(
     repositories.add(queue, REPO, repo)
     n = issues_service.create(queue, title="held by run-a").number
     repositories.assign(queue, n, REPO, by=Authority.of(()))
-    info = workspaces.claim(queue, n, Authority.of({"run-a"}), worktree=True).worktree
+    info = claiming.claim(queue, n, Authority.of({"run-a"}), worktree=True).worktree
     assert info is not None
     force = "workq worktree remove --force"
-    worktrees.remove(
+    worktree_cleanup.remove(
         queue,
         REPO,
         info.worktree_id,

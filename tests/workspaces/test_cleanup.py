@@ -17,8 +17,15 @@ from workq.schemas import Status
 from workq.services.coding.gates import MergeCandidate
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues, notes
-from workq.services.workspaces import merges, repositories, worktrees
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import (
+    claiming,
+    land,
+    merges,
+    pr_landings,
+    repositories,
+    worktree_cleanup,
+    worktrees,
+)
 from workq.vcs import git
 
 pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
@@ -37,7 +44,7 @@ def repo(queue: Queue, tmp_path: Path) -> Path:
 def _claimed(q: Queue, title: str, branch: str | None = None) -> tuple[int, Path, str, str]:
     number = issues.create(q, title=title).number
     repositories.assign(q, number, "app", by=Authority.of(()))
-    info = workspaces.claim(q, number, BY, worktree=True, branch=branch).worktree
+    info = claiming.claim(q, number, BY, worktree=True, branch=branch).worktree
     assert info is not None
     return number, Path(info.path), info.worktree_id, info.branch
 
@@ -62,11 +69,11 @@ def test_a_merge_never_removes_a_worktree_holding_uncommitted_edits(
         if candidate.commit is not None:
             (path / "notes.txt").write_text("still thinking\n")
 
-    gates = merges.GATES
-    monkeypatch.setattr(merges, "GATES", [*gates, agent_writes])
+    gates = land.GATES
+    monkeypatch.setattr(land, "GATES", [*gates, agent_writes])
     with pytest.raises(WorktreeDirty) as refused:
         merges.merge(queue, "app", wid, by=BY)
-    monkeypatch.setattr(merges, "GATES", gates)
+    monkeypatch.setattr(land, "GATES", gates)
     landed = git.head(repo, "main")
     assert git.is_ancestor(repo, tip, landed)  # it landed, and says so
     assert refused.value.facts["landed"] == landed and refused.value.facts["resumable"] is True
@@ -135,8 +142,8 @@ def test_a_branch_a_person_made_survives_the_merge_and_the_removal(
 
     _, bob_path, bob_wid, _ = _claimed(queue, "an idea", branch="bob/idea")
     _, own_path, own_wid, own = _claimed(queue, "workq's own")
-    worktrees.remove(queue, "app", bob_wid, by=BY)
-    worktrees.remove(queue, "app", own_wid, by=BY)
+    worktree_cleanup.remove(queue, "app", bob_wid, by=BY)
+    worktree_cleanup.remove(queue, "app", own_wid, by=BY)
     assert not bob_path.exists() and not own_path.exists()
     assert "bob/idea" in _branches(repo)  # fully merged, but a person's: kept
     assert own not in _branches(repo)  # workq made it, and it holds nothing: deleted
@@ -149,9 +156,9 @@ def test_a_removal_by_another_never_throws_away_edits(queue: Queue, repo: Path) 
     (path / "wip.txt").write_text("mine\n")
     queue.clock.advance(queue.lease_seconds + 1)  # type: ignore[attr-defined]
     with pytest.raises(WorktreeDirty):
-        worktrees.remove(queue, "app", wid, by=Authority.of({"agent-b"}), force=True)
+        worktree_cleanup.remove(queue, "app", wid, by=Authority.of({"agent-b"}), force=True)
     assert (path / "wip.txt").read_text() == "mine\n"
-    worktrees.remove(queue, "app", wid, by=BY, force=True)  # its holder's word
+    worktree_cleanup.remove(queue, "app", wid, by=BY, force=True)  # its holder's word
     assert not path.exists() and issues.get(queue, number).claimed_by == ME
 
 
@@ -161,15 +168,15 @@ def test_a_landing_keeps_a_worktree_holding_uncommitted_edits(queue: Queue, repo
     number, path, wid, branch = _claimed(queue, "landed on GitHub")
     tip = commit(path, {"src/landed.py": "x = 4\n"}, "landed")
     (path / "wip.txt").write_text("next idea\n")
-    merges.finish_landing(
+    pr_landings.finish_landing(
         queue, number, "app", wid, branch, merged=tip, pushed=tip, actor="github-worker"
     )
     assert issues.get(queue, number).status == Status.DONE
     assert (path / "wip.txt").read_text() == "next idea\n"
     (merged,) = [e for e in notes.history(queue, number) if e.kind == "worktree_merged"]
     assert merged.after is not None and "wip.txt" in merged.after["worktree_kept"]
-    assert [w.id for w in worktrees.prune(queue, "app").kept] == [wid]
+    assert [w.id for w in worktree_cleanup.prune(queue, "app").kept] == [wid]
     assert path.is_dir()
     (path / "wip.txt").unlink()
-    assert [w.id for w in worktrees.prune(queue, "app").removed] == [wid]
+    assert [w.id for w in worktree_cleanup.prune(queue, "app").removed] == [wid]
     assert not path.exists()

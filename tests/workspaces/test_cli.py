@@ -20,8 +20,7 @@ from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.services.queue import agents, claims, dependencies, issues
 from workq.services.runtime import open_queue
-from workq.services.workspaces import repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, repositories
 from workq.vcs import git
 
 # Merges here are the subject, not the tests gate that guards them (tests/gates).
@@ -88,7 +87,7 @@ def test_prune_keeps_dirty_worktrees_and_reports_disk_use(tmp_path: Path) -> Non
         for title in ("clean", "dirty"):
             n = issues.create(queue, title=title).number
             repositories.assign(queue, n, "app", by=Authority.of(()))
-            info = workspaces.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
+            info = claiming.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
             assert info is not None
             paths.append(Path(info.path))
             claims.complete(queue, n, Authority.overriding("admin", who="admin"))
@@ -140,7 +139,7 @@ def test_kill_9_in_the_middle_of_a_merge_then_rerun(tmp_path: Path, mode: str) -
         for round_ in range(ROUNDS):
             n = issues.create(queue, title=f"piece {round_}").number
             repositories.assign(queue, n, "app", by=Authority.of(()))
-            info = workspaces.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
+            info = claiming.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
             assert info is not None
             commit(Path(info.path), {f"piece/{n}.txt": f"{n}\n"}, f"work on #{n}")
             if round_ % 2:  # main moves on meanwhile: a real merge, not a fast-forward
@@ -204,7 +203,7 @@ def test_a_merge_of_an_issue_waiting_on_an_open_blocker_is_refused_before_it_lan
         blocker = issues.create(queue, title="first").number
         n = issues.create(queue, title="second").number
         repositories.assign(queue, n, "app", by=Authority.of(()))
-        info = workspaces.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
+        info = claiming.claim(queue, n, Authority.of({"r"}), worktree=True).worktree
         assert info is not None
         commit(Path(info.path), {"second.txt": "2\n"}, f"work on #{n}")
         dependencies.depend(queue, blocker=blocker, blocked=n)

@@ -27,8 +27,7 @@ from workq.db import sqlite
 from workq.domain.authority import Authority
 from workq.services.queue import issues
 from workq.services.runtime import open_queue
-from workq.services.workspaces import repositories
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming, repositories
 from workq.vcs import git
 
 # A lease far longer than any wait here: without the takeover the next merge would sit
@@ -98,7 +97,7 @@ def test_the_next_merge_takes_the_lease_of_a_server_killed_mid_merge(tmp_path: P
         repositories.add(queue, "app", repo)
         for agent, name in (("agent-a", "a"), ("agent-b", "b")):
             number = issues.create(queue, title=f"piece {name}", repository="app").number
-            taken = workspaces.claim(queue, number, Authority.of({agent}), worktree=True).worktree
+            taken = claiming.claim(queue, number, Authority.of({agent}), worktree=True).worktree
             assert taken is not None
             commit(Path(taken.path), {f"{name}.txt": f"{name}\n"}, f"work on #{number}")
             ids[agent] = (number, taken.worktree_id, Path(taken.path))

@@ -17,7 +17,7 @@ from workq.config import Settings
 from workq.errors import NotFound
 from workq.schemas import IssueType, ReadyFilter
 from workq.services.handle import Queue
-from workq.services.queue import issues, notes, ready_queue
+from workq.services.queue import issues, listing, notes, ready_queue
 from workq.services.runtime import open_queue
 from workq.services.workspaces import repositories, worktrees
 
@@ -53,7 +53,7 @@ def test_the_service_places_an_issue_where_it_is_made_or_changed(
             by=ADMIN,
         )
     # Refused: nothing made, nothing changed.
-    assert [i.number for i in issues.list_issues(queue).items] == [made.number]
+    assert [i.number for i in listing.list_issues(queue).items] == [made.number]
     assert issues.get(queue, made.number).title == "in app"
     assert issues.get(queue, made.number).repository == "lib"
 
@@ -120,7 +120,7 @@ async def test_the_tools_take_a_repository(tmp_path: Path, sqlite_template: Path
     try:
         placed = {
             i.number: issues.get(queue, i.number).repository
-            for i in issues.list_issues(queue).items
+            for i in listing.list_issues(queue).items
         }
     finally:
         queue.db.dispose()

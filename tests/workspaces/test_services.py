@@ -31,8 +31,15 @@ from workq.errors import (
 from workq.schemas import IssueType, ReadyFilter, Status
 from workq.services.handle import Queue
 from workq.services.queue import agents, claims, issues, notes, ready_queue
-from workq.services.workspaces import conflicts, merges, repositories, worktrees
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import (
+    claiming,
+    conflicts,
+    merge_lease,
+    merges,
+    repositories,
+    worktree_cleanup,
+    worktrees,
+)
 from workq.vcs import git
 
 # What is tested here is not the tests gate (tests/gates): merges are trusted.
@@ -78,7 +85,7 @@ def test_not_a_repository_and_detached_head_are_refused(queue: Queue, repo: Path
 def test_claim_with_worktree_gives_path_and_branch(queue: Queue, repo: Path):
     repositories.add(queue, "app", repo)
     number = _issue(queue, "Fix the login page", kind="bug")
-    taken = workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
+    taken = claiming.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     assert taken.worktree is not None
     assert taken.worktree.branch == f"bug/{number}-fix-the-login-page"
     path = Path(taken.worktree.path)
@@ -87,7 +94,7 @@ def test_claim_with_worktree_gives_path_and_branch(queue: Queue, repo: Path):
     shown = worktrees.issue(queue, number)
     assert shown.worktree == taken.worktree and shown.repository == "app"
     # Claiming again (a renewal) keeps the same worktree.
-    again = workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
+    again = claiming.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     assert again.worktree == taken.worktree
     # The main checkout does not see the worktree folder.
     assert git.dirty_paths(repo) == []
@@ -99,7 +106,7 @@ def test_worktree_failure_gives_the_claim_back(queue: Queue, repo: Path):
     # Something (not a worktree) already sits where the worktree would go.
     (repo / ".worktrees" / f"task-{number}-blocked-by-a-file").mkdir(parents=True)
     with pytest.raises(InvalidInput, match="exists"):
-        workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
+        claiming.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     issue = issues.get(queue, number)
     assert issue.claimed_by is None and issue.status == Status.OPEN
     assert worktrees.list_worktrees(queue, "app", everything=True) == []
@@ -109,7 +116,7 @@ def test_worktree_of_an_issue_without_repository_is_refused(queue: Queue, repo: 
     repositories.add(queue, "app", repo)
     number = _issue(queue, "Nowhere", repo=None)
     with pytest.raises(InvalidInput, match="belongs to no repository"):
-        workspaces.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
+        claiming.claim(queue, number, Authority.of({"agent-a"}), worktree=True)
     assert issues.get(queue, number).claimed_by is None
     # Refused before the claim: a failed call leaves no claim or release in the history.
     assert [e.kind for e in notes.history(queue, number)] == ["created"]
@@ -119,13 +126,13 @@ def test_claim_next_with_a_worktree_passes_over_issues_in_no_repository(queue: Q
     repositories.add(queue, "app", repo)
     nowhere = _issue(queue, "Nowhere", repo=None, kind="bug")
     placed = _issue(queue, "In app")
-    got = workspaces.claim_next(queue, Authority.of({"agent-a"}), None, worktree=True)
+    got = claiming.claim_next(queue, Authority.of({"agent-a"}), None, worktree=True)
     assert got is not None and got.number == placed and got.worktree is not None
-    assert workspaces.claim_next(queue, Authority.of({"agent-b"}), None, worktree=True) is None
+    assert claiming.claim_next(queue, Authority.of({"agent-b"}), None, worktree=True) is None
     assert [e.kind for e in notes.history(queue, nowhere)] == ["created"]
     only_bugs = ReadyFilter(include_types=[IssueType.BUG])
-    assert workspaces.claim_next(queue, Authority.of({"agent-b"}), only_bugs, worktree=True) is None
-    taken = workspaces.claim_next(queue, Authority.of({"agent-b"}), only_bugs)
+    assert claiming.claim_next(queue, Authority.of({"agent-b"}), only_bugs, worktree=True) is None
+    taken = claiming.claim_next(queue, Authority.of({"agent-b"}), only_bugs)
     assert taken is not None and taken.number == nowhere
 
 
@@ -133,7 +140,7 @@ def test_repository_setting_makes_a_worktree_per_claim(queue: Queue, repo: Path)
     repositories.add(queue, "app", repo, auto_worktree=True)
     _issue(queue, "Other repo work", repo=None)
     number = _issue(queue, "Auto")
-    got = workspaces.claim_next(queue, Authority.of({"agent-a"}), ReadyFilter(repository="app"))
+    got = claiming.claim_next(queue, Authority.of({"agent-a"}), ReadyFilter(repository="app"))
     assert got is not None and got.number == number and got.worktree is not None
     assert Path(got.worktree.path).is_dir()
 
@@ -194,7 +201,7 @@ def test_a_symlink_where_the_worktree_goes_is_refused(queue: Queue, repo: Path, 
 
 def _spawned(q: Queue, title: str, holder: str = "agent-a") -> tuple[int, Path, str]:
     number = _issue(q, title)
-    taken = workspaces.claim(q, number, Authority.of({holder}), worktree=True)
+    taken = claiming.claim(q, number, Authority.of({holder}), worktree=True)
     assert taken.worktree is not None
     return number, Path(taken.worktree.path), taken.worktree.worktree_id
 
@@ -248,7 +255,7 @@ def test_diverged_branches_get_a_merge_commit_or_a_squash(queue: Queue, repo: Pa
     numbers = []
     for title in ("three", "four"):
         n = _issue(queue, title, repo="sq")
-        info = workspaces.claim(queue, n, Authority.of({"agent-a"}), worktree=True).worktree
+        info = claiming.claim(queue, n, Authority.of({"agent-a"}), worktree=True).worktree
         assert info is not None
         commit(Path(info.path), {f"{title}.txt": title}, title)
         numbers.append((n, info.worktree_id))
@@ -277,7 +284,7 @@ def test_a_conflicting_merge_is_refused_and_nothing_changes(queue: Queue, repo: 
     assert git.head(repo) == before and git.dirty_paths(repo) == []
     assert git.head(p2) == tip and git.dirty_paths(p2) == []
     assert issues.get(queue, n2).status == Status.IN_PROGRESS
-    assert merges.holder_of(queue, "app")[0] is None  # the lease was given back
+    assert merge_lease.holder_of(queue, "app")[0] is None  # the lease was given back
     assert n1 != n2
 
 
@@ -325,7 +332,7 @@ def test_merges_wait_for_the_lease_and_a_dead_holders_lease_expires(
     repositories.add(queue, "app", repo)
     _n, path, wid = _spawned(queue, "leased")
     commit(path, {"x.txt": "x"})
-    assert merges._try_lease(queue, "app", "dead-merger", 60)
+    assert merge_lease.take(queue, "app", "dead-merger", 60)
     with pytest.raises(MergeBusy):
         merges.merge(
             queue, "app", wid, by=Authority.overriding("admin", who="admin"), wait_seconds=0.2
@@ -339,13 +346,13 @@ def test_the_merge_lease_is_renewed_while_the_merge_runs(queue: Queue, repo: Pat
     cannot take it meanwhile (nor after it ends, before it is released)."""
     repositories.add(queue, "app", repo)
     queue.clock = lambda: datetime.now(UTC)
-    with merges.merge_lease(queue, "app", lease_seconds=1):
-        holder, _ = merges.holder_of(queue, "app")
+    with merge_lease.merge_lease(queue, "app", lease_seconds=1):
+        holder, _ = merge_lease.holder_of(queue, "app")
         time.sleep(2.5)
-        assert not merges._try_lease(queue, "app", "another-merger", 1)
-        assert merges.holder_of(queue, "app")[0] == holder
-    assert merges.holder_of(queue, "app")[0] is None
-    assert merges._try_lease(queue, "app", "another-merger", 1)
+        assert not merge_lease.take(queue, "app", "another-merger", 1)
+        assert merge_lease.holder_of(queue, "app")[0] == holder
+    assert merge_lease.holder_of(queue, "app")[0] is None
+    assert merge_lease.take(queue, "app", "another-merger", 1)
 
 
 def test_a_lease_held_by_a_gone_process_of_this_host_is_taken_at_once(queue: Queue, repo: Path):
@@ -360,17 +367,17 @@ def test_a_lease_held_by_a_gone_process_of_this_host_is_taken_at_once(queue: Que
     alive = f"{socket.gethostname()[:60]}:{os.getpid()}:0badc0de"
     elsewhere = f"another-host:{dead.pid}:0badc0de"
     for holder in (alive, elsewhere):  # alive, or unknowable: the lease is waited out
-        assert merges._try_lease(queue, "app", holder, 600)
+        assert merge_lease.take(queue, "app", holder, 600)
         with pytest.raises(MergeBusy):
             merges.merge(
                 queue, "app", wid, by=Authority.overriding("admin", who="admin"), wait_seconds=0.1
             )
-        merges._release_lease(queue, "app", holder)
-    assert merges._try_lease(queue, "app", gone, 600)
+        merge_lease.give_back(queue, "app", holder)
+    assert merge_lease.take(queue, "app", gone, 600)
     assert merges.merge(
         queue, "app", wid, by=Authority.overriding("admin", who="admin"), wait_seconds=0
     ).merged
-    assert merges.holder_of(queue, "app")[0] is None  # released after the merge
+    assert merge_lease.holder_of(queue, "app")[0] is None  # released after the merge
     with queue.db.read() as conn:
         taken = conn.execute(
             text("SELECT actor, before, after FROM events WHERE kind = 'merge_lease_taken_over'")
@@ -445,14 +452,14 @@ def test_prune_keeps_dirty_and_live_worktrees(queue: Queue, repo: Path):
     claims.complete(queue, done_n, Authority.overriding("admin", who="admin"))
     claims.complete(queue, dirty_n, Authority.overriding("admin", who="admin"))
     claims.release(queue, released_n, Authority.overriding("admin", who="admin"))
-    report = worktrees.prune(queue, "app")
+    report = worktree_cleanup.prune(queue, "app")
     assert {Path(w.path) for w in report.removed} == {done_path, released_path}
     assert {Path(w.path) for w in report.kept} == {dirty_path, live_path}
     assert all(w.disk_bytes and w.disk_bytes > 0 for w in report.removed + report.kept)
     assert dirty_path.exists() and live_path.exists() and not done_path.exists()
     # The done branch had a commit main lacks: it is kept, not lost.
     assert git.branch_exists(repo, f"task/{done_n}-done-clean")
-    forced = worktrees.prune(queue, "app", force=True)
+    forced = worktree_cleanup.prune(queue, "app", force=True)
     assert {Path(w.path) for w in forced.removed} == {dirty_path}
     assert live_path.exists()
 
@@ -462,17 +469,17 @@ def test_remove_refuses_dirty_unless_forced(queue: Queue, repo: Path):
     _n, path, wid = _spawned(queue, "remove me")
     (path / "wip.txt").write_text("uncommitted")
     with pytest.raises(WorktreeDirty):
-        worktrees.remove(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
+        worktree_cleanup.remove(queue, "app", wid, by=Authority.overriding("admin", who="admin"))
     assert path.exists()
     assert (
-        worktrees.remove(
+        worktree_cleanup.remove(
             queue, "app", wid, force=True, by=Authority.overriding("admin", who="admin")
         ).state
         == "removed"
     )
     assert not path.exists()
     with pytest.raises(NotFound):
-        worktrees.remove(queue, "app", "nope", by=Authority.overriding("admin", who="admin"))
+        worktree_cleanup.remove(queue, "app", "nope", by=Authority.overriding("admin", who="admin"))
 
 
 def test_agents_register_heartbeat_and_list(queue: Queue, repo: Path, clock: FakeClock):
@@ -506,10 +513,10 @@ def test_prune_and_remove_leave_a_merge_to_finish(queue: Queue, repo: Path, cloc
         )
     )
     with pytest.raises(Conflict, match="being merged"):
-        worktrees.remove(
+        worktree_cleanup.remove(
             queue, "app", wid, force=True, by=Authority.overriding("admin", who="admin")
         )
-    assert worktrees.prune(queue, "app", force=True).removed == []
+    assert worktree_cleanup.prune(queue, "app", force=True).removed == []
     assert path.exists()
 
 
@@ -525,7 +532,7 @@ def test_prune_takes_an_interrupted_spawn_only_once_it_is_old(
             .values(state="creating", updated_at=clock.now)
         )
     )
-    assert worktrees.prune(queue, "app").removed == []  # perhaps being made right now
+    assert worktree_cleanup.prune(queue, "app").removed == []  # perhaps being made right now
     clock.advance(worktrees.CREATING_GRACE_SECONDS + 1)
-    assert [w.id for w in worktrees.prune(queue, "app").removed] == [wid]
+    assert [w.id for w in worktree_cleanup.prune(queue, "app").removed] == [wid]
     assert not path.exists()

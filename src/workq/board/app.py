@@ -41,8 +41,8 @@ from workq.schemas import (
     Priority,
 )
 from workq.services.handle import Queue
-from workq.services.plans import plans
-from workq.services.queue import blocking, board, claims, issues, notes, search
+from workq.services.plans import plan_mode
+from workq.services.queue import blocking, claims, issues, listing, notes, overview, search
 from workq.services.sync import mirror
 from workq.services.workspaces import landings
 
@@ -134,8 +134,8 @@ class Board:
         self.env.filters["markdown"] = render
         self.env.filters["stamp"] = _stamp
         self.feed = ChangeFeed(
-            lambda: board.last_change(queue),
-            lambda after: board.changes(queue, after),
+            lambda: overview.last_change(queue),
+            lambda after: overview.changes(queue, after),
             signal=queue.db.changes,
         )
 
@@ -183,16 +183,16 @@ class Board:
     def _view(self, request: Request) -> dict[str, Any]:
         f, kept = self._filters(request)
         pages = {}
-        for name in board.COLUMNS:
+        for name in overview.COLUMNS:
             raw = request.query_params.get(f"page_{name}", "0")
             pages[name] = _whole(raw, f"page_{name}", PAGE_MAX)
-        view = board.view(self.queue, f, pages)
+        view = overview.view(self.queue, f, pages)
         return {
             "view": view,
             "kept": kept,
             "pages": pages,
             "types": list(IssueType),
-            "count_cap": board.COUNT_CAP,
+            "count_cap": overview.COUNT_CAP,
         }
 
     async def home(self, request: Request) -> Response:
@@ -224,7 +224,7 @@ class Board:
     def _issue(self, number: int) -> dict[str, Any]:
         issue = issues.get(self.queue, number)
         linked = sorted({*issue.blocked_by, *issue.blocks})
-        titles = {s.number: s for s in issues.summaries(self.queue, linked)} if linked else {}
+        titles = {s.number: s for s in listing.summaries(self.queue, linked)} if linked else {}
         history = []
         after = 0
         while True:
@@ -242,7 +242,7 @@ class Board:
             "landing": landings.get(self.queue, number),
             "priorities": list(Priority),
             "confirmation": FORCE_CLAIM_CONFIRMATION,
-            "last_event": board.last_change(self.queue),
+            "last_event": overview.last_change(self.queue),
         }
 
     async def issue(self, request: Request) -> Response:
@@ -258,8 +258,8 @@ class Board:
 
     def _agents(self) -> dict[str, Any]:
         return {
-            "agents": board.agents(self.queue),
-            "plans": plans.list_plans(self.queue, active_only=True, limit=200),
+            "agents": overview.agents(self.queue),
+            "plans": plan_mode.list_plans(self.queue, active_only=True, limit=200),
         }
 
     async def agents(self, request: Request) -> Response:
@@ -271,7 +271,7 @@ class Board:
     async def graph_page(self, request: Request) -> Response:
         if not self.guard.may_read(request):
             return self.refused(request)
-        nodes, edges, more = await asyncio.to_thread(board.open_graph, self.queue)
+        nodes, edges, more = await asyncio.to_thread(overview.open_graph, self.queue)
         drawing = graph.layout(nodes, edges)
         return self.page(request, "graph.html", drawing=drawing, more=more)
 
@@ -308,7 +308,7 @@ class Board:
         if after is not None:  # read once the feed knows where it starts: no gap between
             with contextlib.suppress(TimeoutError):  # a feed that cannot read: replay anyway
                 await asyncio.wait_for(self.feed.started.wait(), KEEPALIVE)
-            replay = await asyncio.to_thread(board.changes, self.queue, after)
+            replay = await asyncio.to_thread(overview.changes, self.queue, after)
 
         async def stream() -> AsyncIterator[str]:
             try:

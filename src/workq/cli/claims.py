@@ -19,7 +19,7 @@ from workq.schemas import (
     ReadyFilter,
 )
 from workq.services.queue import blocking, claims, ready_queue, reports, waiting
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import claiming
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
@@ -179,7 +179,7 @@ def claim(
     """Claim an issue (a compare-and-set: exactly one claimer wins)."""
     s = state(ctx)
     by = s.acting(run_id, override=_IGNORING if ignore_plan_mode else None)
-    got = workspaces.claim(s.queue(), number, by)
+    got = claiming.claim(s.queue(), number, by)
     _claimed(got, json_)
 
 
@@ -203,9 +203,9 @@ def claim_next(
     by = s.acting(run_id, override=_IGNORING if ignore_plan_mode else None)
     got = waiting.until_found(
         q,
-        lambda: workspaces.claim_next(q, by, wanted),
+        lambda: claiming.claim_next(q, by, wanted),
         wait,
-        lambda: workspaces.claimable(q, wanted, worktree=None),
+        lambda: claiming.claimable(q, wanted, worktree=None),
     )
     if got is None:
         if json_:

@@ -18,7 +18,7 @@ from workq.schemas import (
     Priority,
     Status,
 )
-from workq.services.queue import dependencies, issues, notes
+from workq.services.queue import dependencies, issues, listing, notes
 from workq.services.sync import mirror, pulls
 from workq.services.workspaces import worktrees
 
@@ -141,7 +141,7 @@ def list_(
     json_: JsonFlag = False,
 ) -> None:
     """List issues by number, a page at a time."""
-    page = issues.list_issues(
+    page = listing.list_issues(
         state(ctx).queue(existing=True),
         status=status,
         priority=priority,

@@ -10,7 +10,7 @@ from workq.cli import output
 from workq.cli.state import State, state
 from workq.domain.plan import COMMAND_STEPS, MAX_TEAMMATES, guidance
 from workq.plan_schemas import Plan, PlanIssue
-from workq.services.plans import plans
+from workq.services.plans import plan_mode
 
 plan_app = typer.Typer(
     help="Plan mode: explore, design, review and write tasks before implementing.",
@@ -55,7 +55,7 @@ def list_(
     json_: JsonFlag = False,
 ) -> None:
     """List plans, newest first."""
-    found = plans.list_plans(
+    found = plan_mode.list_plans(
         state(ctx).queue(existing=True), run_id=run_id, active_only=active, limit=limit
     )
     if json_:
@@ -92,7 +92,7 @@ def show(
     """Show a plan: phase, file, empty sections and the issues it launched."""
     s = state(ctx)
     who = run_id_of(s, run_id) if slug is None else run_id
-    detail = plans.show(s.queue(existing=True), run_id=who, slug=slug)
+    detail = plan_mode.show(s.queue(existing=True), run_id=who, slug=slug)
     if json_:
         output.emit_json(detail)
         return
@@ -141,7 +141,9 @@ def enter(
     """Put a run in plan mode: create plans/SLUG.md beside the database (WORKQ_PLANS_DIR to
     choose another folder) at phase Explore."""
     s = state(ctx)
-    entered = plans.enter(s.queue(), run_id_of(s, run_id), slug, goal, s.settings().plans_folder)
+    entered = plan_mode.enter(
+        s.queue(), run_id_of(s, run_id), slug, goal, s.settings().plans_folder
+    )
     if json_:
         output.emit_json(entered)
         return
@@ -158,7 +160,7 @@ def enter(
 def advance(ctx: typer.Context, run_id: RunId = None, json_: JsonFlag = False) -> None:
     """Move a run's plan to its next phase."""
     s = state(ctx)
-    moved = plans.advance(s.queue(), run_id_of(s, run_id))
+    moved = plan_mode.advance(s.queue(), run_id_of(s, run_id))
     if json_:
         output.emit_json(moved)
         return
@@ -190,13 +192,13 @@ def exit_(
     if abandon:
         if launch_swarm:
             raise typer.BadParameter("--abandon launches nothing; drop --launch-swarm")
-        dropped = plans.abandon(s.queue(), who, actor=s.actor)
+        dropped = plan_mode.abandon(s.queue(), who, actor=s.actor)
         if json_:
             output.emit_json(dropped)
         else:
             output.line(f"Abandoned plan {dropped.slug}; its file stays: {dropped.shown_path}")
         return
-    done = plans.exit_plan(s.queue(), who, launch_swarm=launch_swarm, teammate_count=teammates)
+    done = plan_mode.exit_plan(s.queue(), who, launch_swarm=launch_swarm, teammate_count=teammates)
     if json_:
         output.emit_json(done)
         return

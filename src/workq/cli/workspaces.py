@@ -14,8 +14,15 @@ from workq.errors import NotFound
 from workq.schemas import LAND_MODES, MERGE_MODES, ON_REFUSED, LandingStatus, WorktreeInfo
 from workq.services.handle import Queue
 from workq.services.queue import agents, issues
-from workq.services.workspaces import conflicts, landings, merges, repositories, worktrees
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.workspaces import (
+    claiming,
+    conflicts,
+    landings,
+    merges,
+    repositories,
+    worktree_cleanup,
+    worktrees,
+)
 
 repo_app = typer.Typer(help="Registered git repositories.", no_args_is_help=True)
 worktree_app = typer.Typer(help="A git worktree per claimed issue.", no_args_is_help=True)
@@ -208,7 +215,7 @@ def repo_list(ctx: typer.Context, json_: JsonFlag = False) -> None:
 @repo_app.command("status")
 def repo_status(ctx: typer.Context, name: RepoArg, json_: JsonFlag = False) -> None:
     """A repository: its worktrees and the files two of them both change."""
-    repo = workspaces.overview(state(ctx).queue(existing=True), name)
+    repo = claiming.overview(state(ctx).queue(existing=True), name)
     if json_:
         output.emit_json(repo)
         return
@@ -315,7 +322,7 @@ def worktree_remove(
     claimed, only its holder may (--run-id, WORKQ_RUN_ID or --as), unless --force."""
     s = state(ctx)
     by = s.acting(run_id, override="workq worktree remove --force" if force else None)
-    gone = worktrees.remove(s.queue(), repo, worktree_id, by=by, force=force, actor=s.actor)
+    gone = worktree_cleanup.remove(s.queue(), repo, worktree_id, by=by, force=force, actor=s.actor)
     output.line(f"Removed {gone.path} (branch {gone.branch})")
 
 
@@ -330,7 +337,7 @@ def worktree_prune(
 ) -> None:
     """Remove the worktrees of done, released or deleted issues; keep dirty ones unless
     --force. Prints the disk use of each."""
-    report = worktrees.prune(state(ctx).queue(), repo, force=force)
+    report = worktree_cleanup.prune(state(ctx).queue(), repo, force=force)
     if json_:
         output.emit_json(report)
         return

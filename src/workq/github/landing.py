@@ -13,7 +13,7 @@ open    -> GitHub's answer read: merged already, closed, a head nobody but workq
            that head is recorded
 merging -> ``PUT .../merge`` with the head it checked (GitHub refuses a moved head and a
            second merge); after a lost answer the pull request is read again
-merged  -> the issue completed, the worktree and branch removed (merges.finish_landing)
+merged  -> the issue completed, the worktree and branch removed (pr_landings.finish_landing)
 
 Who may land is the decision table's (domain/decisions.py, ``Action.LAND``): the claim that
 asked (its holder's run id and fence, from the landing record), with a live lease, no open
@@ -56,7 +56,7 @@ from workq.github.submit import REMOTE, pr_body
 from workq.services.handle import Queue
 from workq.services.queue import blocking, door, issues, notes
 from workq.services.sync import mirror, pulls
-from workq.services.workspaces import landings, merges
+from workq.services.workspaces import landings, pr_landings
 from workq.services.workspaces.landings import Due
 from workq.vcs import git
 
@@ -444,7 +444,7 @@ class Lander:
     def _finish(self, item: Due, report: LandReport) -> None:
         assert item.merge_sha is not None
         root = Path(item.root)
-        merges.finish_landing(
+        pr_landings.finish_landing(
             self.q,
             item.number,
             item.repository,

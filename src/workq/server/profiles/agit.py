@@ -257,10 +257,10 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def agit_repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoStatus]:
         """Detailed status of a repository: its worktrees, tasks and file conflicts."""
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         def call() -> CallToolResult:
-            r = workspaces.overview(state.queue(), repo)
+            r = claiming.overview(state.queue(), repo)
             tasks = _tasks(repo)
             titles = {t.id: t.description for t in tasks}
             items = [
@@ -306,12 +306,12 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Spawned]:
         """Create an isolated worktree for an agent, on the task's own branch. The task is
         claimed for the agent (default: this server's run)."""
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         def call() -> CallToolResult:
             by = state.authority(agent)
             holder = by.acts_as or state.run_id
-            number, info = workspaces.spawn_task(
+            number, info = claiming.spawn_task(
                 state.queue(),
                 repo,
                 task_number(task) if task else None,
@@ -340,10 +340,10 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, Removed]:
         """Remove a worktree from disk and registry (its branch stays if it has unmerged
         commits). Refused with uncommitted changes unless force."""
-        from workq.services.workspaces import worktrees
+        from workq.services.workspaces import worktree_cleanup
 
         def call() -> CallToolResult:
-            worktrees.remove(
+            worktree_cleanup.remove(
                 state.queue(),
                 repo,
                 worktree_id,
@@ -406,7 +406,7 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ClaimedTask]:
         """Atomically claim a pending task for an agent (the agent id is the run id that
         holds it)."""
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         def call() -> CallToolResult:
             refused = f'task "{task_id}" not found or already claimed'
@@ -417,7 +417,7 @@ def register(reg: Registry) -> None:
             # (RUN_ID_IN_USE), and a claim made under it binds it to this caller.
             by = state.authority(agent_id)
             try:
-                taken = workspaces.claim(state.queue(), number, by, worktree=worktree)
+                taken = claiming.claim(state.queue(), number, by, worktree=worktree)
             except WorkqError as exc:
                 if _of_the_worktree(exc):
                     raise

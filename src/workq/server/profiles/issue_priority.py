@@ -230,7 +230,7 @@ def register(reg: Registry) -> None:
         from workq.schemas import ReadyFilter
         from workq.services.queue import issues, reports
         from workq.services.sync import mirror
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         q = state.queue()
         chosen = ReadyFilter(
@@ -238,7 +238,7 @@ def register(reg: Registry) -> None:
             exclude_types=[IssueType(t) for t in excludeTypes] if excludeTypes else None,
         )
         with worded("Could not select the next issue"):
-            taken = workspaces.claim_next(q, state.authority(), chosen)
+            taken = claiming.claim_next(q, state.authority(), chosen)
             if taken is None:
                 counts = reports.availability(
                     q, include_types=chosen.include_types, exclude_types=chosen.exclude_types

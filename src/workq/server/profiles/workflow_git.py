@@ -150,9 +150,9 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, MergedToMain]:
         """Merge the issue's branch into the default branch once its checkout is clean and
         the quality gates pass, and complete the issue."""
-        from workq.services.workspaces import gitflow
+        from workq.services.workspaces import to_main
 
-        done = gitflow.merge_to_main(
+        done = to_main.merge_to_main(
             state.queue(),
             _where(),
             by=state.authority(),

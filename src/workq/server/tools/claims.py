@@ -131,13 +131,13 @@ def register_core(reg: Registry) -> None:
         number: Number, run_id: RunId = None, worktree: WithWorktree = None
     ) -> Annotated[CallToolResult, Claim]:
         """Claim an issue for a run. Claiming again as the same run renews the lease."""
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         with worded(
             f"Could not claim issue #{number}", conflicts_only=CLAIM_REFUSED.format(number)
         ):
             by = state.authority(run_id)
-            claim = workspaces.claim(state.queue(), number, by, worktree=worktree)
+            claim = claiming.claim(state.queue(), number, by, worktree=worktree)
             state.claimed_with(claim.claimed_by)
         text = f"Claimed issue #{number}" + _waiting(number, claim.waits_on)
         return ok(text + _workspace(claim.worktree), claim)
@@ -155,18 +155,18 @@ def register_core(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, ClaimedNext]:
         """Claim the next ready issue in one step (no race with other agents) and return
         it with its description."""
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
         with worded("Could not claim the next issue"):
             by = state.authority(run_id)
 
         def attempt() -> ClaimedIssue | None:
-            return workspaces.claim_next(state.queue(), by, wanted, worktree=worktree)
+            return claiming.claim_next(state.queue(), by, wanted, worktree=worktree)
 
         look = Look(
             (wanted.model_dump_json() if wanted else None, bool(worktree)),
-            lambda: workspaces.claimable(state.queue(), wanted, worktree=worktree),
+            lambda: claiming.claimable(state.queue(), wanted, worktree=worktree),
         )
         with worded("Could not claim the next issue"):
             issue = await until_found(state, attempt, wait_seconds or 0, look)
@@ -216,7 +216,7 @@ def register_core(reg: Registry) -> None:
         """Block an issue with a reason: releases the claim and keeps it out of issue_ready
         until unblocked."""
         from workq.services.queue import blocking
-        from workq.services.workspaces import worktrees
+        from workq.services.workspaces import worktree_cleanup, worktrees
 
         q = state.queue()
         actor = run_id or state.run_id
@@ -225,7 +225,7 @@ def register_core(reg: Registry) -> None:
             kept = worktrees.get_for_issue(q, number)
             if remove_worktree and kept is not None:
                 # First: a refusal (uncommitted changes, a merge under way) blocks nothing.
-                worktrees.remove(q, kept.repository, kept.worktree_id, by=by, actor=actor)
+                worktree_cleanup.remove(q, kept.repository, kept.worktree_id, by=by, actor=actor)
             blocked = blocking.block(q, number, reason, by=by, actor=actor)
         text = f"Blocked issue #{number}: {reason}"
         data: dict[str, Any] = blocked.summary().model_dump(mode="json")

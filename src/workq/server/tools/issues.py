@@ -86,10 +86,10 @@ def register(reg: Registry) -> None:
         cursor: Cursor | None = None,
     ) -> Annotated[CallToolResult, IssueList]:
         """List issues by number, optionally filtered. Compact items; a page at a time."""
-        from workq.services.queue import issues
+        from workq.services.queue import issues, listing
 
         q = state.queue()
-        page = issues.list_issues(
+        page = listing.list_issues(
             q,
             status=status,
             priority=priority,

@@ -83,10 +83,10 @@ def register(reg: Registry) -> None:
     def enter_plan_mode(slug: Slug, goal: Goal) -> CallToolResult:
         """Enter plan mode: creates plans/<slug>.md at phase Explore. Claims and
         completions are refused until exit_plan_mode."""
-        from workq.services.plans import plans
+        from workq.services.plans import plan_mode
 
         with worded("Could not enter plan mode"):
-            entered = plans.enter(
+            entered = plan_mode.enter(
                 state.queue(), state.run_id, slug, goal, state.settings.plans_folder
             )
         plan = entered.plan
@@ -101,11 +101,11 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def get_current_phase() -> Annotated[CallToolResult, PlanView]:
         """The plan mode phase and its guidance."""
-        from workq.services.plans import plans
+        from workq.services.plans import plan_mode
 
         with worded("Could not read the plan mode phase"):
             try:
-                detail = plans.show(state.queue(), run_id=state.run_id)
+                detail = plan_mode.show(state.queue(), run_id=state.run_id)
             except NoActivePlan:
                 detail = None
         if detail is None:
@@ -122,10 +122,10 @@ def register(reg: Registry) -> None:
     @reg.tool(writes(idempotent=False))
     def advance_plan_phase() -> CallToolResult:
         """Next plan mode phase: Explore, Design, Review, Final, Exit."""
-        from workq.services.plans import plans
+        from workq.services.plans import plan_mode
 
         with worded("Could not advance the plan phase"):
-            moved = plans.advance(state.queue(), state.run_id)
+            moved = plan_mode.advance(state.queue(), state.run_id)
         plan = moved.plan
         text = f"Advanced to phase: {plan.phase.display}\n{guidance_of(plan.phase)}"
         section = PHASE_SECTIONS.get(moved.previous)
@@ -145,10 +145,10 @@ def register(reg: Registry) -> None:
     ) -> Annotated[CallToolResult, PlanExit]:
         """Exit plan mode once the plan file is written. launchSwarm=true queues its
         '- [ ]' tasks as issues, in their (after N) order, over teammateCount agents."""
-        from workq.services.plans import plans
+        from workq.services.plans import plan_mode
 
         with worded("Could not exit plan mode"):
-            done = plans.exit_plan(
+            done = plan_mode.exit_plan(
                 state.queue(),
                 state.run_id,
                 launch_swarm=launchSwarm,

@@ -39,10 +39,10 @@ def register(reg: Registry) -> None:
     @reg.tool(READ_ONLY)
     def repo_status(repo: RepoName) -> Annotated[CallToolResult, RepoOverview]:
         """A repository's worktrees and the files two of them both change."""
-        from workq.services.workspaces import worktree_claims as workspaces
+        from workq.services.workspaces import claiming
 
         with worded(f"Could not read repository {repo}"):
-            found = workspaces.overview(state.queue(), repo)
+            found = claiming.overview(state.queue(), repo)
         lines = [f"{found.name}: {found.path}, default branch {found.default_branch}"]
         lines += [f"#{w.number} {w.branch} ({w.state}) {w.path}" for w in found.worktrees]
         for c in found.conflicts:

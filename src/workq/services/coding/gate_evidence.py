@@ -251,7 +251,7 @@ def evidence(q: Queue, number: int, *, limit: int = 100) -> list[GateRun]:
 
 
 class MergeCandidate(NamedTuple):
-    """What a merge is about to land, for the checks in ``merges.GATES``."""
+    """What a merge is about to land, for the checks in ``land.GATES``."""
 
     root: Path
     """The repository."""

@@ -34,8 +34,8 @@ from workq.schemas import (
     WorkContext,
 )
 from workq.services.handle import Queue, load
-from workq.services.plans import plans
-from workq.services.queue import board, predicates, ready_queue
+from workq.services.plans import plan_mode
+from workq.services.queue import overview, predicates, ready_queue
 from workq.services.workspaces import worktrees
 from workq.vcs import git
 
@@ -66,7 +66,7 @@ def gather(
     issue taken from ``branch`` when it names one of the queue's issues."""
     run_id = by.acts_as
     ready = ready_queue.ready(q, limit=NEXT_UP, holder=run_id or "")
-    plan = plans.active_plan(q, run_id) if run_id else None
+    plan = plan_mode.active_plan(q, run_id) if run_id else None
     found = _read(q, by, branch, [r.number for r in ready], include_closed_recent)
     active, mine, labels, blocked, closed = found
     return WorkContext(
@@ -128,14 +128,14 @@ def _read(
             ):
                 labels.setdefault(number, []).append(name)
         cards = [
-            *board.first_cards(conn, "blocked", now, LISTED),
-            *board.first_cards(conn, "waiting", now, LISTED),
+            *overview.first_cards(conn, "blocked", now, LISTED),
+            *overview.first_cards(conn, "waiting", now, LISTED),
         ]
         closed = None
         if include_closed_recent:
             closed = [
                 ClosedIssue(number=c.number, title=c.title, closed_at=c.since)
-                for c in board.first_cards(conn, "done", now, LISTED)
+                for c in overview.first_cards(conn, "done", now, LISTED)
                 if c.since is not None and c.since >= now - RECENT
             ]
     first = active.number if active else None

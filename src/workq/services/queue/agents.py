@@ -14,7 +14,7 @@ from workq.domain import fields
 from workq.errors import InvalidInput, NotFound
 from workq.schemas import AgentInfo, Status
 from workq.services.handle import Queue
-from workq.services.queue import board, claims
+from workq.services.queue import claims, overview
 
 TYPE_MAX = 32
 
@@ -109,7 +109,7 @@ def roster(q: Queue) -> list[AgentInfo]:
     lease renewal, as the board shows them)."""
     registered = list_agents(q)
     known = {a.agent_id for a in registered}
-    plain = [b for b in board.agents(q) if b.run_id not in known and b.claims]
+    plain = [b for b in overview.agents(q) if b.run_id not in known and b.claims]
     return registered + [
         AgentInfo(
             agent_id=b.run_id,

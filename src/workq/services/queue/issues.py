@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, exists, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
@@ -18,13 +17,9 @@ from workq.db.tables import touches as touches_t
 from workq.domain import fields, globs
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
-from workq.errors import InvalidInput, InvalidTransition, bad_cursor
+from workq.errors import InvalidInput, InvalidTransition
 from workq.schemas import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
     Issue,
-    IssuePage,
-    IssueSummary,
     IssueType,
     Priority,
     Status,
@@ -301,93 +296,47 @@ def waits_on(q: Queue, number: int) -> list[int]:
         return blockers.waits_on(conn, load(conn, number))
 
 
-def encode_cursor(number: int) -> str:
-    return base64.urlsafe_b64encode(f"n:{number}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        kind, _, value = base64.urlsafe_b64decode(padded.encode()).decode().partition(":")
-        if kind != "n":
-            raise ValueError(kind)
-        return int(value)
-    except (ValueError, UnicodeDecodeError):
-        raise bad_cursor() from None
-
-
-@retry_lost_read
-def list_issues(
-    q: Queue,
-    *,
-    status: str | Status | None = None,
-    priority: str | Priority | None = None,
-    issue_type: str | IssueType | None = None,
-    agent: str | None = None,
-    label: str | None = None,
-    claimed_by: str | None = None,
-    limit: int = PAGE_DEFAULT,
-    cursor: str | None = None,
-) -> IssuePage:
-    if not 1 <= limit <= PAGE_MAX:
-        raise InvalidInput(f"limit must be between 1 and {PAGE_MAX}", field="limit")
-    stmt = select(issues).order_by(issues.c.number).limit(limit + 1)
-    if status is not None:
-        try:
-            stmt = stmt.where(issues.c.status == Status(status).value)
-        except ValueError:
-            raise InvalidInput(
-                f"status must be one of open, in_progress, done (got {status!r})", field="status"
-            ) from None
+def _checked(
+    title: str | None,
+    description: str | None,
+    priority: str | Priority | None,
+    issue_type: str | IssueType | None,
+    agent: str | None,
+) -> dict[str, Any]:
+    """The column values of the fields given, each checked."""
+    changes: dict[str, Any] = {}
+    if title is not None:
+        changes["title"] = fields.title(title)
+    if description is not None:
+        changes["description"] = fields.description(description)
     if priority is not None:
-        stmt = stmt.where(issues.c.priority == fields.priority(priority).rank)
+        changes["priority"] = fields.priority(priority).rank
     if issue_type is not None:
-        stmt = stmt.where(issues.c.issue_type == fields.issue_type(issue_type).value)
+        changes["issue_type"] = fields.issue_type(issue_type).value
     if agent is not None:
-        stmt = stmt.where(issues.c.agent == agent)
-    if claimed_by is not None:
-        stmt = stmt.where(issues.c.claimed_by == claimed_by)
-    if label is not None:
-        stmt = stmt.where(
-            exists().where(and_(labels_t.c.issue_id == issues.c.id, labels_t.c.name == label))
+        changes["agent"] = fields.agent(agent)
+    return changes
+
+
+def _relabel(
+    conn: Connection, issue_id: str, adding: Sequence[str], removing: Sequence[str]
+) -> dict[str, list[str]]:
+    """Add and remove labels; what changed, as the event records it."""
+    current = set(_labels_of(conn, issue_id))
+    added = sorted(set(adding) - current)
+    removed = sorted(set(removing) & current)
+    if len(current | set(added)) - len(removed) > 32:
+        raise InvalidInput("at most 32 labels per issue", field="labels")
+    changed: dict[str, list[str]] = {}
+    if added:
+        conn.execute(insert(labels_t), [{"issue_id": issue_id, "name": n} for n in added])
+        changed["labels_added"] = added
+    if removed:
+        conn.execute(
+            delete(labels_t).where(labels_t.c.issue_id == issue_id, labels_t.c.name.in_(removed))
         )
-    if cursor:
-        stmt = stmt.where(issues.c.number > decode_cursor(cursor))
-    with q.db.read() as conn:
-        rows = list(conn.execute(stmt))
-        page = rows[:limit]
-        label_map: dict[str, list[str]] = {}
-        if page:
-            for issue_id, name in conn.execute(
-                select(labels_t.c.issue_id, labels_t.c.name)
-                .where(labels_t.c.issue_id.in_([r.id for r in page]))
-                .order_by(labels_t.c.name)
-            ):
-                label_map.setdefault(issue_id, []).append(name)
-        waiting = [r.id for r in page if r.open_blockers]
-        waits_on: dict[str, list[int]] = {}
-        if waiting:
-            for issue_id, number in conn.execute(
-                select(deps.c.blocked_id, _blocker.c.number)
-                .join(deps, deps.c.blocker_id == _blocker.c.id)
-                .where(deps.c.blocked_id.in_(waiting), _blocker.c.status != Status.DONE.value)
-                .order_by(_blocker.c.number)
-            ):
-                waits_on.setdefault(issue_id, []).append(number)
-    items = [to_issue(r, labels=label_map.get(r.id)).listed(waits_on.get(r.id, [])) for r in page]
-    has_more = len(rows) > limit
-    return IssuePage(
-        items=items,
-        has_more=has_more,
-        next_cursor=encode_cursor(page[-1].number) if has_more else None,
-    )
-
-
-@retry_lost_read
-def summaries(q: Queue, numbers: Sequence[int]) -> list[IssueSummary]:
-    with q.db.read() as conn:
-        rows = conn.execute(select(issues).where(issues.c.number.in_(list(numbers))))
-        return [to_issue(r).summary() for r in rows]
+        changed["labels_removed"] = removed
+    return changed
 
 
 def update_issue(
@@ -412,17 +361,7 @@ def update_issue(
     live claim, only its holder or an override changes them (domain/decisions.py,
     ``reshape``); the other fields anyone may edit."""
     fields.number(number)
-    changes: dict[str, Any] = {}
-    if title is not None:
-        changes["title"] = fields.title(title)
-    if description is not None:
-        changes["description"] = fields.description(description)
-    if priority is not None:
-        changes["priority"] = fields.priority(priority).rank
-    if issue_type is not None:
-        changes["issue_type"] = fields.issue_type(issue_type).value
-    if agent is not None:
-        changes["agent"] = fields.agent(agent)
+    changes = _checked(title, description, priority, issue_type, agent)
     adding = fields.labels(add_labels)
     removing = fields.labels(remove_labels)
     paths = None if touches is None else globs.globs(touches)
@@ -447,19 +386,7 @@ def update_issue(
             placement.place(q, conn, number, repository, actor=actor)
         before = {k: getattr(row, k) for k in changes if getattr(row, k) != changes[k]}
         after = {k: changes[k] for k in before}
-        current = set(_labels_of(conn, row.id))
-        added = sorted(set(adding) - current)
-        removed = sorted(set(removing) & current)
-        if len(current | set(added)) - len(removed) > 32:
-            raise InvalidInput("at most 32 labels per issue", field="labels")
-        if added:
-            conn.execute(insert(labels_t), [{"issue_id": row.id, "name": n} for n in added])
-            after["labels_added"] = added
-        if removed:
-            conn.execute(
-                delete(labels_t).where(labels_t.c.issue_id == row.id, labels_t.c.name.in_(removed))
-            )
-            after["labels_removed"] = removed
+        after.update(_relabel(conn, row.id, adding, removing))
         if paths is not None:
             now_touching = touches_of(conn, row.id)
             if paths != now_touching:

@@ -33,7 +33,6 @@ from workq.errors import (
     OnDefaultBranch,
     PlanModeActive,
     Step,
-    UncommittedChanges,
     WorkqError,
 )
 from workq.schemas import (
@@ -42,17 +41,19 @@ from workq.schemas import (
     Comment,
     Issue,
     IssueContext,
-    LandingStatus,
-    MergedToMain,
     Status,
     TddCommit,
     WorkStarted,
 )
-from workq.services.coding.gates import MergeCandidate, unconfigured
 from workq.services.handle import Queue, load, record
-from workq.services.queue import claims, door, issues, notes, predicates
-from workq.services.workspaces import checkouts, hooks, merges, repositories, worktrees
-from workq.services.workspaces import worktree_claims as workspaces
+from workq.services.queue import door, issues, notes, predicates
+from workq.services.workspaces import (
+    checkouts,
+    claiming,
+    hooks,
+    repositories,
+    worktrees,
+)
 from workq.services.workspaces.checkouts import Checkout
 from workq.services.workspaces.repositories import ACTIVE
 from workq.vcs import git
@@ -137,7 +138,7 @@ def link_issue_to_branch(
         if door.refusal(q, Action.STEP, number, by) is not None:
             # Claimed (or claimed again, a lapsed lease renewed) as issue_claim would;
             # the claim says why if it cannot be.
-            workspaces.claim(q, number, by, worktree=False)
+            claiming.claim(q, number, by, worktree=False)
         action = Action.STEP
     base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
     made = checkouts.created_here(q, co.root, branch)
@@ -180,7 +181,7 @@ def start_work_on_issue(
     issue = _open_issue(q, number)
     branch = tdd.feature_branch(branch_type, branch_name(number, issue.title))
     if worktree is None:  # as its repository says, or where it was started before
-        worktree = workspaces.per_claim(q, number) or worktrees.get_for_issue(q, number) is not None
+        worktree = claiming.per_claim(q, number) or worktrees.get_for_issue(q, number) is not None
     if worktree:
         return _start_in_worktree(q, where, issue, branch, by)
     co = checkouts.at(q, where)
@@ -194,7 +195,7 @@ def start_work_on_issue(
         )
     if current != branch:
         checkouts.require_clean(co.path)
-    taken = workspaces.claim(q, number, by, worktree=False)
+    taken = claiming.claim(q, number, by, worktree=False)
     try:
         if not exists:
             _new_branch(co, branch)
@@ -203,7 +204,7 @@ def start_work_on_issue(
     except WorkqError as exc:
         if taken.already_held:
             raise
-        raise workspaces.given_back(
+        raise claiming.given_back(
             q, number, by, exc, reason="its branch could not be made"
         ) from None
     base = git.merge_base(co.root, "refs/heads/" + co.default_branch, "refs/heads/" + branch)
@@ -248,7 +249,7 @@ def _start_in_worktree(
                 hint="put it in one first (workq repo assign), or start without worktree",
             )
         repositories.assign(q, number, repo, by=by, actor=_actor(by))
-    taken = workspaces.claim(q, number, by, worktree=True, branch=branch)
+    taken = claiming.claim(q, number, by, worktree=True, branch=branch)
     info = taken.worktree
     if info is None:  # pragma: no cover - claim(worktree=True) makes one or raises
         raise NotFound(f"Issue #{number} has no worktree", number=number)
@@ -431,7 +432,7 @@ def commit_tdd_phase(
             git.restore_index(work.path, saved)
         raise
     if work.number is not None:
-        _record(
+        record_step(
             q,
             work.number,
             "tdd_committed",
@@ -441,7 +442,9 @@ def commit_tdd_phase(
     return TddCommit(commit_hash=commit, commit_message=message, issue_number=work.number)
 
 
-def _record(q: Queue, number: int, kind: str, actor: str | None, after: dict[str, object]) -> None:
+def record_step(
+    q: Queue, number: int, kind: str, actor: str | None, after: dict[str, object]
+) -> None:
     def work(conn: Connection) -> None:
         with contextlib.suppress(NotFound):  # deleted meanwhile: the git step stands
             row = load(conn, number)
@@ -457,201 +460,6 @@ def _record(q: Queue, number: int, kind: str, actor: str | None, after: dict[str
             )
 
     q.db.write(work)
-
-
-def merge_to_main(
-    q: Queue,
-    where: Path,
-    *,
-    by: Authority,
-    actor: str | None = None,
-    strategy: str = "no-ff",
-    delete_branch: bool = True,
-    number: int | None = None,
-    lease_seconds: int = merges.DEFAULT_LEASE_SECONDS,
-) -> MergedToMain:
-    """Merge the issue's branch into the default branch (``no-ff``: always a merge commit;
-    ``squash``: one commit) once its checkout is clean and the gates passed on its tip;
-    complete the issue; delete the branch if asked and workq made it; the server's checkout
-    goes back to the default branch. Only the holder (``by``) or an override may (the door,
-    ``merge``). Through the merge queue: its lease, its in-memory conflict check, its
-    crash-safe record of the commit it lands; a merge that landed and was refused after
-    (its completion, its cleanup) finishes when asked again."""
-    if strategy not in merges.STRATEGIES:
-        raise InvalidInput(
-            f"merge_strategy must be one of {', '.join(merges.STRATEGIES)}",
-            field="merge_strategy",
-        )
-    chosen: merges.Strategy = "squash" if strategy == "squash" else "no-ff"
-    if number is not None:
-        fields.number(number)
-        landed = merges.landing_of(q, number)
-        if landed is not None:  # merged already: a rerun after a lost answer
-            return MergedToMain(
-                merged_branch=landed.branch,
-                target_branch=landed.into or "",
-                commit_hash=landed.commit or "",
-                issue_number=number,
-                branch_deleted=_branch_gone(q, number, landed.branch),
-                already_merged=True,
-            )
-    work = locate(q, where, by, number)
-    if work.number is None:
-        raise Conflict(
-            f"branch {work.branch} is linked to no issue",
-            branch=work.branch,
-            hint="link_issue_to_branch first",
-        )
-    n = work.number
-    issue = issues.get(q, n)
-    pr = work.repo is not None and repositories.get(q, work.repo).land == "pr"
-    # Before any other answer, the door; not for a merge that landed and completed its
-    # issue, its cleanup left (a worktree's merge asks on its own, merges.merge).
-    if issue.status != Status.DONE or (work.worktree_id is None and not _landed(work)):
-        let = door.ask(q, Action.QUEUE_LANDING if pr else Action.MERGE, n, by)
-        actor = worktrees.acted_as(let, by, actor)
-    if issue.status != Status.DONE:
-        checkouts.require_clean(work.path)
-    if work.worktree_id is not None and work.repo is not None:
-        done = merges.merge(
-            q,
-            work.repo,
-            work.worktree_id,
-            by=by,
-            actor=actor,
-            lease_seconds=lease_seconds,
-            strategy=chosen,
-            keep_branch=not delete_branch,
-        )
-        if done.landing is not None:
-            return _queued(work, n, done.landing)
-        head, note = done.commit or "", done.note  # the merge queue said what it checked
-    elif work.repo is not None and pr:
-        with q.db.read() as conn:
-            r = repositories.row(conn, work.repo)
-        branch = merges.Branch(n, work.branch, work.base_commit, work.path, None)
-        queued = merges.queue_landing(q, r, branch, actor, by)
-        assert queued.landing is not None
-        return _queued(work, n, queued.landing)
-    else:
-        head = _merge_checkout(q, work, issue, chosen, delete_branch, actor, by, lease_seconds)
-        note = unconfigured(q, work.root, head) if head else None
-    return MergedToMain(
-        merged_branch=work.branch,
-        target_branch=work.into,
-        commit_hash=head,
-        issue_number=n,
-        branch_deleted=git.branch_tip(work.root, work.branch) is None,
-        note=note,
-    )
-
-
-def _landed(work: Work) -> bool:
-    """Whether the default branch has the commit a merge of ``work`` recorded (it landed:
-    what is left is its completion and cleanup)."""
-    head = git.branch_tip(work.root, work.into)
-    recorded = work.merge_commit
-    return head is not None and recorded is not None and git.is_ancestor(work.root, recorded, head)
-
-
-def _queued(work: Work, number: int, landing: LandingStatus) -> MergedToMain:
-    """The answer of a merge that goes through a pull request: queued, not merged yet."""
-    return MergedToMain(
-        merged_branch=work.branch,
-        target_branch=work.into,
-        commit_hash=landing.merge_sha or "",
-        issue_number=number,
-        branch_deleted=False,
-        note=f"landing through a pull request: {landing.state}",
-        landing=landing,
-    )
-
-
-def _branch_gone(q: Queue, number: int, branch: str) -> bool:
-    issue = issues.get(q, number)
-    if issue.repository is None:
-        link = checkouts.of_issue(q, number)
-        root = Path(link.checkout) if link is not None else None
-    else:
-        root = Path(repositories.get(q, issue.repository).path)
-    return root is None or git.branch_tip(root, branch) is None
-
-
-def _merge_checkout(
-    q: Queue,
-    work: Work,
-    issue: Issue,
-    strategy: merges.Strategy,
-    delete_branch: bool,
-    actor: str | None,
-    by: Authority,
-    lease_seconds: int,
-) -> str:
-    """Merge a branch checked out in a shared checkout (not a worktree of its own)."""
-    n = issue.number
-
-    def dirty() -> WorkqError:
-        return UncommittedChanges(f"the checkout at {work.path} has uncommitted changes")
-
-    landing = merges.Landing(
-        root=work.root,
-        into=work.into,
-        branch=work.branch,
-        base_commit=work.base_commit,
-        recorded=work.merge_commit,
-        checkout=work.path,
-        label=f"#{n}: {issue.title}",
-        strategy=strategy,
-    )
-
-    def gates(tip: str, new: str | None) -> None:
-        merges.may(q, Action.MERGE, n, by)
-        merges.check_gates(q, MergeCandidate(work.root, work.path, tip, new, n, actor, by))
-
-    tip, main = git.branch_tip(work.root, work.branch), git.branch_tip(work.root, work.into)
-    if tip is not None and main is not None and not git.is_ancestor(work.root, tip, main):
-        merges.refuse_conflicts(work.root, main, tip, work.branch)
-        gates(tip, None)  # before the lease: gates may take minutes; asked again under it
-    with merges.merge_lease(q, work.repo, lease_seconds=lease_seconds):
-        head, already = merges.land(
-            landing,
-            gates=gates,
-            intend=lambda new: checkouts.intend_merge(q, n, new, by=by),
-            dirty=dirty,
-        )
-    try:  # landed: whatever refuses now, the merge asked again finishes it
-        with contextlib.suppress(NotFound):
-            claims.complete(q, n, by, actor=actor)
-        _leave(work)
-        if delete_branch and checkouts.branch_made(q, n, work.branch):
-            worktrees.drop_branch(work.root, work.branch, work.into)
-        _record(
-            q,
-            n,
-            "merged_to_main",
-            actor,
-            {"branch": work.branch, "into": work.into, "commit": head, "strategy": strategy}
-            | ({"resumed": True} if already else {}),
-        )
-    except WorkqError as exc:
-        what = "finishing it was refused"
-        raise merges.landed_but(exc, work, work.into, head, what, merges.again(exc)) from None
-    return head
-
-
-def _leave(work: Work) -> None:
-    """Put the checkout back on the default branch (detached at it when another worktree
-    has it checked out), so the merged branch can go."""
-    if git.current_branch(work.path) != work.branch:
-        return
-    elsewhere = any(
-        wt.branch == work.into and wt.path.resolve() != work.path.resolve()
-        for wt in git.worktrees(work.root)
-    )
-    if elsewhere:
-        git.run(["switch", "--quiet", "--detach", "refs/heads/" + work.into], cwd=work.path)
-    else:
-        git.switch(work.path, work.into)
 
 
 def add_issue_comment(

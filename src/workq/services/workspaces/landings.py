@@ -1,10 +1,11 @@
 """Landing through pull requests: the record of an issue's work on its way to a protected
 default branch, for a repository registered with ``land="pr"``.
 
-The merge queue (merges.py) checks and queues a landing (``queue``: the holder's authority,
+pr_landings.py checks and queues a landing (``queue``: the holder's authority,
 asked again in the transaction that writes the row), and answers at once. The GitHub worker
 then moves it (github/landing.py): push, open or find the pull request, wait for checks
-and mergeability, merge, then ``merges.finish_landing`` completes the issue and cleans up.
+and mergeability, merge, then ``pr_landings.finish_landing`` completes the issue and
+cleans up.
 Each step is recorded before (an intent) or after (an outcome) it runs, so a rerun after a
 crash finishes the job: see the states in db/models.py's ``landings``.
 """

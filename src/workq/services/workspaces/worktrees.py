@@ -7,12 +7,9 @@ git never runs inside a database transaction: a worktree is first recorded as
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ from sqlalchemy import Connection, bindparam, delete, or_, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
-from workq.db.tables import events, issues, repositories, worktrees
+from workq.db.tables import events, issues, worktrees
 from workq.domain import branches
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
@@ -31,12 +28,10 @@ from workq.errors import (
     NotFound,
     Step,
     UnmergedWork,
-    WorktreeDirty,
 )
 from workq.schemas import (
     AgentInfo,
     Issue,
-    PruneReport,
     Status,
     WorkspaceInfo,
     WorktreeInfo,
@@ -56,7 +51,7 @@ def _info(r: Any) -> WorkspaceInfo:
     return WorkspaceInfo(worktree_id=r.id, repository=r.repository, path=r.path, branch=r.branch)
 
 
-def _listed(r: Any, disk: bool = False) -> WorktreeInfo:
+def listed(r: Any, disk: bool = False) -> WorktreeInfo:
     return WorktreeInfo(
         id=r.id,
         repository=r.repository,
@@ -359,137 +354,7 @@ def list_worktrees(
         if not everything:
             stmt = stmt.where(worktrees.c.state.in_(ACTIVE))
         rows = conn.execute(stmt).all()
-    return [_listed(r, disk) for r in rows]
-
-
-def _discard(
-    q: Queue,
-    w: Any,
-    r: Any,
-    *,
-    force: bool,
-    state: str = "removed",
-    keep_branch: bool = False,
-    actor: str | None = None,
-    recorded: dict[str, Any] | None = None,
-) -> bool:
-    """Remove worktree ``w`` from disk and mark it ``state``; its branch goes too when
-    workq made it and the default branch already has all of its work (unless
-    ``keep_branch``). Whether the branch is gone. ``recorded``: what the event records of
-    an override (who made it, and why).
-
-    Raises:
-        WorktreeDirty: it holds uncommitted edits and not ``force`` (nothing changed).
-    """
-    root, path = Path(r.path), Path(w.path)
-    if path.is_dir():
-        known = {wt.path.resolve() for wt in git.worktrees(root)}
-        if path.resolve() in known:
-            if not force:
-                refuse_dirty(w, path)
-            git.worktree_remove(root, path, force=True)
-        elif path.parent == Path(r.worktree_dir) and not path.is_symlink():
-            # What an interrupted removal left: git no longer knows it as a worktree.
-            shutil.rmtree(path)
-    elif state != "merged":
-        # Gone from disk by other means: drop git's record of it. (Not on every removal:
-        # a prune racing another process's `worktree add` can take its half-made record.)
-        git.worktree_prune(root)
-    deleted = git.branch_tip(root, w.branch) is None
-    if not deleted and not keep_branch and branch_made(q, w):
-        deleted = drop_branch(root, w.branch, r.default_branch)
-
-    def mark(conn: Connection) -> None:
-        now = q.now()
-        conn.execute(
-            update(worktrees).where(worktrees.c.id == w.id).values(state=state, updated_at=now)
-        )
-        record(
-            q,
-            conn,
-            kind="worktree_removed",
-            issue_id=w.issue_id,
-            number=w.number,
-            actor=actor,
-            now=now,
-            after={"path": w.path, "branch_deleted": deleted, **(recorded or {})},
-        )
-
-    q.db.write(mark)
-    return deleted
-
-
-def refuse_dirty(w: Any, path: Path) -> None:
-    """WorktreeDirty, naming the files, when the worktree at ``path`` holds uncommitted
-    edits: no cleanup removes them."""
-    dirty = git.dirty_paths(path)
-    if dirty:
-        shown = ", ".join(dirty[:10]) + (" ..." if len(dirty) > 10 else "")
-        raise WorktreeDirty(
-            f"worktree {w.id} ({path}) has uncommitted changes: {shown}",
-            worktree_id=w.id,
-            files=dirty[:100],
-        )
-
-
-def drop_branch(root: Path, branch: str, into: str) -> bool:
-    """Delete ``branch`` once the default branch ``into`` has all of its work (its tip, or
-    a merge of it that would change nothing: a squash of it); whether it is gone. The
-    default branch is never a task's to delete, and a branch with work of its own (a
-    commit made after the merge) stays."""
-    tip = git.branch_tip(root, branch)
-    if tip is None:
-        return True
-    head = git.branch_tip(root, into)
-    if branch == into or head is None:
-        return False
-    if not git.is_ancestor(root, tip, head):
-        merged = git.merge_tree(root, head, tip).tree
-        tree = git.run(["rev-parse", head + "^{tree}"], cwd=root).stdout.strip()
-        if merged is None or merged != tree:
-            return False
-    git.delete_branch(root, branch)
-    return True
-
-
-def remove(
-    q: Queue,
-    repo: str,
-    worktree_id: str,
-    *,
-    by: Authority,
-    force: bool = False,
-    actor: str | None = None,
-) -> WorktreeInfo:
-    """Remove a worktree from disk and the registry. While a live claim holds its issue,
-    only the holder (``by``) or an override may (the door, ``remove-worktree``). Refused
-    with uncommitted changes unless ``force``, which only the holder of its claim (even a
-    lapsed one) or an override may use: nobody else throws its edits away. Its branch is
-    kept if it has work the default branch lacks, or if workq did not make it."""
-
-    with q.db.read() as conn:
-        r = repository_row(conn, repo)
-        w = by_id(conn, worktree_id, repo)
-    if w.state in ("removed", "merged"):
-        return _listed(w)
-    recorded: dict[str, Any] = {}
-    if w.number is not None:
-        with contextlib.suppress(NotFound):  # its issue deleted: nobody holds it
-            let = door.ask(q, Action.REMOVE_WORKTREE, w.number, by)
-            actor = acted_as(let, by, actor)
-            recorded = by.recorded() if let.overridden else {}
-            mine = let.holder is None or let.mine or let.overridden
-            force = force and mine
-    if w.state == "merging":
-        raise Conflict(
-            f"worktree {worktree_id} is being merged (or a merge of it was interrupted)",
-            worktree_id=worktree_id,
-            number=w.number,
-            hint=("finish the merge: ", Step.MERGE),
-        )
-    _discard(q, w, r, force=force, actor=actor, recorded=recorded)
-    with q.db.read() as conn:
-        return _listed(by_id(conn, worktree_id))
+    return [listed(r, disk) for r in rows]
 
 
 def acted_as(let: door.Admitted, by: Authority, actor: str | None) -> str | None:
@@ -500,62 +365,6 @@ def acted_as(let: door.Admitted, by: Authority, actor: str | None) -> str | None
     if let.overridden and by.who:
         return by.who
     return actor
-
-
-def _finished(conn: Connection, w: Any, now: datetime) -> bool:
-    """Whether ``w``'s issue no longer needs it: done, deleted, or released (open and
-    unclaimed) - not merely with an expired lease (a live agent may still commit)."""
-    if w.state == "creating":  # interrupted, unless another process is making it now
-        return bool(w.updated_at < now - timedelta(seconds=CREATING_GRACE_SECONDS))
-    if w.state == "merging":  # a merge to finish, not to throw away
-        return False
-    found = conn.execute(
-        select(issues.c.status, issues.c.claimed_by).where(issues.c.id == w.issue_id)
-    ).first()
-    if found is None:
-        return True
-    return bool(found.status == Status.DONE.value or found.claimed_by is None)
-
-
-# Who prunes: no caller's claim. The door lets it remove a worktree unless a live claim
-# holds its issue (claimed again since it was found finished).
-NOBODY = Authority()
-
-
-def prune(q: Queue, repo: str | None = None, *, force: bool = False) -> PruneReport:
-    """Remove the worktrees of done, released or deleted issues (never one with uncommitted
-    changes unless ``force``, nor one whose issue was claimed again meanwhile); report the
-    rest with their disk use. Branches go as ``remove`` deletes them."""
-    with q.db.read() as conn:
-        stmt = select(worktrees).where(worktrees.c.state.in_(ACTIVE))
-        if repo is not None:
-            repository_row(conn, repo)
-            stmt = stmt.where(worktrees.c.repository == repo)
-        now = q.now()
-        candidates = [(w, _finished(conn, w, now)) for w in conn.execute(stmt).all()]
-        repos = {r.name: r for r in conn.execute(select(repositories)).all()}
-    removed: list[WorktreeInfo] = []
-    kept: list[WorktreeInfo] = []
-    for w, finished in candidates:
-        info = _listed(w, disk=True)
-        if not finished or _claimed_again(q, w):
-            kept.append(info)
-            continue
-        try:
-            _discard(q, w, repos[w.repository], force=force)
-        except WorktreeDirty:
-            kept.append(info)
-            continue
-        removed.append(info)
-    return PruneReport(removed=removed, kept=kept)
-
-
-def _claimed_again(q: Queue, w: Any) -> bool:
-    """Whether a live claim holds ``w``'s issue now (the door refuses its removal)."""
-    if w.number is None:
-        return False
-    found = door.refusal(q, Action.REMOVE_WORKTREE, w.number, NOBODY)
-    return found is not None and not isinstance(found, NotFound)  # deleted: nobody holds it
 
 
 def with_paths(q: Queue, found: list[AgentInfo]) -> list[AgentInfo]:
