@@ -277,6 +277,20 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_the_architecture_doc_draws_the_arrows_of_this_table() -> None:
+    doc = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    table = doc.split("<!-- room-arrows -->")[1].split("<!-- /room-arrows -->")[0]
+    drawn: dict[str, frozenset[str]] = {}
+    for line in table.strip().splitlines()[2:]:
+        room, arrows = (cell.strip() for cell in line.strip("|").split("|"))
+        drawn[room] = frozenset(a.strip() for a in arrows.split(",") if not a.startswith("("))
+    assert drawn == SERVICE_ARROWS
+
+
+def test_the_queue_is_the_floor() -> None:
+    assert SERVICE_ARROWS["queue"] == frozenset()
+
+
 def test_no_module_imports_itself_round_a_circle() -> None:
     assert circles(module_graph(SRC)) == []
 

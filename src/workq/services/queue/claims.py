@@ -1,5 +1,6 @@
 """The claim lifecycle: claim, claim_next, heartbeat, complete, release, force. Who may
-act on a claim (the holder, its fence, an override) is holding.py's.
+act on a claim (the holder, its fence, an override) is the door's (door.py, asking
+domain/decisions.py).
 
 What is ready lives in ready_queue.py, PostgreSQL's one-statement claim_next in
 claim_statement.py, block and unblock in blocking.py.

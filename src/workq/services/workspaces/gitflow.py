@@ -1,5 +1,6 @@
 """Contract E's git steps around a claim: a feature branch, an issue started on its branch (or
-in its worktree), TDD phase commits, the merge into the default branch, and comments.
+in its worktree), TDD phase commits and comments; the merge into the default branch is
+to_main.py's.
 
 Where the work happens: an issue with a worktree (``start_work_on_issue(worktree=true)``,
 or a repository that makes one per claim) is worked on in it; otherwise the server's own

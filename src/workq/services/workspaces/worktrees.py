@@ -1,5 +1,5 @@
 """A git worktree per claimed issue: made under the repository's worktree folder on a
-branch named from the issue, recorded, listed, removed and pruned.
+branch named from the issue, recorded and listed (removing them: worktree_cleanup.py).
 
 git never runs inside a database transaction: a worktree is first recorded as
 ``creating`` (so a crash leaves a trace that prune finds), then made by git, then marked
