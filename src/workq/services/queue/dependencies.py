@@ -14,7 +14,7 @@ from workq.errors import DependencyCycle, InvalidInput
 from workq.schemas import Issue
 from workq.services.handle import Queue, load, record
 from workq.services.queue import blockers
-from workq.services.queue.issues import _detail
+from workq.services.queue.issues import detail
 
 
 def _reaches(conn: Connection, start: str, target: str) -> bool:
@@ -86,7 +86,7 @@ def depend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) ->
                 numbers=(blocker, blocked),
             )
             conn.execute(update(issues).where(issues.c.id == second.id).values(updated_at=now))
-        return _detail(conn, blocked)
+        return detail(conn, blocked)
 
     return q.db.write(work)
 
@@ -117,6 +117,6 @@ def undepend(q: Queue, *, blocker: int, blocked: int, actor: str | None = None) 
                 now=now,
                 before={"blocker": blocker, "blocked": blocked},
             )
-        return _detail(conn, blocked)
+        return detail(conn, blocked)
 
     return q.db.write(work)

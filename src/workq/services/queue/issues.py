@@ -267,7 +267,8 @@ _labels = Prepared(
 )
 
 
-def _detail(conn: Connection, number: int) -> Issue:
+def detail(conn: Connection, number: int) -> Issue:
+    """Issue ``number`` in full (labels, blockers, touches), read in the caller's transaction."""
     row = load(conn, number)
     ids = {"issue_id": row.id}
     issue = to_issue(
@@ -284,7 +285,7 @@ def _detail(conn: Connection, number: int) -> Issue:
 def get(q: Queue, number: int) -> Issue:
     fields.number(number)
     with q.db.read() as conn:
-        return _detail(conn, number)
+        return detail(conn, number)
 
 
 @retry_lost_read
@@ -408,7 +409,7 @@ def update_issue(
                 before=_readable(before),
                 after=_readable(after),
             )
-        return _detail(conn, number)
+        return detail(conn, number)
 
     return q.db.write(work)
 
@@ -447,7 +448,7 @@ def reopen(q: Queue, number: int, *, actor: str | None = None) -> Issue:
             before={"status": row.status},
             after={"status": Status.OPEN.value},
         )
-        return _detail(conn, number)
+        return detail(conn, number)
 
     return q.db.write(work)
 
@@ -459,7 +460,7 @@ def delete_issue(q: Queue, number: int, *, by: Authority, actor: str | None = No
 
     def work(conn: Connection) -> Issue:
         let = door.admit(q, conn, Action.DELETE, number, by)  # locks: a complete counts once
-        gone = _detail(conn, number)
+        gone = detail(conn, number)
         if gone.status != Status.DONE:
             blockers.blocker_finished(conn, gone.id)  # nobody waits for it any more
         conn.execute(delete(issues).where(issues.c.id == gone.id))
