@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
 from tests.server.test_claim_faces import cli, cli_json
+from tests.services.plans.conftest import serve
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.queue import blocking, claims, dependencies, issues, ready_queue

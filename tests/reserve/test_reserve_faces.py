@@ -12,8 +12,8 @@ import pytest
 from mcp import Client
 
 from tests.conftest import migrated_sqlite
-from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of, make_server, text
+from tests.services.plans.conftest import serve
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import ADMIN
 from tests.db import upgrades
-from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of
 from tests.server.test_claim_faces import cli, cli_json
+from tests.services.plans.conftest import serve
 from workq.config import Settings
 from workq.db import migrate
 from workq.errors import InvalidInput

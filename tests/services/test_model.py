@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 from sqlalchemy import delete, insert
 
 from tests.conftest import ADMIN, FakeClock
-from tests.plan.conftest import fill
+from tests.services.plans.conftest import fill
 from workq.db.tables import (
     comments,
     counters,

@@ -13,8 +13,8 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from tests.plan.conftest import fill, serve, serve_here, tree
 from tests.server.conftest import call_error, call_ok, error_of, text
+from tests.services.plans.conftest import fill, serve, serve_here, tree
 from workq.domain.plan import PlanPhase, guidance
 
 pytestmark = pytest.mark.anyio

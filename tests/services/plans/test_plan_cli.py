@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan.conftest import fill
+from tests.services.plans.conftest import fill
 from tests.workq_cli import data, ok, workq
 
 

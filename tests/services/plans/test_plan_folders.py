@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
+from tests.services.plans.conftest import serve
 from tests.workq_cli import data, ok
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.conftest import FakeClock
-from tests.plan.conftest import FILLED, fill
+from tests.services.plans.conftest import FILLED, fill
 from workq.db.tables import events, plans
 from workq.domain.authority import Authority
 from workq.domain.plan import PlanPhase, render_template

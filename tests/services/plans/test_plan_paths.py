@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan.conftest import FILLED, fill, tree
+from tests.services.plans.conftest import FILLED, fill, tree
 from workq.errors import InvalidInput, StorageError
 from workq.services.handle import Queue
 from workq.services.plans import plan_files

@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.plan.conftest import serve, serve_here
 from tests.server.conftest import call_error, call_ok, error_of, text
+from tests.services.plans.conftest import serve, serve_here
 
 pytestmark = pytest.mark.anyio
 
