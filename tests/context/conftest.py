@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests import workq_cli
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.vcs import git
 
 WORKERS = """\

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.context.conftest import status
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.errors import InvalidInput
 from workq.services.coding import docs_index
 

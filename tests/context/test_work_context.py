@@ -15,7 +15,7 @@ from mcp import Client
 from tests.conftest import FakeClock
 from tests.context.conftest import environment, workq, workq_json
 from tests.server.conftest import call_ok, stdio_server, text
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.server.app import build_server

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.workspaces.gitrepo import commit, make_repo
+from tests.services.workspaces.gitrepo import commit, make_repo
 
 PY = json.dumps(sys.executable)  # a TOML basic string
 

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from tests.gates.gaterepo import PY, commit
+from tests.services.workspaces.gitrepo import make_repo
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import gate_runs
 from workq.domain import gates as rules

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.gates.gaterepo import PY, commit
+from tests.services.workspaces.gitrepo import make_repo
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import make_repo
 from workq.domain import gates as rules
 from workq.domain.authority import Authority
 from workq.errors import NotHolder, QualityGateFailed

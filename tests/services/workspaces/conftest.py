@@ -1,4 +1,4 @@
-"""The git-step tests drive servers with the SDK's client on asyncio."""
+"""The workspace and git-step tests drive servers with the SDK's client on asyncio."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workspaces.gitrepo import commit, log, make_repo
+from tests.services.workspaces.gitrepo import commit, log, make_repo
 from workq.domain.authority import Authority
 from workq.errors import ConnectionLost, WorktreeDirty
 from workq.schemas import Status

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.services.workspaces.gitrepo import commit, make_repo
 from tests.storage import assert_intact
 from tests.workq_cli import Env, workq
-from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.services.queue import agents, claims, dependencies, issues

@@ -14,7 +14,7 @@ from sqlalchemy import update
 
 from tests.gates.gaterepo import gated_repo
 from tests.server.conftest import call_ok, error_of
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t
 from workq.domain.authority import Authority

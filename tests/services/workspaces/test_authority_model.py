@@ -77,7 +77,7 @@ from hypothesis.stateful import (
 from sqlalchemy import inspect, select, text
 
 from tests.conftest import ENGINES, FakeClock, database
-from tests.workspaces.gitrepo import make_repo, repository_state
+from tests.services.workspaces.gitrepo import make_repo, repository_state
 from workq.db.tables import dependencies as dependencies_t
 from workq.db.tables import issues as issues_t
 from workq.domain.authority import Authority

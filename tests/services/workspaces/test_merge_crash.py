@@ -19,9 +19,9 @@ from typing import IO, Any
 import pytest
 
 from tests.server.conftest import serve_argv
+from tests.services.workspaces.gitrepo import commit, make_repo
 from tests.storage import assert_intact
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.db import sqlite
 from workq.domain.authority import Authority

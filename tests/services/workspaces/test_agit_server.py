@@ -18,8 +18,8 @@ from mcp.client.stdio import stdio_client
 
 from tests.conftest import PG_URL, drop_pg_database, fresh_pg_database
 from tests.server.conftest import call_ok, make_server, serve_argv, text
+from tests.services.workspaces.gitrepo import commit, make_repo
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.server.app import build_server

@@ -14,8 +14,8 @@ from mcp import Client
 from sqlalchemy import func, select
 
 from tests.server.conftest import call_ok, text
+from tests.services.workspaces.gitrepo import commit, make_repo
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.db.tables import comments, events
 from workq.db.tables import issues as issues_t

@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.server.conftest import call_ok, serve_argv, text
-from tests.workspaces.gitrepo import commit, log, make_repo
+from tests.services.workspaces.gitrepo import commit, log, make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
 from workq.services.queue import issues, notes

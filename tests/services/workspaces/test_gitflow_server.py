@@ -25,7 +25,7 @@ from tests.server.conftest import (
     stdio_server,
     text,
 )
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.schemas import Status
 from workq.server.app import build_server

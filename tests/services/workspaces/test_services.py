@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select, text, update
 
 from tests.conftest import FakeClock
-from tests.workspaces.gitrepo import commit, log, make_repo
+from tests.services.workspaces.gitrepo import commit, log, make_repo
 from workq.db.tables import repositories as repositories_t
 from workq.db.tables import worktrees as worktrees_t
 from workq.domain.authority import Authority

@@ -12,7 +12,7 @@ from mcp import Client
 from tests.conftest import ADMIN, migrated_sqlite
 from tests.server.conftest import call_error, call_ok, error_of, make_server, text
 from tests.server.test_claim_faces import cli, cli_json
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.errors import NotFound
 from workq.schemas import IssueType, ReadyFilter
