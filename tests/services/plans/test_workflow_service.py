@@ -22,7 +22,8 @@ from workq.services.handle import Queue
 from workq.services.plans import workflow
 from workq.services.queue import blocking, claims, issues
 
-# The phases are the subject; the tests gate's evidence has tests of its own (tests/gates).
+# The phases are the subject; the tests gate's evidence has tests of its own
+# (tests/services/coding).
 pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
 
 P = WorkflowPhase

@@ -19,7 +19,8 @@ LIMIT = 120
 
 
 async def test_the_workflow_of_a_claimed_issue_through_the_tools(tmp_path: Path) -> None:
-    # testsPassed taken on the agent's word: tests/gates checks the quality gates behind it.
+    # testsPassed taken on the agent's word: tests/services/coding checks the quality gates
+    # behind it.
     toolsets = ("--toolsets", "default,workflow", "--tests-gate", "trust")
     with anyio.fail_after(LIMIT):
         async with (

@@ -71,7 +71,7 @@ async def test_the_seed_flows_end_to_end(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "myapp")
     added = workq("--db", db, "repo", "add", "myapp", str(repo))
     assert added.returncode == 0, added.stderr
-    # The tests gate trusted: merges without quality gate runs (tests/gates has those).
+    # The tests gate trusted: merges without quality gate runs (tests/services/coding has those).
     async with Client(make_server(db, "default,agit", tests_gate="trust")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         agit = sorted(n for n in tools if n.startswith("agit_"))

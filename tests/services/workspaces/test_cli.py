@@ -24,7 +24,7 @@ from workq.services.workspaces import repositories
 from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
-# Merges here are the subject, not the tests gate that guards them (tests/gates).
+# Merges here are the subject, not the tests gate that guards them (tests/services/coding).
 pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
 
 

@@ -12,8 +12,8 @@ import pytest
 from mcp import Client
 from sqlalchemy import update
 
-from tests.gates.gaterepo import gated_repo
 from tests.server.conftest import call_ok, error_of
+from tests.services.coding.gaterepo import gated_repo
 from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.gates.gaterepo import gated_repo
 from tests.server.conftest import (
     call_error,
     call_ok,
@@ -25,6 +24,7 @@ from tests.server.conftest import (
     stdio_server,
     text,
 )
+from tests.services.coding.gaterepo import gated_repo
 from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.schemas import Status
@@ -96,7 +96,7 @@ async def test_the_coding_loop_end_to_end(tmp_path: Path) -> None:
     """start_work_on_issue, a red commit refused with a non-test file, red, green, the
     gates failing (tests, then lint) and passing, merge_to_main: the issue is done, the
     default branch has the commits, the branch is gone. The repository's gates are small
-    scripts (tests/gates/gaterepo.py): the tests fail while src/app.py says FAIL, the lint
+    scripts (tests/services/coding/gaterepo.py): the tests fail while src/app.py says FAIL, the lint
     while a file under src/ says BAD."""
     repo = gated_repo(tmp_path / "app")
     db = tmp_path / "q.db"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.gaterepo import GATES_TOML, PY, gated_repo
+from tests.services.coding.gaterepo import GATES_TOML, PY, gated_repo
 from tests.services.workspaces.gitrepo import log, make_repo
 from workq.domain.authority import Authority
 from workq.errors import (

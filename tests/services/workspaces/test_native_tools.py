@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.gates.gaterepo import gated_repo
 from tests.server.conftest import call_error, call_ok, error_of, stdio_server, text
+from tests.services.coding.gaterepo import gated_repo
 from tests.services.workspaces.gitrepo import commit, log, repository_state
 from workq.config import Settings
 from workq.server.app import build_server

@@ -35,7 +35,7 @@ from workq.services.workspaces import conflicts, merges, repositories, worktrees
 from workq.services.workspaces import worktree_claims as workspaces
 from workq.vcs import git
 
-# What is tested here is not the tests gate (tests/gates): merges are trusted.
+# What is tested here is not the tests gate (tests/services/coding): merges are trusted.
 pytestmark = pytest.mark.usefixtures("trusted_tests_gate")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.gaterepo import commit, gated_repo
+from tests.services.coding.gaterepo import commit, gated_repo
 from workq.domain.authority import Authority
 from workq.domain.workflow import WorkflowPhase as P
 from workq.errors import QualityGateFailed, TestsFailing

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.gaterepo import PY, commit, gated_repo
+from tests.services.coding.gaterepo import PY, commit, gated_repo
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput, QualityGateFailed, TestsFailing, UncommittedChanges
 from workq.services.coding import gates

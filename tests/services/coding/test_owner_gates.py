@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.gaterepo import PY, commit
+from tests.services.coding.gaterepo import PY, commit
 from tests.services.workspaces.gitrepo import make_repo
 from tests.workq_cli import workq
 from workq.domain import gates as rules

@@ -13,8 +13,8 @@ import pytest
 from mcp import Client
 
 from tests.conftest import FakeClock
-from tests.context.conftest import environment, workq, workq_json
 from tests.server.conftest import call_ok, stdio_server, text
+from tests.services.coding.conftest import environment, workq, workq_json
 from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.domain.authority import Authority
@@ -26,6 +26,12 @@ from workq.vcs import git
 
 RUN = "run-ctx"
 TOOLSETS = "default,context,deps"
+
+
+# On asyncio only: here, not in conftest.py, where it would take trio from the gates' tests.
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:

@@ -17,8 +17,8 @@ import pytest
 from mcp import Client
 
 from tests import workq_cli
-from tests.gates.gaterepo import commit, gated_repo
 from tests.server.conftest import call_error, call_ok, error_of, stdio_server, text
+from tests.services.coding.gaterepo import commit, gated_repo
 from workq.config import Settings
 from workq.server.app import build_server
 

@@ -1,5 +1,5 @@
-"""A docs tree in a real git repository, the ``workq`` CLI (run in this process), and servers
-whose caches stay in the test's folder."""
+"""For the work context and docs search tests: a docs tree in a real git repository, the
+``workq`` CLI (run in this process), and servers whose caches stay in the test's folder."""
 
 from __future__ import annotations
 
@@ -69,11 +69,6 @@ DOCS = {
     "src/app.py": "supervisor = None\n",
     ".gitignore": "ignored.md\nnode_modules/\n",
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.gaterepo import commit, gated_repo
+from tests.services.coding.gaterepo import commit, gated_repo
 from workq.domain.authority import Authority
 from workq.errors import QualityGateFailed, TestsFailing
 from workq.schemas import Status

@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.gates.gaterepo import commit, gated_repo
 from tests.server.conftest import call_error, call_ok, error_of, text
+from tests.services.coding.gaterepo import commit, gated_repo
 from workq.config import Settings
 from workq.server.app import build_server
 from workq.vcs import git

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from tests.gates.gaterepo import PY, commit
+from tests.services.coding.gaterepo import PY, commit
 from tests.services.workspaces.gitrepo import make_repo
 from tests.workq_cli import workq
 from workq.config import Settings

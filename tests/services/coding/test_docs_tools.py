@@ -12,14 +12,20 @@ from typing import Any, get_args
 import pytest
 from mcp import Client
 
-from tests.context.conftest import environment, status, workq, workq_json
 from tests.server.conftest import call_error, call_ok, stdio_server, text
+from tests.services.coding.conftest import environment, status, workq, workq_json
 from workq.config import Settings
 from workq.server.app import build_server
 from workq.server.tools.coding import Scope
 from workq.services.coding.docs_index import SCOPES
 
 pytestmark = pytest.mark.anyio
+
+
+# On asyncio only: here, not in conftest.py, where it would take trio from the gates' tests.
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 def _served(tmp_path: Path, cwd: Path) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.context.conftest import status
+from tests.services.coding.conftest import status
 from tests.services.workspaces.gitrepo import make_repo
 from workq.errors import InvalidInput
 from workq.services.coding import docs_index
