@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.services.export_rows import export_lines
+from tests.services.maintenance.export_rows import export_lines
 from workq.errors import InvalidInput
 from workq.services.handle import Queue
 from workq.services.maintenance import transfer

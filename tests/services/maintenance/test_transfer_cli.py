@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.services.test_transfer import ISSUES, export_of
+from tests.services.maintenance.test_transfer import ISSUES, export_of
 from tests.workq_cli import WORKQ, ok, workq, workq_process
 
 
