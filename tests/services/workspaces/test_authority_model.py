@@ -20,7 +20,7 @@ domain/decisions.py): only the holder (with its fence, if it presents one) or an
 changes a claimed issue; completing and merging wait for every blocker (an override
 completes and merges past them); a lapsed lease is neither renewed by a heartbeat nor
 used to reserve paths, commit or merge, while a holder whose lapsed claim nobody took
-over may still complete it or give it up (as tests/services/test_model.py has it); only
+over may still complete it or give it up (as tests/services/queue/test_model.py has it); only
 the holder of a live claim commits (``step``) or merges its worktree (an override too);
 anyone may block an unclaimed issue or a lapsed claim, and remove the worktree of a
 done, unclaimed or lapsed one (``remove-worktree``) - but only its holder or an override

@@ -21,7 +21,7 @@ from workq.services.handle import Queue
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _fill(queue: Queue, count: int) -> None:
@@ -38,7 +38,7 @@ def _claimed_numbers(out: str) -> list[int]:
 def _racers(url: str, count: int, *extra: str) -> list[subprocess.Popen[str]]:
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.services.racer", url, f"racer-{i}", *extra],
+            [sys.executable, "-m", "tests.services.queue.racer", url, f"racer-{i}", *extra],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

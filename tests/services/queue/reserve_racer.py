@@ -1,7 +1,7 @@
 """A claimer process for the reservation race: rounds of claim_next until nothing is left
 for it, each claim checked against every live reservation, then release all.
 
-Usage: python -m tests.reserve.reserve_racer DB_URL RUN_ID ROUNDS
+Usage: python -m tests.services.queue.reserve_racer DB_URL RUN_ID ROUNDS
 Prints "claimed N" per claim, "overlap ..." if a reservation it holds overlaps another
 holder's exclusive one, then "done"; any error exits 1.
 """

@@ -15,7 +15,7 @@ from workq.domain.globs import overlap
 from workq.services.handle import Queue
 from workq.services.queue import issues, reservations
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GLOBS = [
     "src/**",
     "src/a/**",
@@ -42,7 +42,14 @@ def test_eight_claimers_never_hold_overlapping_exclusive_paths(
         issues.create(queue, title=f"free {n}")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.reserve.reserve_racer", settings.url, f"r{i}", "6"],
+            [
+                sys.executable,
+                "-m",
+                "tests.services.queue.reserve_racer",
+                settings.url,
+                f"r{i}",
+                "6",
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -1,6 +1,6 @@
 """A claimer process for the race and crash tests: claim_next until the queue is empty.
 
-Usage: python -m tests.services.racer DB_URL RUN_ID [--complete] [--lease SECONDS]
+Usage: python -m tests.services.queue.racer DB_URL RUN_ID [--complete] [--lease SECONDS]
 Prints one line per claim ("claimed N"), then "done", and exits 0; any error exits 1.
 """
 
