@@ -26,7 +26,7 @@ WORKQ = Path(sys.executable).with_name("workq")
 
 def build_export(path: Path, issues: int) -> None:
     """An export as `workq export` writes it: the header, then every table, parents first."""
-    from tests.services.export_rows import export_lines
+    from tests.services.maintenance.export_rows import export_lines
 
     text = "A description of the work to do, long enough to look like a real one. " * 3
     with path.open("w", encoding="utf-8") as out:

@@ -12,7 +12,7 @@ import pytest
 from tests.authority import snapshot
 from tests.authority.snapshot import git
 from tests.conftest import migrated_sqlite
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db import sqlite
 

@@ -33,8 +33,8 @@ from sqlalchemy import select, update
 from tests.authority import snapshot
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import EVERYTHING
+from tests.services.workspaces.gitrepo import commit, make_repo
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import commit, make_repo
 from workq.config import Settings
 from workq.db.tables import issues as issues_t
 from workq.db.tables import worktrees as worktrees_t

@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy import inspect, text
 
 from tests.db import upgrades
-from tests.workspaces.gitrepo import make_repo
+from tests.services.workspaces.gitrepo import make_repo
 from workq.config import Settings
 from workq.db import migrate
 from workq.domain.authority import Authority

@@ -1,5 +1,5 @@
 """The readiness rules as plain functions (services/queue/predicates.py asks the same in SQL;
-tests/services/test_readiness.py holds the two to one answer)."""
+tests/services/queue/test_readiness.py holds the two to one answer)."""
 
 from __future__ import annotations
 

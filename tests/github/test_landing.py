@@ -25,8 +25,8 @@ from tests.github.tools_helpers import git
 from tests.github.tools_helpers import workq as workq_on_fake
 from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_ok, make_server
+from tests.services.workspaces.gitrepo import make_repo
 from tests.workq_cli import workq
-from tests.workspaces.gitrepo import make_repo
 from workq.domain.authority import Authority
 from workq.errors import NothingToMerge, NotHolder, WorktreeDirty
 from workq.github.client import AuthFailed

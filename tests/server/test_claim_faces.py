@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 
 from tests.conftest import migrated_sqlite
-from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, make_server
+from tests.services.plans.conftest import serve
 from tests.workq_cli import workq
 from workq.schemas import Claim, ClaimedNext
 

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from tests.conftest import migrated_sqlite
-from tests.plan.conftest import serve
 from tests.server.conftest import call_error, call_ok, error_of
 from tests.server.test_claim_faces import cli, cli_json
+from tests.services.plans.conftest import serve
 from workq.db import sqlite
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mcp.types import Tool
 
 from tests.server.conftest import EVERYTHING_LOCAL, error_of, stdio_server, text
-from tests.workspaces.gitrepo import commit, make_repo, repository_state
+from tests.services.workspaces.gitrepo import commit, make_repo, repository_state
 from workq.config import Settings
 from workq.db import sqlite
 from workq.domain.authority import Authority

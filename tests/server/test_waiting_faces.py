@@ -17,8 +17,8 @@ import anyio
 import pytest
 
 from tests.conftest import migrated_sqlite
-from tests.plan.conftest import serve
 from tests.server.conftest import call_ok, text
+from tests.services.plans.conftest import serve
 from tests.workq_cli import ok
 
 pytestmark = pytest.mark.anyio
