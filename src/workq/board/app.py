@@ -31,6 +31,7 @@ from workq.board import graph
 from workq.board.auth import COOKIE, Guard
 from workq.board.feed import ChangeFeed
 from workq.board.markdown import render
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.errors import InvalidConfirmation, InvalidInput, NotFound, Step, WorkqError
 from workq.schemas import (
@@ -133,6 +134,7 @@ class Board:
         )
         self.env.filters["markdown"] = render
         self.env.filters["stamp"] = _stamp
+        self.env.filters["iso"] = _iso
         self.feed = ChangeFeed(
             lambda: board.last_change(queue),
             lambda after: board.changes(queue, after),
@@ -364,7 +366,11 @@ def _sse(batch: list[Any]) -> str:
 
 
 def _stamp(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value else ""
+    return dates.stamp(value) if value else ""
+
+
+def _iso(value: datetime | None) -> str:
+    return dates.iso(value) if value else ""
 
 
 def _text(body: dict[str, Any], key: str, *, required: bool = True) -> str | None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from workq.config import token_word
+from workq.domain import dates
 from workq.errors import GitHubError
 from workq.github.client import (
     DEFAULT_API_URL,
@@ -122,7 +123,7 @@ def preflight(client: GitHubClient, repo: str) -> Access:
         ) from exc
     except RateLimited as exc:
         raise GitHubUnreachable(
-            f"GitHub's rate limit is exhausted until {exc.retry_at:%H:%M:%SZ}",
+            f"GitHub's rate limit is exhausted until {dates.stamp(exc.retry_at)}",
             hint="wait, or use another token",
         ) from exc
     except Unclear as exc:

@@ -37,6 +37,7 @@ from sqlalchemy.sql.elements import ColumnClause
 from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
 from workq.db.tables import events, github_outbox, issues, touches
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.schemas import Claim, ClaimedIssue, IssueType, Priority, ReadyFilter, Status
@@ -232,7 +233,7 @@ def claim_next_alone(
     def run(conn: Connection) -> ClaimedIssue | None:
         now = q.now()
         until = q.lease_until(now)
-        after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
+        after = {"claimed_by": run_id, "lease_expires_at": dates.iso(until)}
         params = {
             **filters,
             "runs": list(gate),
