@@ -472,7 +472,6 @@ class GraphNode(_Model):
 
 # --- agent workspaces (contract D's agit) --------------------------------------------------
 
-REPOSITORY_NAME_MAX = 64
 MERGE_MODES = ("merge", "squash")
 
 
