@@ -21,7 +21,7 @@ from pathlib import Path
 
 from workq.config import Settings
 from workq.db import sqlite
-from workq.db.models import to_sqlite
+from workq.db.times import to_sqlite
 from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.services import handle as context

@@ -32,8 +32,9 @@ from sqlalchemy.exc import IntegrityError
 from workq.config import Settings
 from workq.db import dialect, migrate
 from workq.db.engine import Database
-from workq.db.models import UTCDateTime, metadata
+from workq.db.models import metadata
 from workq.db.tables import events, issues
+from workq.db.times import UTCDateTime
 from workq.domain import dates, fields
 from workq.errors import InvalidInput, SchemaMismatch, StorageError
 from workq.schemas import IssueType, Priority, Status

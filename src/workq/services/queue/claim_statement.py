@@ -34,9 +34,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnClause
 
-from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
 from workq.db.tables import events, github_outbox, issues, touches
+from workq.db.times import UTCDateTime
 from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
