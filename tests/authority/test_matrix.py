@@ -104,7 +104,7 @@ def test_every_command_is_in_the_table() -> None:
 
 
 def test_every_board_action_is_in_the_table() -> None:
-    from workq.board.app import ACTIONS
+    from workq.board.actions import ACTIONS
 
     missing = sorted(set(ACTIONS) - set(faces.BOARD))
     assert not missing, f"board actions not in tests/authority/faces.py: {missing}"
