@@ -396,7 +396,7 @@ def _plain_validation(cause: BaseException | None) -> str | None:
     """A value Typer refused through pydantic, said in workq's words."""
     from pydantic import ValidationError
 
-    from workq.schemas import said_plainly
+    from workq.errors import said_plainly
 
     if not isinstance(cause, ValidationError):
         return None

@@ -21,8 +21,14 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from workq.domain import dates
-from workq.errors import Conflict, InvalidInput, Spelling, WorkqError, tool_call
-from workq.schemas import said_plainly
+from workq.errors import (
+    Conflict,
+    InvalidInput,
+    Spelling,
+    WorkqError,
+    said_plainly,
+    tool_call,
+)
 
 # How the server answering this call spells the steps hints point to (server/spelling.py):
 # set by the server around each call, so every failure built in it (in the tool's worker
