@@ -80,9 +80,9 @@ async def listed_tools(
 
 
 def command_tree() -> set[str]:
-    from workq.cli.main import _click_command
+    from workq.cli.main import click_command
 
-    return set(faces.commands(_click_command(all_commands=True)))
+    return set(faces.commands(click_command(all_commands=True)))
 
 
 async def test_every_writing_tool_is_in_the_table(listed_tools: dict[str, Any]) -> None:
