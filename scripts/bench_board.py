@@ -26,7 +26,7 @@ from pathlib import Path
 
 from workq.config import Settings
 from workq.db import sqlite
-from workq.db.models import to_sqlite
+from workq.db.times import to_sqlite
 from workq.services.runtime import open_queue
 
 WORKQ = Path(sys.executable).with_name("workq")

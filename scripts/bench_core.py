@@ -21,6 +21,8 @@ from pathlib import Path
 
 from workq.config import Settings
 from workq.db import sqlite
+from workq.db.times import to_sqlite
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.services import handle as context
 from workq.services.queue import claims, ready_queue
@@ -43,7 +45,7 @@ def build(path: Path, size: int) -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     rows = []
     for n in range(1, size + 1):
-        stamp = (start + timedelta(seconds=n)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        stamp = to_sqlite(start + timedelta(seconds=n))
         rows.append(
             (
                 uuid.uuid4().hex,
@@ -107,7 +109,7 @@ def raw_claims(path: Path, count: int) -> float:
         issue_id, number, previous = row[0], row[1], row[9]
         take = {"issue_id": issue_id, "previous": previous, "run_id": "bench"}
         conn.execute(*TAKE.sqlite_call({**take, "now": now, "until": until}))
-        after = json.dumps({"claimed_by": "bench", "lease_expires_at": until.isoformat()})
+        after = json.dumps({"claimed_by": "bench", "lease_expires_at": dates.iso(until)})
         event = {"issue_id": issue_id, "number": number, "kind": "claimed", "actor": "bench"}
         event.update(before=None, after=after, created_at=now)
         conn.execute(*EVENT.sqlite_call(event))

@@ -125,6 +125,29 @@ class InvalidInput(WorkqError):
     hint = "fix the argument and call again"
 
 
+def said_plainly(err: Mapping[str, Any]) -> str:
+    """One of pydantic's validation errors (``ValidationError.errors()``) in workq's words,
+    for every face: the value given and what it should be, without pydantic's own phrasing
+    (``Value error, ...``, ``Input should be a valid integer, unable to parse string``)."""
+    value = err.get("input")
+    shown = repr(value) if isinstance(value, str) else str(value)
+    if len(shown) > 40:  # the value is named, never echoed whole
+        shown = shown[:37] + "..."
+    kind = err["type"]
+    if kind == "value_error":  # a validator's own sentence
+        return str(err.get("ctx", {}).get("error", err["msg"])).rstrip(".")
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return f"{shown} is not a whole number"
+    if kind in ("float_parsing", "float_type"):
+        return f"{shown} is not a number"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"{shown} is not true or false"
+    if kind in ("enum", "literal_error"):
+        expected = err.get("ctx", {}).get("expected")
+        return f"{shown} is not one of {expected}" if expected else str(err["msg"])
+    return str(err["msg"]).replace("Input should", "it should")
+
+
 def bad_cursor() -> InvalidInput:
     """A paging cursor that workq did not give out (both list and search page)."""
     return InvalidInput(

@@ -80,9 +80,9 @@ async def listed_tools(
 
 
 def command_tree() -> set[str]:
-    from workq.cli.main import _click_command
+    from workq.cli.main import click_command
 
-    return set(faces.commands(_click_command(all_commands=True)))
+    return set(faces.commands(click_command(all_commands=True)))
 
 
 async def test_every_writing_tool_is_in_the_table(listed_tools: dict[str, Any]) -> None:
@@ -104,7 +104,7 @@ def test_every_command_is_in_the_table() -> None:
 
 
 def test_every_board_action_is_in_the_table() -> None:
-    from workq.board.app import ACTIONS
+    from workq.board.actions import ACTIONS
 
     missing = sorted(set(ACTIONS) - set(faces.BOARD))
     assert not missing, f"board actions not in tests/authority/faces.py: {missing}"

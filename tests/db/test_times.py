@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Column, Integer, MetaData, Table, bindparam, create_engine, insert, select
 
-from workq.db.models import UTCDateTime, from_sqlite, to_sqlite
 from workq.db.prepared import Prepared
+from workq.db.times import UTCDateTime, from_sqlite, to_sqlite
 
 zones = st.builds(
     timezone, st.timedeltas(min_value=timedelta(hours=-23), max_value=timedelta(hours=23))

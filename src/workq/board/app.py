@@ -1,5 +1,6 @@
 """The board's Starlette application: pages rendered on the server, a change feed, and the
-actions a person may take. Every read and write goes through the services the CLI uses."""
+endpoint of the actions a person may take (board/actions.py). Every read and write goes
+through the services the CLI uses."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -27,14 +28,14 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from workq.board import graph
+from workq.board import actions, graph
 from workq.board.auth import COOKIE, Guard
 from workq.board.feed import ChangeFeed
 from workq.board.markdown import render
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.errors import InvalidConfirmation, InvalidInput, NotFound, Step, WorkqError
 from workq.schemas import (
-    COMMENT_MAX,
     FORCE_CLAIM_CONFIRMATION,
     BoardFilter,
     IssueType,
@@ -42,7 +43,7 @@ from workq.schemas import (
 )
 from workq.services.handle import Queue
 from workq.services.plans import plan_mode
-from workq.services.queue import blocking, claims, issues, listing, notes, overview, search
+from workq.services.queue import issues, listing, notes, overview, search
 from workq.services.sync import mirror
 from workq.services.workspaces import landings
 
@@ -133,6 +134,7 @@ class Board:
         )
         self.env.filters["markdown"] = render
         self.env.filters["stamp"] = _stamp
+        self.env.filters["iso"] = _iso
         self.feed = ChangeFeed(
             lambda: overview.last_change(queue),
             lambda after: overview.changes(queue, after),
@@ -345,7 +347,7 @@ class Board:
                 raise InvalidInput("the body must be a JSON object")
             who = request.headers.get("x-workq-actor", "")
             actor = f"board:{who}" if ACTOR_RE.match(who) else self.actor
-            run = ACTIONS.get(action)
+            run = actions.ACTIONS.get(action)
             if run is None:
                 raise NotFound(f"no action {action!r}", hint="see docs/board.md")
             # The board's one authority: its user, overriding (recorded as who and why).
@@ -364,58 +366,11 @@ def _sse(batch: list[Any]) -> str:
 
 
 def _stamp(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value else ""
+    return dates.stamp(value) if value else ""
 
 
-def _text(body: dict[str, Any], key: str, *, required: bool = True) -> str | None:
-    value = body.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise InvalidInput(f"{key} must be text", field=key)
-    return value
-
-
-def _reprioritise(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
-    priority = _text(body, "priority")
-    issue = issues.update_issue(q, number, priority=priority, by=by, actor=by.who)
-    return f"Issue #{number} is now {issue.priority.value}"
-
-
-def _unblock(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
-    blocking.unblock(q, number, actor=by.who)
-    return f"Unblocked issue #{number}"
-
-
-def _release(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
-    reason = _text(body, "reason", required=False) or None
-    claims.release(q, number, by, reason=reason, actor=by.who)
-    return f"Released issue #{number}"
-
-
-def _force_claim(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
-    run_id = _text(body, "run_id", required=False) or str(by.who)
-    confirmation = _text(body, "confirmation", required=False) or ""
-    taken = claims.force_claim(q, number, by.claiming_as(run_id), confirmation)
-    return f"Issue #{number} is now held by {taken.claimed_by}"
-
-
-def _comment(q: Queue, number: int, body: dict[str, Any], by: Authority) -> str:
-    text = _text(body, "body")
-    assert text is not None
-    if len(text) > COMMENT_MAX:
-        raise InvalidInput(f"a comment holds at most {COMMENT_MAX} characters", field="body")
-    notes.comment(q, number, text, author=by.who)
-    return f"Commented on issue #{number}"
-
-
-ACTIONS: dict[str, Callable[[Queue, int, dict[str, Any], Authority], str]] = {
-    "priority": _reprioritise,
-    "unblock": _unblock,
-    "release": _release,
-    "force-claim": _force_claim,
-    "comment": _comment,
-}
+def _iso(value: datetime | None) -> str:
+    return dates.iso(value) if value else ""
 
 
 def build_app(

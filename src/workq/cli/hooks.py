@@ -58,7 +58,7 @@ def check(
         h = r.held
         sys.stderr.write(
             f"workq: {r.path} is reserved exclusively by {h.holder} for issue #{h.number} "
-            f"({h.glob}, until {h.until:%Y-%m-%d %H:%M:%SZ})\n"
+            f"({h.glob}, until {output.when(h.until)})\n"
         )
     if refused:
         sys.stderr.write("workq: commit refused; ask the holder, or wait for the claim to end\n")

@@ -335,7 +335,7 @@ def _command_word(args: list[str]) -> str | None:
 
 
 @functools.cache
-def _click_command(*, all_commands: bool) -> Any:
+def click_command(*, all_commands: bool) -> Any:
     """The click command tree, built once per process (`serve` needs none of the others,
     and their imports would slow its start)."""
     if all_commands:
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     verbose = "--verbose" in args or "-v" in args
     try:
-        cli = _click_command(all_commands=_command_word(args) != "serve")
+        cli = click_command(all_commands=_command_word(args) != "serve")
         code = cli.main(
             args=hoist_global_options(cli, args), prog_name="workq", standalone_mode=False
         )
@@ -396,7 +396,7 @@ def _plain_validation(cause: BaseException | None) -> str | None:
     """A value Typer refused through pydantic, said in workq's words."""
     from pydantic import ValidationError
 
-    from workq.schemas import said_plainly
+    from workq.errors import said_plainly
 
     if not isinstance(cause, ValidationError):
         return None

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from workq.domain import dates
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -52,7 +54,7 @@ def emit_json(value: Any) -> None:
 
 
 def when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
+    return dates.stamp(value) if value else "-"
 
 
 # Columns of free text (a title, a change); the others hold short values.

@@ -443,7 +443,7 @@ def _landing(found: LandingStatus) -> None:
             ("pull request", pull),
             ("merged as", found.merge_sha),
             ("asked by", found.requested_by),
-            ("updated", f"{found.updated_at:%Y-%m-%d %H:%M:%SZ}"),
+            ("updated", output.when(found.updated_at)),
         ]
     )
 

@@ -5,15 +5,10 @@ sqlalchemy.orm would cost every workq process start."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    DateTime,
-    Dialect,
     ForeignKey,
     Index,
     Integer,
@@ -22,11 +17,10 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    TypeDecorator,
     text,
 )
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.types import TypeEngine
+
+from workq.db.times import UTCDateTime
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -35,67 +29,6 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-def to_sqlite(value: datetime) -> str:
-    """How a datetime is stored on SQLite: "YYYY-MM-DD HH:MM:SS.ffffff" in UTC (the format
-    SQLAlchemy's SQLite DateTime uses, so text comparisons order by time)."""
-    if value.tzinfo is None:
-        raise ValueError("naive datetime given to the database")
-    if value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
-def from_sqlite(value: str) -> datetime:
-    """The aware UTC datetime of a value stored by :func:`to_sqlite`."""
-    return to_utc(datetime.fromisoformat(value))
-
-
-def to_utc(value: datetime) -> datetime:
-    """Aware, in UTC (a naive value from the database is UTC)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class _SQLiteStamp(sqlite.DATETIME):
-    """DATETIME in the schema, with the conversion left to UTCDateTime (the same functions
-    the hot path's prepared statements use)."""
-
-    def bind_processor(self, dialect: Dialect) -> None:
-        return None
-
-    def result_processor(self, dialect: Dialect, coltype: object) -> None:
-        return None
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """An aware UTC datetime on every engine (SQLite stores it as text, by to_sqlite)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "sqlite":
-            return _SQLiteStamp()  # type: ignore[no-untyped-call]
-        return dialect.type_descriptor(self.impl)
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if dialect.name == "sqlite":
-            return to_sqlite(value)
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the database")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return from_sqlite(value)
-        assert isinstance(value, datetime)
-        return to_utc(value)
-
 
 metadata = MetaData(naming_convention=NAMING)
 

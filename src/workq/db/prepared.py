@@ -27,7 +27,7 @@ from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import Select
 
 from workq.db import limits
-from workq.db.models import UTCDateTime, from_sqlite, to_sqlite, to_utc
+from workq.db.times import UTCDateTime, from_sqlite, to_sqlite, to_utc
 
 __all__ = ["Prepared", "from_sqlite", "to_sqlite"]
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, StrEnum
 
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.errors import (
     AlreadyClaimed,
@@ -167,11 +168,11 @@ def decide(action: Action, facts: Facts, by: Authority, now: datetime) -> WorkqE
         return who
     if rule.lease and not by.override and not live(facts, now) and facts.holder is not None:
         until = facts.lease_expires_at
-        at = f"at {until:%Y-%m-%d %H:%M:%SZ}" if until else "(it had no lease)"
+        at = f"at {dates.stamp(until)}" if until else "(it had no lease)"
         return LeaseLapsed(
             f"Your claim on issue #{n} lapsed {at}; its reservations ended with it",
             number=n,
-            lease_expires_at=until.isoformat() if until else None,
+            lease_expires_at=dates.iso(until) if until else None,
         )
     if rule.planning and not by.override and facts.planning is not None:
         return plan_mode_active(facts.planning, named)
@@ -202,10 +203,10 @@ def _who(
             until = facts.lease_expires_at
             return AlreadyClaimed(
                 f"Issue #{n} is held by {facts.holder}"
-                + (f" until {until:%Y-%m-%d %H:%M:%SZ}" if until else ""),
+                + (f" until {dates.stamp(until)}" if until else ""),
                 number=n,
                 holder=facts.holder,
-                lease_expires_at=until.isoformat() if until else None,
+                lease_expires_at=dates.iso(until) if until else None,
             )
         return None
     if rule.may is May.UNLESS_HELD:
@@ -235,7 +236,7 @@ def _held_by_another(facts: Facts, by: Authority, action: Action) -> NotHolder:
         ),
         number=facts.number,
         holder=facts.holder,
-        lease_expires_at=until.isoformat() if until else None,
+        lease_expires_at=dates.iso(until) if until else None,
     )
 
 

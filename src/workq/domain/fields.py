@@ -14,7 +14,6 @@ from workq.schemas import (
     LABELS_PER_ISSUE_MAX,
     NUMBER_MAX,
     REASON_MAX,
-    REPOSITORY_NAME_MAX,
     RUN_ID_MAX,
     TITLE_MAX,
     IssueType,
@@ -123,24 +122,6 @@ def name(value: str, field: str, *, limit: int) -> str:
             f"{field} must be 1-{limit} characters of letters, digits and ._:@/+- "
             f"starting with a letter or digit",
             field=field,
-        )
-    return value
-
-
-_REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def repository(value: str) -> str:
-    """A registered repository's name (it names a folder: no slash, no leading dot)."""
-    if (
-        not isinstance(value, str)
-        or not _REPOSITORY.fullmatch(value)
-        or len(value) > REPOSITORY_NAME_MAX
-    ):
-        raise InvalidInput(
-            f"invalid repository name {value!r:.80}: use 1-{REPOSITORY_NAME_MAX} of "
-            "A-Z a-z 0-9 . _ - (starting with a letter or digit)",
-            field="repo",
         )
     return value
 

@@ -15,7 +15,6 @@ from workq.github.client import (
     RateLimited,
     RateLimitInfo,
     Unclear,
-    format_timestamp,
     rate_limit_retry_at,
 )
 from workq.github.models import GhComment, GhIssue, GhLabel, GhPermissions, GhRepo, GhUser
@@ -39,6 +38,5 @@ __all__ = [
     "RateLimitInfo",
     "RateLimited",
     "Unclear",
-    "format_timestamp",
     "rate_limit_retry_at",
 ]

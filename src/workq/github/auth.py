@@ -5,13 +5,13 @@ printed, logged or put in an error."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from workq.config import token_word
+from workq.domain import dates, names
 from workq.errors import GitHubError
 from workq.github.client import (
     DEFAULT_API_URL,
@@ -22,8 +22,6 @@ from workq.github.client import (
     Unclear,
 )
 from workq.github.models import GhRepo, GhUser
-
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 class SyncSetupError(GitHubError):
@@ -41,7 +39,7 @@ class GitHubUnreachable(SyncSetupError):
 
 def check_repo_name(repo: str) -> str:
     repo = repo.strip()
-    if not _REPO.match(repo):
+    if not names.is_github_repo(repo):
         raise SyncSetupError(
             f"a repository is OWNER/NAME, not {repo!r}", hint="e.g. --repo acme/widgets"
         )
@@ -122,7 +120,7 @@ def preflight(client: GitHubClient, repo: str) -> Access:
         ) from exc
     except RateLimited as exc:
         raise GitHubUnreachable(
-            f"GitHub's rate limit is exhausted until {exc.retry_at:%H:%M:%SZ}",
+            f"GitHub's rate limit is exhausted until {dates.stamp(exc.retry_at)}",
             hint="wait, or use another token",
         ) from exc
     except Unclear as exc:

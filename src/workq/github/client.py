@@ -31,6 +31,7 @@ import httpx2
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from workq import __version__
+from workq.domain import dates
 from workq.errors import GitHubError
 from workq.github.models import (
     GhCheckRuns,
@@ -115,7 +116,7 @@ class RateLimited(GitHubCallError):
         secondary: bool,
         **kwargs: Any,
     ) -> None:
-        super().__init__(message, retry_at=retry_at.isoformat(), secondary=secondary, **kwargs)
+        super().__init__(message, retry_at=dates.iso(retry_at), secondary=secondary, **kwargs)
         self.retry_at = retry_at
         self.secondary = secondary
 
@@ -168,7 +169,7 @@ class Unclear(GitHubCallError):
         **kwargs: Any,
     ) -> None:
         if retry_at is not None:
-            kwargs["retry_at"] = retry_at.isoformat()
+            kwargs["retry_at"] = dates.iso(retry_at)
         super().__init__(message, maybe_applied=maybe_applied, **kwargs)
         self.maybe_applied = maybe_applied
         self.retry_at = retry_at
@@ -250,9 +251,7 @@ def parse_retry_after(value: str | None, now: datetime) -> datetime | None:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(when, now)
+    return max(dates.utc(when), now)
 
 
 def rate_limit_retry_at(
@@ -403,7 +402,7 @@ class GitHubClient:
             "per_page": str(_clamp_per_page(per_page)),
         }
         if since is not None:
-            params["since"] = format_timestamp(since)
+            params["since"] = dates.iso_z(since)
         if creator:
             params["creator"] = creator
         if labels:
@@ -503,7 +502,7 @@ class GitHubClient:
             return self._page(GhComment, self._page_url(page_url), None, None)
         params = {"per_page": str(_clamp_per_page(per_page))}
         if since is not None:
-            params["since"] = format_timestamp(since)
+            params["since"] = dates.iso_z(since)
         return self._page(GhComment, f"{_issue_path(repo, number)}/comments", params, None)
 
     def create_comment(self, repo: str, number: int, body: str) -> GhComment:
@@ -698,7 +697,7 @@ class GitHubClient:
             retry_at, secondary = limited
             which = "secondary" if secondary else "primary"
             raise RateLimited(
-                f"GitHub {which} rate limit on {where}; retry at {retry_at:%Y-%m-%dT%H:%M:%SZ}",
+                f"GitHub {which} rate limit on {where}; retry at {dates.stamp(retry_at)}",
                 retry_at=retry_at,
                 secondary=secondary,
                 **facts,
@@ -749,13 +748,6 @@ class GitHubClient:
             return list(adapter.validate_python(self._json(response)))
         except ValidationError as exc:
             raise _unreadable(response, f"list of {model.__name__}") from exc
-
-
-def format_timestamp(moment: datetime) -> str:
-    """ISO 8601 in UTC, as GitHub expects for ``since`` (naive means UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _unreadable(response: httpx2.Response, what: str) -> Unclear:

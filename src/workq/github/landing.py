@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workq.domain import names
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
@@ -286,7 +287,7 @@ class Lander:
                 known = None
             if known is not None and known.state == "open":
                 return known
-        owner = self.repo.split("/", 1)[0]
+        owner = names.owner(self.repo)
         found = self.client.list_pulls(self.repo, head=f"{owner}:{item.branch}")
         if found:
             return found[0]

@@ -8,11 +8,11 @@ the only remote) of the git work tree the server runs in. The token comes from
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from workq.domain.names import github_repo_of_remote
 from workq.errors import GitFailed
 from workq.github.auth import (
     GitHubUnreachable,
@@ -24,20 +24,11 @@ from workq.github.auth import (
 from workq.github.client import AuthFailed, GitHubClient, NotFoundOnGitHub, RateLimited, Unclear
 from workq.vcs import git
 
-# https://github.com/o/r(.git), git@github.com:o/r(.git), ssh://git@host/o/r(.git)
-_REMOTE = re.compile(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:/]+:)(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?$")
-
 
 class GitHubToolsSetup(SyncSetupError):
     """The GitHub tools cannot work yet."""
 
     code = "GITHUB_SETUP"
-
-
-def repo_from_remote(url: str) -> str | None:
-    """``OWNER/NAME`` of a GitHub-style remote URL, or None for anything else (a path)."""
-    found = _REMOTE.match(url.strip())
-    return found.group("repo") if found else None
 
 
 def repo_from_work_tree(cwd: Path) -> str:
@@ -56,7 +47,7 @@ def repo_from_work_tree(cwd: Path) -> str:
         ) from exc
     chosen = "origin" if "origin" in names else (names[0] if len(names) == 1 else None)
     url = git.remote_url(cwd, chosen) if chosen else None
-    repo = repo_from_remote(url) if url else None
+    repo = github_repo_of_remote(url) if url else None
     if repo is None:
         said = f"remote {chosen} is {url}" if url else "no origin remote"
         raise GitHubToolsSetup(

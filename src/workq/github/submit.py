@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from workq.domain import names
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import InvalidInput
@@ -62,7 +63,7 @@ def _open_or_find(
         exists = any("already exists" in str(e.get("message", "")) for e in exc.errors)
         if not exists:
             raise
-        owner = repo.split("/", 1)[0]
+        owner = names.owner(repo)
         found = client.list_pulls(repo, head=f"{owner}:{head}")
         if not found:
             raise

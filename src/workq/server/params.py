@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
+from workq.domain.names import REPOSITORY_NAME_MAX
 from workq.schemas import (
     AGENT_MAX,
     DESCRIPTION_MAX,
@@ -62,7 +63,9 @@ Types = Annotated[list[TypeName], Field(max_length=5)]
 Limit = Annotated[int, Field(strict=True, ge=1, le=PAGE_MAX, description="Page size")]
 Cursor = Annotated[str, Field(max_length=64, description="next_cursor of the previous page")]
 Flag = Annotated[bool, Field(strict=True)]
-Repo = Annotated[str, Field(min_length=1, max_length=64, description="Its repository")]
+Repo = Annotated[
+    str, Field(min_length=1, max_length=REPOSITORY_NAME_MAX, description="Its repository")
+]
 Confirmation = Annotated[
     str, Field(max_length=100, description=f"Exactly: {FORCE_CLAIM_CONFIRMATION}")
 ]

@@ -20,8 +20,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
-from workq.errors import Conflict, InvalidInput, Spelling, WorkqError, tool_call
-from workq.schemas import said_plainly
+from workq.domain import dates
+from workq.errors import (
+    Conflict,
+    InvalidInput,
+    Spelling,
+    WorkqError,
+    said_plainly,
+    tool_call,
+)
 
 # How the server answering this call spells the steps hints point to (server/spelling.py):
 # set by the server around each call, so every failure built in it (in the tool's worker
@@ -132,8 +139,8 @@ def unknown_arguments(names: list[str], accepted: list[str]) -> InvalidInput:
 
 
 def when(moment: datetime | None) -> str:
-    """A timestamp the way agents read it best: ``2026-01-01 12:30Z``."""
-    return "never" if moment is None else f"{moment:%Y-%m-%d %H:%M}Z"
+    """A timestamp, as every face shows one: ``2026-01-01 12:30:00Z``."""
+    return "never" if moment is None else dates.stamp(moment)
 
 
 def clip(text: str, limit: int = 100) -> str:

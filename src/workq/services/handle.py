@@ -22,6 +22,7 @@ from sqlalchemy.sql.dml import Insert
 from workq.db.engine import Database
 from workq.db.prepared import Prepared
 from workq.db.tables import IssueRecord, events, issues
+from workq.domain import dates
 from workq.errors import NotFound
 from workq.schemas import Issue, IssueType, Priority, Status
 
@@ -131,7 +132,7 @@ def _dump(data: dict[str, Any] | None) -> str | None:
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.isoformat()
+        return dates.iso(value)
     return str(value)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import gate_runs
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import QualityGateFailed, Step, TestsFailing, UncommittedChanges
@@ -94,8 +95,8 @@ def refuse(answer: GateReport, number: int, *, when: Mapping[str, datetime] | No
     }
     if when:
         last = max(when.values())
-        names += f", in a run that finished {last:%Y-%m-%d %H:%M:%SZ} (not run again)"
-        facts["failed_at"] = {name: f"{at:%Y-%m-%dT%H:%M:%SZ}" for name, at in when.items()}
+        names += f", in a run that finished {dates.stamp(last)} (not run again)"
+        facts["failed_at"] = {name: dates.iso_z(at) for name, at in when.items()}
         facts["hint"] = (
             Step.RUN_GATES,
             " on this commit to run them again (a flaky failure), or fix and commit",

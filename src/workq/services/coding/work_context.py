@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
 from workq.db.tables import labels as labels_t
-from workq.domain import branches
+from workq.domain import branches, dates
 from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
 from workq.errors import GitFailed, NotFound
@@ -206,7 +206,7 @@ def text(found: WorkContext) -> str:
         lines.append(f"Active issue #{a.number}: {a.title} (from {where})")
         facts = [f"status: {a.status.value}", f"priority: {a.priority.value}"]
         if a.claimed_by:
-            until = f"{a.lease_expires_at:%Y-%m-%d %H:%M}Z" if a.lease_expires_at else "-"
+            until = dates.stamp(a.lease_expires_at) if a.lease_expires_at else "-"
             facts.append(f"claimed by {a.claimed_by} until {until}")
         if a.worktree_path:
             facts.append(f"worktree {a.worktree_path} ({a.branch})")
@@ -234,7 +234,7 @@ def text(found: WorkContext) -> str:
         _section(
             lines,
             "Closed in the last 7 days",
-            [f"#{c.number} {c.title} ({c.closed_at:%Y-%m-%d})" for c in found.closed_recent],
+            [f"#{c.number} {c.title} ({dates.day(c.closed_at)})" for c in found.closed_recent],
         )
     return "\n".join(lines)
 

@@ -32,9 +32,10 @@ from sqlalchemy.exc import IntegrityError
 from workq.config import Settings
 from workq.db import dialect, migrate
 from workq.db.engine import Database
-from workq.db.models import UTCDateTime, metadata
+from workq.db.models import metadata
 from workq.db.tables import events, issues
-from workq.domain import fields
+from workq.db.times import UTCDateTime
+from workq.domain import dates, fields
 from workq.errors import InvalidInput, SchemaMismatch, StorageError
 from workq.schemas import IssueType, Priority, Status
 from workq.services.handle import Queue
@@ -108,7 +109,7 @@ def export_lines(q: Queue) -> Iterator[str]:
 
 def _encode(column: Any, value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.isoformat()
+        return dates.iso(value)
     if isinstance(column.type, Boolean) and value is not None:
         return bool(value)
     return value
@@ -321,7 +322,7 @@ def _digests(db: Database) -> dict[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else str(value)
+    return dates.iso(value) if isinstance(value, datetime) else str(value)
 
 
 def _open(settings: Settings, url: str) -> Database:

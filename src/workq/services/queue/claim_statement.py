@@ -36,9 +36,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnClause
 
-from workq.db.models import UTCDateTime
 from workq.db.prepared import Prepared
 from workq.db.tables import events, issues, touches
+from workq.db.times import UTCDateTime
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.schemas import Claim, ClaimedIssue, IssueType, Priority, ReadyFilter, Status
@@ -245,7 +246,7 @@ def claim_next_alone(
     def run(conn: Connection) -> ClaimedIssue | None:
         now = q.now()
         until = q.lease_until(now)
-        after = {"claimed_by": run_id, "lease_expires_at": until.isoformat()}
+        after = {"claimed_by": run_id, "lease_expires_at": dates.iso(until)}
         params = {
             **filters,
             "runs": list(gate),

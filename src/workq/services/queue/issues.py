@@ -14,7 +14,7 @@ from workq.db.tables import counters, issues
 from workq.db.tables import dependencies as deps
 from workq.db.tables import labels as labels_t
 from workq.db.tables import touches as touches_t
-from workq.domain import fields, globs
+from workq.domain import fields, globs, names
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import InvalidInput, InvalidTransition
@@ -194,10 +194,10 @@ def create(
     rank = fields.priority(priority)
     kind = fields.issue_type(issue_type)
     owner = fields.agent(agent) if agent else DEFAULT_AGENT
-    names = fields.labels(labels)
+    label_names = fields.labels(labels)
     paths = globs.globs(touches)
     if repository is not None:
-        fields.repository(repository)
+        names.repository_name(repository)
 
     def work(conn: Connection) -> Issue:
         _, number = insert_issue(
@@ -208,14 +208,14 @@ def create(
             priority=rank,
             issue_type=kind,
             agent=owner,
-            labels=names,
+            labels=label_names,
             actor=actor,
             now=q.now(),
             touches=paths,
         )
         if repository is not None:
             placement.place(q, conn, number, repository, actor=actor)
-        return to_issue(load(conn, number), labels=names, touches=paths)
+        return to_issue(load(conn, number), labels=label_names, touches=paths)
 
     return q.db.write(work)
 
@@ -367,7 +367,7 @@ def update_issue(
     removing = fields.labels(remove_labels)
     paths = None if touches is None else globs.globs(touches)
     if repository is not None:
-        fields.repository(repository)
+        names.repository_name(repository)
     if not changes and not adding and not removing and paths is None and repository is None:
         raise InvalidInput(
             "nothing to change: give at least one field to update",

@@ -193,7 +193,7 @@ def _stamp(value: Any) -> datetime | None:
     """``max()`` over a datetime column comes back as the stored text on SQLite."""
     if value is None or isinstance(value, datetime):
         return value
-    from workq.db.models import from_sqlite
+    from workq.db.times import from_sqlite
 
     return from_sqlite(value)
 

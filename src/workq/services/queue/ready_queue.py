@@ -25,7 +25,7 @@ from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
 from workq.db.tables import issues, touches
 from workq.db.tables import labels as labels_t
-from workq.domain import readiness
+from workq.domain import dates, readiness
 from workq.errors import InvalidInput
 from workq.schemas import PAGE_MAX, IssueType, NotReady, Priority, ReadyFilter, ReadyIssue, Status
 from workq.services.handle import Queue
@@ -273,7 +273,7 @@ def explain(
                 reasons.append("waiting on " + ", ".join(f"#{n}" for n in waiting))
             if readiness.claim_live(row, now):
                 reasons.append(
-                    f"claimed by {row.claimed_by} until {row.lease_expires_at:%Y-%m-%d %H:%M:%SZ}"
+                    f"claimed by {row.claimed_by} until {dates.stamp(row.lease_expires_at)}"
                 )
             else:
                 taken = gate.blocking(row.id, True, holder)

@@ -26,7 +26,7 @@ from sqlalchemy import Connection, bindparam, delete, literal_column, select, te
 
 from workq.db.prepared import Prepared
 from workq.db.tables import issues, reservations, touches
-from workq.domain import fields, globs
+from workq.domain import dates, fields, globs
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import InvalidInput, PathsReserved
@@ -123,7 +123,7 @@ def conflicts(held: Sequence[Held], paths: Sequence[str], holder: str, mode: str
 def describe(found: Sequence[Held]) -> str:
     """ "src/** by run-a (#3, until 12:00:00Z), ..." for messages."""
     return ", ".join(
-        f"{h.glob} by {h.holder} (#{h.number}, {h.mode}, until {h.until:%Y-%m-%d %H:%M:%SZ})"
+        f"{h.glob} by {h.holder} (#{h.number}, {h.mode}, until {dates.stamp(h.until)})"
         for h in found
     )
 

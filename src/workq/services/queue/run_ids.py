@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Connection, delete, select, update
 
 from workq.db import dialect
 from workq.db.tables import run_bindings
-from workq.domain import fields
+from workq.domain import dates, fields
 from workq.errors import RunIdInUse
 from workq.services.handle import Queue
 from workq.services.queue import processes
@@ -84,10 +84,10 @@ def _in_use(run_id: str, server: str, expires_at: datetime) -> RunIdInUse:
     host, _, rest = server.partition(":")
     return RunIdInUse(
         f"run id {run_id!r} is in use by another live caller (pid {rest.partition(':')[0]} "
-        f"on {host}) until at least {expires_at.isoformat(timespec='seconds')}",
+        f"on {host}) until at least {dates.stamp(expires_at)}",
         run_id=run_id,
         server=server,
-        expires_at=expires_at.isoformat(),
+        expires_at=dates.iso(expires_at),
     )
 
 

@@ -4,7 +4,6 @@ which repository an issue belongs to."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.tables import issues, repositories, worktrees
-from workq.domain import fields
+from workq.domain import names
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import Conflict, GitFailed, InvalidInput
@@ -27,15 +26,9 @@ from workq.services.handle import Queue, load, record, to_issue
 from workq.services.queue import door, placement
 from workq.vcs import git
 
-_GITHUB_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-# git@github.com:OWNER/NAME.git, https://github.com/OWNER/NAME(.git), ssh://git@github.com/...
-_GITHUB_REMOTE = re.compile(r"github\.com[:/]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 WORKTREE_FOLDER = ".worktrees"
 ACTIVE = ("creating", "active", "merging")
-
-
-def validate_name(name: str) -> str:
-    return fields.repository(name)
+validate_name = names.repository_name
 
 
 def main_worktree(path: Path) -> Path:
@@ -163,14 +156,14 @@ def _github_repo(land: str, given: str | None, remote: str | None) -> str | None
     ``origin`` remote names; required when ``land`` is "pr"."""
     if given is not None:
         given = given.strip()
-        if not _GITHUB_REPO.fullmatch(given):
+        if not names.is_github_repo(given):
             raise InvalidInput(
                 f"a GitHub repository is OWNER/NAME, not {given!r:.80}", field="github"
             )
         return given
-    found = _GITHUB_REMOTE.search(remote or "")
+    found = names.github_repo_of_remote(remote or "", host="github.com")
     if found is not None:
-        return found.group(1)
+        return found
     if land == "pr":
         raise InvalidInput(
             "landing through pull requests needs the GitHub repository they go to",
