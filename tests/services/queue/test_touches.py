@@ -9,18 +9,12 @@ import anyio
 import pytest
 
 from tests.conftest import ADMIN
-from tests.db import upgrades
 from tests.server.conftest import call_error, call_ok, error_of
 from tests.server.test_claim_faces import cli, cli_json
 from tests.services.plans.conftest import serve
-from workq.config import Settings
-from workq.db import migrate
 from workq.errors import InvalidInput
 from workq.services.handle import Queue
 from workq.services.queue import issues, listing
-from workq.services.runtime import open_database, open_queue
-
-REVISION = "0009_reserve_touches"
 
 
 def test_touches_are_stored_shown_replaced_and_cleared(queue: Queue) -> None:
@@ -52,23 +46,6 @@ def test_a_bad_glob_changes_nothing(queue: Queue, bad: str) -> None:
     with pytest.raises(InvalidInput):
         issues.create(queue, title="u", touches=[bad])
     assert [i.number for i in listing.list_issues(queue).items] == [made.number]
-
-
-def test_touch_revision_upgrades_a_database_with_issues(settings: Settings) -> None:
-    db = open_database(settings)
-    try:
-        upgrades.before(db, REVISION, "old")
-        migrate.upgrade(db, REVISION)
-        migrate.upgrade(db)
-    finally:
-        db.dispose()
-    queue = open_queue(settings)
-    try:
-        assert issues.get(queue, 1).touches == []
-        issues.update_issue(queue, 1, touches=["src/**"], by=ADMIN)
-        assert issues.get(queue, 1).touches == ["src/**"]
-    finally:
-        queue.db.dispose()
 
 
 def test_cli_create_show_and_update_touches(tmp_path: Path) -> None:
