@@ -42,6 +42,8 @@ from typing import Any
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
+from workq.github import checks
+from workq.github.checks import Outcome
 from workq.github.client import (
     AuthFailed,
     GitHubCallError,
@@ -62,8 +64,6 @@ from workq.vcs import git
 
 log = logging.getLogger("workq.github")
 ACTOR = "workq-land"
-# Check conclusions that fail a landing (GitHub's "neutral" and "skipped" do not).
-FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure"})
 MERGE_METHODS = {"merge": "merge", "squash": "squash"}
 # The asking claims' leases are renewed this often, as a part of the lease (a third: two
 # renewals may fail before one lapses).
@@ -324,7 +324,7 @@ class Lander:
         head = pull.head.sha
         if head != item.head_sha:
             self._github_update_only(item, pull)
-        failing, pending = self._checks(head)
+        failing, pending = self.commit_checks(head)
         if failing:
             raise _Refuse(f"check {failing[0]} failed on {head[:12]}")
         state = pull.mergeable_state
@@ -378,24 +378,11 @@ class Lander:
                 f"it with {pull.base.ref}; land again to push the tip you mean to land"
             )
 
-    def _checks(self, sha: str) -> tuple[list[str], list[str]]:
+    def commit_checks(self, sha: str) -> tuple[list[str], list[str]]:
         """The names of the failing and of the running checks (check runs and commit
         statuses) on ``sha``."""
-        failing: list[str] = []
-        pending: list[str] = []
-        for run in self.client.list_check_runs(self.repo, sha).check_runs:
-            if run.status != "completed":
-                pending.append(run.name)
-            elif run.conclusion in FAILED:
-                failing.append(run.name)
-        for status in self.client.get_combined_status(self.repo, sha).statuses:
-            if status.state in ("failure", "error"):
-                failing.append(status.context)
-            elif status.state == "pending":
-                pending.append(status.context)
-        # A check run and a commit status may share a name (a CI that reports both): one
-        # check to the reader.
-        return list(dict.fromkeys(failing)), list(dict.fromkeys(pending))
+        found = checks.on_commit(self.client, self.repo, sha)
+        return checks.named(found, Outcome.FAILED), checks.named(found, Outcome.PENDING)
 
     def _conflicts(self, item: Due, pull: GhPull) -> str:
         """Why the pull request does not merge, with the conflicting files when this
