@@ -32,13 +32,13 @@ cannot mend refuses the landing. A refused landing goes back to its holder with 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workq.domain import backoff
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
@@ -200,14 +200,14 @@ class Lander:
             self._refuse(item, f"gave up after {item.attempts + 1} attempts: {why}")
             report.refused.append(item.number)
             return
-        delay = min(self.options.backoff_max, self.options.backoff_base * 2**item.attempts)
+        wait = backoff.delay(item.attempts, self.options.backoff_base, self.options.backoff_max)
         log.warning("landing #%d (%s): %s; retrying", item.number, item.state, why)
         landings.move(
             self.q,
             item,
             item.state,
             detail=f"retrying: {why}",
-            retry_in=delay * random.uniform(0.8, 1.2),
+            retry_in=wait,
             count_attempt=True,
         )
 

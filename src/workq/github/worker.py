@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
+from workq.domain import backoff
 from workq.errors import Conflict
 from workq.github.client import (
     AuthFailed,
@@ -302,8 +302,8 @@ class Worker:
             self.pace.calm()
 
     def _backoff(self, attempts: int) -> datetime:
-        delay = min(self.options.backoff_max, self.options.backoff_base * 2**attempts)
-        return self.q.now() + timedelta(seconds=delay * random.uniform(0.8, 1.2))
+        wait = backoff.delay(attempts, self.options.backoff_base, self.options.backoff_max)
+        return self.q.now() + timedelta(seconds=wait)
 
     def _rate_limited(self, exc: RateLimited) -> None:
         """Decide whether the limit holds every request or only this row's."""
