@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -271,17 +272,17 @@ def test_one_worker_per_mirror(tmp_path: Path, fake_github: FakeGitHub) -> None:
         )
         with pytest.raises(WorkerBusy, match="elsewhere:1"):
             connect(q, REPO, env=env, options=FAST)
-        # A worker of this host that died (kill -9) does not block a restart.
-        dead = subprocess.Popen([sys.executable, "-c", "pass"])
-        dead.wait()
-        host = outbox.worker_name(0).rpartition(":")[0]
         outbox.release_worker_lease(q, REPO, "elsewhere:1")
-        assert (
-            outbox.take_worker_lease(q, REPO, f"{host}:{dead.pid}", until, holder_is_gone=_alive)
-            is None
-        )
-        connect(q, REPO, env=env, options=FAST).close()
-        assert outbox.status(q).worker is None
+        # A worker of this host that died (kill -9) does not block a restart, whether it was
+        # named host:pid:nonce or, by an older workq, host:pid.
+        host = socket.gethostname()
+        for named in (lambda pid: f"{host[:60]}:{pid}:cafe0001", lambda pid: f"{host}:{pid}"):
+            dead = subprocess.Popen([sys.executable, "-c", "pass"])
+            dead.wait()
+            holder = named(dead.pid)
+            assert outbox.take_worker_lease(q, REPO, holder, until, holder_is_gone=_alive) is None
+            connect(q, REPO, env=env, options=FAST).close()
+            assert outbox.status(q).worker is None
     finally:
         q.db.dispose()
 

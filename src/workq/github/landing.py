@@ -21,7 +21,8 @@ blockers and not in plan mode. The door (services/queue/door.py) is asked before
 write to GitHub (each push, the pull request's creation, each update of its branch, each
 merge call, retries included): refused, the landing stops with the refusal recorded and
 nothing is pushed or merged. While landings wait, the worker keeps the asking claims'
-leases alive, renewing at a third of the lease (``LEASE_FRACTION``), whatever its length.
+leases alive, renewing at a third of the lease (``leases.renewal_period``), whatever its
+length.
 
 Failures are the mirror's: a rate limit ends the pass (the worker holds its requests), a
 5xx or a lost answer retries the step later with backoff, a refusal of GitHub that waiting
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workq.domain import backoff
+from workq.domain import backoff, leases
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
@@ -65,9 +66,6 @@ from workq.vcs import git
 log = logging.getLogger("workq.github")
 ACTOR = "workq-land"
 MERGE_METHODS = {"merge": "merge", "squash": "squash"}
-# The asking claims' leases are renewed this often, as a part of the lease (a third: two
-# renewals may fail before one lapses).
-LEASE_FRACTION = 1 / 3
 # How many of GitHub's updates of the pushed tip (merges of the base into it) a head may be.
 UPDATES_MAX = 20
 
@@ -137,7 +135,7 @@ class Lander:
     def renewal_period(self) -> float:
         """Seconds between renewals of the asking claims' leases: a third of the lease
         (less if the options say so)."""
-        period = self.q.lease_seconds * LEASE_FRACTION
+        period = leases.renewal_period(self.q.lease_seconds)
         if self.options.keep_leases_every is not None:
             period = min(period, self.options.keep_leases_every)
         return period

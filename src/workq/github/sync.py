@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from workq.config import Settings
+from workq.domain import leases
 from workq.errors import StorageError, WorkqError
 from workq.github import merges
 from workq.github.auth import (
@@ -159,7 +160,7 @@ def _idle(worker: Worker) -> float:
     wait = worker.options.poll_interval
     if worker.held_until is not None:
         wait = max(wait, (worker.held_until - worker.q.now()).total_seconds())
-    return min(wait, worker.options.lease_seconds / 3)
+    return min(wait, leases.renewal_period(worker.options.lease_seconds))
 
 
 def start_background_sync(

@@ -15,7 +15,6 @@ rate limit stops the worker (retrying cannot help); a request GitHub rejects par
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from workq.domain import backoff
+from workq.domain import backoff, leases
 from workq.errors import Conflict
 from workq.github.client import (
     AuthFailed,
@@ -50,6 +49,7 @@ from workq.github.render import (
     same_labels,
 )
 from workq.services.handle import Queue
+from workq.services.queue import processes
 from workq.services.sync import mirror, outbox
 from workq.services.sync.mirror import LinkState, LocalComment, PushState
 
@@ -140,20 +140,6 @@ class Pacer:
             self._calm = 0
 
 
-def holder_is_gone(worker: str) -> bool:
-    """Whether a lease holder ("host:pid") is a process of this host that has died."""
-    host, _, pid = worker.rpartition(":")
-    if host != outbox.worker_name(0).rpartition(":")[0] or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 class Worker:
     """Pushes one database's outbox to one repository. Not thread-safe: one per thread."""
 
@@ -179,7 +165,7 @@ class Worker:
         self.stop = stop or threading.Event()
         self.pace = Pacer(self.options.write_interval, sleep or self.stop.wait, clock)
         self.labels = RepoLabels(client, repo, self.pace)
-        self.name = outbox.worker_name(os.getpid())
+        self.name = processes.this_process()
         self.held_until: datetime | None = None
         self._secondary_streak = 0
         self._lease_renewed = float("-inf")
@@ -192,10 +178,8 @@ class Worker:
         Raises:
             WorkerBusy: another live worker holds it.
         """
-        until = self.q.now() + timedelta(seconds=self.options.lease_seconds)
-        other = outbox.take_worker_lease(
-            self.q, self.repo, self.name, until, holder_is_gone=holder_is_gone
-        )
+        until = leases.until(self.q.now(), self.options.lease_seconds)
+        other = outbox.take_worker_lease(self.q, self.repo, self.name, until)
         if other is not None:
             raise WorkerBusy(
                 f"another worker ({other}) is mirroring {self.repo}", worker=other, repo=self.repo
@@ -203,7 +187,9 @@ class Worker:
         self._lease_renewed = time.monotonic()
 
     def renew_lease(self) -> None:
-        if time.monotonic() - self._lease_renewed >= self.options.lease_seconds / 3:
+        if time.monotonic() - self._lease_renewed >= leases.renewal_period(
+            self.options.lease_seconds
+        ):
             self.hold_lease()
 
     def release_lease(self) -> None:

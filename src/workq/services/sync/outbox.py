@@ -14,7 +14,6 @@ the row pending, so it is pushed again and never lost.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -42,8 +41,10 @@ from sqlalchemy.sql.elements import ColumnClause
 from workq.db import dialect
 from workq.db.prepared import Prepared
 from workq.db.tables import github_comments, github_links, github_mirror, github_outbox, issues
+from workq.domain import leases
 from workq.errors import Conflict, InvalidInput
 from workq.services.handle import Queue
+from workq.services.queue import processes
 
 PENDING = "pending"
 DEAD = "dead"
@@ -161,18 +162,14 @@ def mirror(q: Queue) -> Mirror | None:
     return Mirror.model_validate(dict(row._mapping)) if row else None
 
 
-def _held(worker: str | None, expires_at: datetime | None, now: datetime) -> bool:
-    """Whether a worker's lease on the mirror runs at ``now``."""
-    return worker is not None and expires_at is not None and expires_at > now
-
-
 def worker_live(q: Queue, repo: str) -> bool:
     """Whether a worker holds the mirror of GitHub repository ``repo`` now."""
     found = mirror(q)
     return (
         found is not None
         and found.repo.lower() == repo.lower()
-        and _held(found.worker, found.worker_expires_at, q.now())
+        and found.worker is not None
+        and leases.live(found.worker_expires_at, q.now())
     )
 
 
@@ -299,7 +296,7 @@ def take_worker_lease(
     worker: str,
     until: datetime,
     *,
-    holder_is_gone: Callable[[str], bool],
+    holder_is_gone: Callable[[str], bool] = processes.gone,
 ) -> str | None:
     """Hold the mirror for ``worker`` until ``until``. Returns None when held, else the other
     live worker. A lease that expired, or whose holder ``holder_is_gone`` says died, is
@@ -309,13 +306,10 @@ def take_worker_lease(
         row = conn.execute(select(github_mirror).where(github_mirror.c.repo == repo)).first()
         if row is None:
             raise InvalidInput(f"this database does not mirror {repo}", field="repo")
-        now = q.now()
-        held = (
-            row.worker != worker
-            and _held(row.worker, row.worker_expires_at, now)
-            and not holder_is_gone(row.worker)
-        )
-        if held:
+        alive = row.worker is not None and not holder_is_gone(row.worker)
+        if row.worker != worker and not leases.takeable(
+            row.worker, row.worker_expires_at, q.now(), alive
+        ):
             return str(row.worker)
         conn.execute(
             update(github_mirror)
@@ -336,10 +330,6 @@ def release_worker_lease(q: Queue, repo: str, worker: str) -> None:
         )
 
     q.db.write(work)
-
-
-def worker_name(pid: int) -> str:
-    return f"{socket.gethostname()}:{pid}"
 
 
 # --------------------------------------------------------------------------------------------
