@@ -27,7 +27,7 @@ from workq.github.importer import Importer, ImportReport
 from workq.github.landing import Lander, LandReport
 from workq.github.worker import Options, Progress, PushReport, Worker, WorkerBusy
 from workq.services.handle import Queue
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target
 
 log = logging.getLogger("workq.github")
 
@@ -73,7 +73,7 @@ def connect(
     client = GitHubClient(resolve_token(env), base_url=api_url(env), timeout=timeout)
     try:
         access = preflight(client, repo)
-        _mirror, queued = outbox.configure(q, access.repo.full_name)
+        _mirror, queued = mirror_target.configure(q, access.repo.full_name)
         worker = Worker(
             q,
             client,
@@ -114,7 +114,7 @@ def run_pass(session: Session, *, with_import: bool, with_merges: bool = True) -
         except AuthFailed:
             raise
         except GitHubCallError as exc:
-            outbox.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
+            mirror_target.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
             log.warning("import failed: %s", exc.message)
     # Before the push, so that the same pass mirrors the issues they complete.
     landed = session.lander.run_pass()

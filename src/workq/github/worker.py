@@ -50,7 +50,7 @@ from workq.github.render import (
 )
 from workq.services.handle import Queue
 from workq.services.queue import processes
-from workq.services.sync import mirror, outbox
+from workq.services.sync import mirror, mirror_target, outbox_rows, sync_status, worker_lease
 from workq.services.sync.mirror import LinkState, LocalComment, PushState
 
 log = logging.getLogger("workq.github")
@@ -179,7 +179,7 @@ class Worker:
             WorkerBusy: another live worker holds it.
         """
         until = leases.until(self.q.now(), self.options.lease_seconds)
-        other = outbox.take_worker_lease(self.q, self.repo, self.name, until)
+        other = worker_lease.take(self.q, self.repo, self.name, until)
         if other is not None:
             raise WorkerBusy(
                 f"another worker ({other}) is mirroring {self.repo}", worker=other, repo=self.repo
@@ -193,7 +193,7 @@ class Worker:
             self.hold_lease()
 
     def release_lease(self) -> None:
-        outbox.release_worker_lease(self.q, self.repo, self.name)
+        worker_lease.release(self.q, self.repo, self.name)
 
     # passes -----------------------------------------------------------------------------------
 
@@ -208,12 +208,14 @@ class Worker:
             if self._held(report):
                 break
             batch = [
-                i for i in outbox.due(self.q, limit=self.options.batch) if i.issue_id not in seen
+                i
+                for i in outbox_rows.due(self.q, limit=self.options.batch)
+                if i.issue_id not in seen
             ]
             if not batch:
                 break
             if total is None and self.progress is not None:
-                total = outbox.status(self.q, problems=0).due_now
+                total = sync_status.status(self.q, problems=0).due_now
             for item in batch:
                 if self.stop.is_set() or self._held(report):
                     break
@@ -225,7 +227,7 @@ class Worker:
                     self.progress("push", done, max(total or 0, done))
         report.writes = self.pace.writes - writes_before
         if report.rows:
-            outbox.note_mirror(self.q, self.repo, last_push_at=self.q.now())
+            mirror_target.note_mirror(self.q, self.repo, last_push_at=self.q.now())
         return report
 
     def _held(self, report: PushReport) -> bool:
@@ -235,12 +237,12 @@ class Worker:
         self.held_until = None
         return False
 
-    def _push_row(self, item: outbox.OutboxItem, report: PushReport) -> None:
+    def _push_row(self, item: outbox_rows.OutboxItem, report: PushReport) -> None:
         try:
             self._push(item, report)
         except RateLimited as exc:
             log.warning("issue #%s: %s", item.number, exc.message)
-            outbox.reschedule(
+            outbox_rows.reschedule(
                 self.q,
                 item.issue_id,
                 exc.retry_at,
@@ -251,8 +253,8 @@ class Worker:
             report.rescheduled += 1
             self._rate_limited(exc)
         except AuthFailed as exc:
-            outbox.note_mirror(self.q, self.repo, last_error=exc.message)
-            outbox.reschedule(
+            mirror_target.note_mirror(self.q, self.repo, last_error=exc.message)
+            outbox_rows.reschedule(
                 self.q,
                 item.issue_id,
                 self.q.now(),
@@ -263,13 +265,13 @@ class Worker:
             raise
         except GitHubRejected as exc:
             log.error("issue #%s: %s (parked)", item.number, exc.message)
-            outbox.park(self.q, item.issue_id, exc.message)
+            outbox_rows.park(self.q, item.issue_id, exc.message)
             report.dead += 1
             report.errors.append(f"#{item.number}: {exc.message}")
         except GitHubCallError as exc:  # Unclear, or an unexpected 404/301 of the repository
             self._secondary_streak = 0
             retry_at = getattr(exc, "retry_at", None) or self._backoff(item.attempts)
-            after = outbox.reschedule(
+            after = outbox_rows.reschedule(
                 self.q,
                 item.issue_id,
                 retry_at,
@@ -277,7 +279,7 @@ class Worker:
                 count_attempt=True,
                 max_attempts=self.options.max_attempts,
             )
-            if after is not None and after.state == outbox.DEAD:
+            if after is not None and after.state == outbox_rows.DEAD:
                 report.dead += 1
                 report.errors.append(f"#{item.number}: {exc.message}")
             else:
@@ -311,7 +313,7 @@ class Worker:
 
     # one row ----------------------------------------------------------------------------------
 
-    def _push(self, item: outbox.OutboxItem, report: PushReport) -> None:
+    def _push(self, item: outbox_rows.OutboxItem, report: PushReport) -> None:
         state = mirror.push_state(self.q, item.issue_id)
         link = state.link
         if link is None and item.uncertain:
@@ -320,13 +322,13 @@ class Worker:
                 report.found += 1
         if link is None:
             if state.issue is None:  # deleted before it ever reached GitHub
-                outbox.finish(self.q, item)
+                outbox_rows.finish(self.q, item)
                 report.rows += 1
                 return
             link = self._create(state)
             report.created += 1
         if item.uncertain:
-            outbox.create_settled(self.q, item.issue_id)
+            outbox_rows.create_settled(self.q, item.issue_id)
 
         snap = Snapshot.from_json(link.snapshot)
         if snap.gone is None:
@@ -342,7 +344,7 @@ class Worker:
                         report.comments += 1
             except _Gone:
                 report.gone += 1
-        outbox.finish(self.q, item)
+        outbox_rows.finish(self.q, item)
         report.rows += 1
 
     def _create(self, state: PushState) -> LinkState:
@@ -350,7 +352,7 @@ class Worker:
         assert issue is not None
         want = desired(issue, None)
         self.labels.ensure(want.labels)
-        outbox.create_started(self.q, state.issue_id)
+        outbox_rows.create_started(self.q, state.issue_id)
         self.pace()
         try:
             created = self.client.create_issue(
@@ -361,10 +363,10 @@ class Worker:
             )
         except Unclear as exc:
             if not exc.maybe_applied:
-                outbox.create_settled(self.q, state.issue_id)
+                outbox_rows.create_settled(self.q, state.issue_id)
             raise
         except GitHubCallError:
-            outbox.create_settled(self.q, state.issue_id)  # GitHub answered: not created
+            outbox_rows.create_settled(self.q, state.issue_id)  # GitHub answered: not created
             raise
         # Created open: a done issue is closed by the update that follows.
         sent = Snapshot(want.title, want.body, True, want.labels, "open")
@@ -387,17 +389,17 @@ class Worker:
         return link
 
     def _number_of(self, state: PushState) -> int:
-        item = outbox.get(self.q, state.issue_id)
+        item = outbox_rows.get(self.q, state.issue_id)
         return item.number if item else 0
 
-    def _find_created(self, state: PushState, item: outbox.OutboxItem) -> LinkState | None:
+    def _find_created(self, state: PushState, item: outbox_rows.OutboxItem) -> LinkState | None:
         """After an unclear create: look for the issue by its marker (the issue list, not
         the search API, whose index lags)."""
         assert item.create_started_at is not None
         since = item.create_started_at - timedelta(seconds=self.options.lookup_margin)
         found = self._find_issue(marker(item.issue_id), since)
         if found is None:
-            outbox.create_settled(self.q, item.issue_id)
+            outbox_rows.create_settled(self.q, item.issue_id)
             return None
         log.info(
             "issue #%s: found on GitHub as #%s after an unclear create", item.number, found.number
