@@ -94,7 +94,7 @@ class _HttpTimer:
     """Wraps the client's HTTP send to add up the time spent waiting for the fake."""
 
     def __init__(self, session: Session) -> None:
-        http = session.client._http
+        http = session.client.transport.http
         self.send = http.send
         self.seconds = 0.0
         http.send = self  # type: ignore[method-assign]

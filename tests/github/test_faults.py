@@ -15,7 +15,7 @@ from tests.github.mirror_helpers import FAST, REPO, Mirror, env_for, markers, mi
 from tests.github_fake.server import FakeGitHub
 from workq.errors import Conflict
 from workq.github.auth import GitHubUnreachable, SyncSetupError
-from workq.github.client import AuthFailed
+from workq.github.failures import AuthFailed
 from workq.github.sync import connect
 from workq.github.worker import Options, WorkerBusy
 from workq.services.handle import utcnow

@@ -16,7 +16,8 @@ from typing import Literal
 
 from workq.github import checks
 from workq.github.checks import CommitCheck, Outcome
-from workq.github.client import GitHubClient, RateLimited
+from workq.github.client import GitHubClient
+from workq.github.failures import RateLimited
 from workq.github.models import GhIssue, GhLabel, GhPull, GhReview
 from workq.github_schemas import (
     Check,

@@ -13,15 +13,10 @@ from dataclasses import dataclass
 
 from workq.config import token_word
 from workq.errors import GitHubError
-from workq.github.client import (
-    DEFAULT_API_URL,
-    AuthFailed,
-    GitHubClient,
-    NotFoundOnGitHub,
-    RateLimited,
-    Unclear,
-)
+from workq.github.client import GitHubClient
+from workq.github.failures import AuthFailed, NotFoundOnGitHub, RateLimited, Unclear
 from workq.github.models import GhRepo, GhUser
+from workq.github.transport import DEFAULT_API_URL
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 

@@ -45,10 +45,10 @@ from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
 from workq.github import checks
 from workq.github.checks import Outcome
-from workq.github.client import (
+from workq.github.client import GitHubClient
+from workq.github.failures import (
     AuthFailed,
     GitHubCallError,
-    GitHubClient,
     GitHubRejected,
     NotFoundOnGitHub,
     RateLimited,

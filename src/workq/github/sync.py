@@ -22,9 +22,11 @@ from workq.github.auth import (
     preflight,
     resolve_token,
 )
-from workq.github.client import DEFAULT_TIMEOUT, AuthFailed, GitHubCallError, GitHubClient
+from workq.github.client import GitHubClient
+from workq.github.failures import AuthFailed, GitHubCallError
 from workq.github.importer import Importer, ImportReport
 from workq.github.landing import Lander, LandReport
+from workq.github.transport import DEFAULT_TIMEOUT
 from workq.github.worker import Options, Progress, PushReport, Worker, WorkerBusy
 from workq.services.handle import Queue
 from workq.services.sync import mirror_target

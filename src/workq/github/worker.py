@@ -24,10 +24,10 @@ from typing import Any, NoReturn
 
 from workq.domain import backoff, leases
 from workq.errors import Conflict
-from workq.github.client import (
+from workq.github.client import GitHubClient
+from workq.github.failures import (
     AuthFailed,
     GitHubCallError,
-    GitHubClient,
     GitHubRejected,
     MovedOnGitHub,
     NotFoundOnGitHub,
