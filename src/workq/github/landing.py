@@ -43,7 +43,7 @@ from workq.domain import backoff, leases
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
-from workq.github import checks
+from workq.github import checks, landing_tips
 from workq.github.checks import Outcome
 from workq.github.client import GitHubClient
 from workq.github.failures import (
@@ -66,8 +66,6 @@ from workq.vcs import git
 log = logging.getLogger("workq.github")
 ACTOR = "workq-land"
 MERGE_METHODS = {"merge": "merge", "squash": "squash"}
-# How many of GitHub's updates of the pushed tip (merges of the base into it) a head may be.
-UPDATES_MAX = 20
 
 
 @dataclass(frozen=True)
@@ -243,11 +241,11 @@ class Lander:
         root = Path(item.root)
         if git.branch_tip(root, item.branch) is None:
             raise _Refuse(f"branch {item.branch} is gone")
-        if _commit(root, item.head_sha) is None:
+        if landing_tips.commit(root, item.head_sha) is None:
             raise _Refuse(f"the tip asked to land, {item.head_sha[:12]}, is gone")
         self._ask(item, f"push {item.head_sha[:12]}")
         self.pace()
-        _push(root, item.head_sha, item.branch)
+        landing_tips.push(root, item.head_sha, item.branch)
         pull = self._find_or_open(item)
         pulls.opened(
             self.q,
@@ -369,7 +367,7 @@ class Lander:
         if fetched != head:
             raise _Wait(f"{pull.head.ref} moved while it was read", seconds=2.0)
         base = git.fetch(root, REMOTE, pull.base.ref)
-        if base is None or not _updates_of(root, head, item.head_sha, base):
+        if base is None or not landing_tips.updates_of(root, head, item.head_sha, base):
             raise _Refuse(
                 f"the pull request's head {head[:12]} was pushed by someone else: it is "
                 f"neither the tip workq pushed ({item.head_sha[:12]}) nor GitHub's update of "
@@ -470,55 +468,6 @@ class Lander:
                 notes.comment(self.q, item.number, text, kind="progress", author=ACTOR)
         except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
             log.info("landing #%d: %s", item.number, exc.message)
-
-
-def _commit(root: Path, sha: str) -> str | None:
-    """``sha`` when it names a commit of the repository at ``root``, else None."""
-    done = git.run(
-        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
-        cwd=root,
-        check=False,
-    )
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def _push(root: Path, sha: str, branch: str) -> None:
-    """Push commit ``sha`` to ``branch`` of the remote (forced: the issue's branch is its
-    holder's), whatever the local branch holds by then."""
-    spec = f"+{sha}:refs/heads/{branch}"
-    git.run(["push", "--porcelain", REMOTE, spec], cwd=root, timeout=120.0)
-
-
-def _parents(root: Path, sha: str) -> list[str]:
-    done = git.run(["rev-list", "--parents", "--max-count=1", sha, "--"], cwd=root)
-    return done.stdout.split()[1:]
-
-
-def _tree(root: Path, sha: str) -> str:
-    return git.run(["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=root).stdout.strip()
-
-
-def _updates_of(root: Path, head: str, pushed: str, base: str) -> bool:
-    """Whether ``head`` is ``pushed``, or GitHub's update of it: a merge commit whose first
-    parent is ``pushed`` (or such an update, as often as the base moved), whose second is
-    a commit of the base branch (``base``, its tip, or before), and whose tree is what
-    merging the two gives (a commit that only claims those parents, with other content,
-    is not an update)."""
-    commit = head
-    for _ in range(UPDATES_MAX + 1):
-        if commit == pushed:
-            return True
-        parents = _parents(root, commit)
-        if len(parents) != 2:
-            return False
-        first, second = parents
-        if not git.is_ancestor(root, second, base):
-            return False
-        merged = git.merge_tree(root, first, second)
-        if merged.tree is None or merged.tree != _tree(root, commit):
-            return False
-        commit = first
-    return False
 
 
 def _until(q: Queue, exc: RateLimited) -> float:
