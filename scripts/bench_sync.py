@@ -44,7 +44,7 @@ from workq.github.worker import Options
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
 from workq.services.runtime import open_queue
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target, outbox, outbox_rows, sync_status
 
 REPO = "acme/widgets"
 GITHUB_WRITES_PER_MINUTE = 80
@@ -80,12 +80,12 @@ def outbox_cost(workdir: Path, ops: int, rounds: int) -> dict[str, float]:
             if mode == "off":
                 q.on_change.clear()
             if mode == "mirror":
-                outbox.configure(q, REPO)
+                mirror_target.configure(q, REPO)
             took = _mutations(q, ops)
             if r >= 0:
                 modes[mode].append(took)
             if mode == "mirror":
-                assert outbox.status(q).pending == ops // 4
+                assert sync_status.status(q).pending == ops // 4
             q.db.dispose()
     return {mode: statistics.median(times) for mode, times in modes.items()}
 
@@ -94,7 +94,7 @@ class _HttpTimer:
     """Wraps the client's HTTP send to add up the time spent waiting for the fake."""
 
     def __init__(self, session: Session) -> None:
-        http = session.client._http
+        http = session.client.transport.http
         self.send = http.send
         self.seconds = 0.0
         http.send = self  # type: ignore[method-assign]
@@ -113,7 +113,7 @@ def hook_cost(workdir: Path, calls: int = 20_000) -> dict[str, float]:
     for mode in ("no mirror", "mirror"):
         q = _queue(workdir / f"hook-{mode}.db")
         if mode == "mirror":
-            outbox.configure(q, REPO)
+            mirror_target.configure(q, REPO)
 
         now = q.now()
 
@@ -205,7 +205,7 @@ def first_push_unpaced(workdir: Path, count: int) -> dict[str, float]:
             created += report.created
             writes += report.writes
             passes += 1
-            due_at = outbox.next_due_at(q)
+            due_at = outbox_rows.next_due_at(q)
             if due_at is None:
                 break
             if report.held_until is not None:  # the worker holds every request until then

@@ -22,7 +22,7 @@ from workq.domain.authority import Authority
 from workq.github.render import desired, marker
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues, listing, notes
-from workq.services.sync import outbox
+from workq.services.sync import sync_status
 from workq.services.sync.mirror import github_link
 
 pytestmark = pytest.mark.slow
@@ -117,10 +117,10 @@ def _converge(db: Path, env: dict[str, str], q: Queue) -> None:
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
-        state = outbox.status(q)
+        state = sync_status.status(q)
         if state.pending == 0 and state.uncertain == 0 and state.dead == 0:
             return
-    raise AssertionError(f"the mirror did not converge: {outbox.status(q)}")
+    raise AssertionError(f"the mirror did not converge: {sync_status.status(q)}")
 
 
 def test_kill_9_at_random_points_then_restart_converges(tmp_path: Path) -> None:

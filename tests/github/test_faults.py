@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -14,12 +15,12 @@ from tests.github.mirror_helpers import FAST, REPO, Mirror, env_for, markers, mi
 from tests.github_fake.server import FakeGitHub
 from workq.errors import Conflict
 from workq.github.auth import GitHubUnreachable, SyncSetupError
-from workq.github.client import AuthFailed
+from workq.github.failures import AuthFailed
 from workq.github.sync import connect
 from workq.github.worker import Options, WorkerBusy
 from workq.services.handle import utcnow
 from workq.services.queue import issues, notes
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target, outbox_rows, sync_status, worker_lease
 from workq.services.sync.mirror import github_link
 
 ISSUES = "/repos/*/*/issues"
@@ -46,14 +47,14 @@ def test_an_unclear_answer_after_the_create_still_ends_with_one_issue(
         first = m.sync()
         assert first.pushed.rescheduled == 1
         assert len(m.fake.issues()) == 1  # GitHub did create it
-        state = outbox.status(m.q)
+        state = sync_status.status(m.q)
         assert (state.pending, state.uncertain) == (1, 1)
         later(m, 5)
         second = m.sync()
         assert second.pushed.found == 1 and second.pushed.created == 0
         assert creates(m) == 1
         assert markers(m.fake) == [made.id]
-        assert outbox.status(m.q).pending == 0
+        assert sync_status.status(m.q).pending == 0
         assert github_link(m.q, made.number) is not None
 
 
@@ -84,7 +85,7 @@ def test_a_comment_answered_unclearly_is_posted_once(
         m.sync()
         gh_number = m.gh_issue_of(made.number)["number"]
         assert len(m.fake.comments(gh_number)) == 1
-        assert outbox.status(m.q).pending == 0
+        assert sync_status.status(m.q).pending == 0
 
 
 @pytest.mark.parametrize("kind", ["rate_limit", "secondary_rate_limit"])
@@ -97,7 +98,7 @@ def test_a_rate_limit_reschedules_the_row_and_the_others_proceed(
         result = m.sync()
         assert (result.pushed.created, result.pushed.rescheduled) == (2, 1)
         assert result.pushed.held_until is None
-        state = outbox.status(m.q)
+        state = sync_status.status(m.q)
         assert state.pending == 1 and state.due_now == 0
         waiting = state.problems[0]
         assert waiting.attempts == 0  # a rate limit is not a failure of the row
@@ -126,7 +127,7 @@ def test_an_exhausted_primary_limit_holds_every_request(
         assert result.pushed.held_until is not None
         # One refused PATCH and the free /rate_limit check; the other rows were not tried.
         assert [r.path for r in m.fake.requests()] == [f"/repos/{REPO}/issues/1", "/rate_limit"]
-        assert outbox.status(m.q).pending == 3
+        assert sync_status.status(m.q).pending == 3
 
 
 @pytest.mark.slow
@@ -144,7 +145,7 @@ def test_repeated_secondary_limits_pause_the_worker(
         assert result.pushed.held_until is not None
         refused = [w for w in m.writes() if w.status == 403]
         assert len(refused) == 2  # the second refusal in a row stops the pass
-        assert outbox.status(m.q).pending == 4
+        assert sync_status.status(m.q).pending == 4
         m.fake.advance_clock(61)
         later(m, 61)
         assert m.sync().pushed.created == 2
@@ -156,7 +157,7 @@ def test_a_refused_token_stops_the_worker(tmp_path: Path, fake_github: FakeGitHu
         m.fake.set_token("ghp_rotated")
         with pytest.raises(AuthFailed):
             m.sync()
-        state = outbox.status(m.q)
+        state = sync_status.status(m.q)
         assert state.pending == 1 and state.dead == 0
         assert "401" in (state.last_error or "")
 
@@ -174,7 +175,7 @@ def test_a_forbidden_write_stops_the_worker(tmp_path: Path, fake_github: FakeGit
         )
         with pytest.raises(AuthFailed, match="403"):
             m.sync()
-        assert outbox.status(m.q).pending == 1
+        assert sync_status.status(m.q).pending == 1
 
 
 def test_a_row_failing_again_and_again_is_parked_then_revived(
@@ -188,14 +189,14 @@ def test_a_row_failing_again_and_again_is_parked_then_revived(
         for _ in range(3):
             m.sync()
             later(m, 60)
-        state = outbox.status(m.q)
+        state = sync_status.status(m.q)
         assert (state.pending, state.dead) == (0, 1)
         assert state.problems[0].attempts == 3
         assert "503" in (state.problems[0].last_error or "")
         # A new change revives it.
         issues.update_issue(m.q, made.number, title="doomed, again", by=ADMIN)
         assert m.sync().pushed.created == 1
-        assert outbox.status(m.q).dead == 0
+        assert sync_status.status(m.q).dead == 0
 
 
 def test_a_rejected_request_parks_the_row(tmp_path: Path, fake_github: FakeGitHub) -> None:
@@ -205,7 +206,7 @@ def test_a_rejected_request_parks_the_row(tmp_path: Path, fake_github: FakeGitHu
         m.fake.inject_fault("POST", ISSUES, kind="error", status=422, message="Validation Failed")
         result = m.sync()
         assert result.pushed.dead == 1
-        assert outbox.revive(m.q) == 1
+        assert outbox_rows.revive(m.q) == 1
         assert m.sync().pushed.created == 1
 
 
@@ -216,7 +217,7 @@ def test_an_issue_deleted_on_github_is_left_alone(tmp_path: Path, fake_github: F
         m.fake.delete_issue(m.gh_issue_of(made.number)["number"])
         issues.update_issue(m.q, made.number, title="y", by=ADMIN)
         result = m.sync()
-        assert result.pushed.gone == 1 and outbox.status(m.q).pending == 0
+        assert result.pushed.gone == 1 and sync_status.status(m.q).pending == 0
         issues.update_issue(m.q, made.number, title="z", by=ADMIN)
         m.fake.clear_requests()
         m.sync()
@@ -248,7 +249,7 @@ def test_start_checks_token_repository_and_access(tmp_path: Path, fake_github: F
             connect(q, "widgets", env=env)
         with pytest.raises(GitHubUnreachable):
             connect(q, REPO, env={**env, "GITHUB_API_URL": "http://127.0.0.1:9"}, timeout=1)
-        assert outbox.mirror(q) is None  # nothing was configured by failed starts
+        assert mirror_target.mirror(q) is None  # nothing was configured by failed starts
         connect(q, REPO, env=env, options=FAST).close()
         fake_github.add_repo("acme/other")
         with pytest.raises(Conflict, match="already mirrors acme/widgets"):
@@ -266,22 +267,20 @@ def test_one_worker_per_mirror(tmp_path: Path, fake_github: FakeGitHub) -> None:
     try:
         connect(q, REPO, env=env, options=FAST).close()
         # A live worker elsewhere holds the mirror.
-        assert (
-            outbox.take_worker_lease(q, REPO, "elsewhere:1", until, holder_is_gone=_alive) is None
-        )
+        assert worker_lease.take(q, REPO, "elsewhere:1", until, holder_is_gone=_alive) is None
         with pytest.raises(WorkerBusy, match="elsewhere:1"):
             connect(q, REPO, env=env, options=FAST)
-        # A worker of this host that died (kill -9) does not block a restart.
-        dead = subprocess.Popen([sys.executable, "-c", "pass"])
-        dead.wait()
-        host = outbox.worker_name(0).rpartition(":")[0]
-        outbox.release_worker_lease(q, REPO, "elsewhere:1")
-        assert (
-            outbox.take_worker_lease(q, REPO, f"{host}:{dead.pid}", until, holder_is_gone=_alive)
-            is None
-        )
-        connect(q, REPO, env=env, options=FAST).close()
-        assert outbox.status(q).worker is None
+        worker_lease.release(q, REPO, "elsewhere:1")
+        # A worker of this host that died (kill -9) does not block a restart, whether it was
+        # named host:pid:nonce or, by an older workq, host:pid.
+        host = socket.gethostname()
+        for named in (lambda pid: f"{host[:60]}:{pid}:cafe0001", lambda pid: f"{host}:{pid}"):
+            dead = subprocess.Popen([sys.executable, "-c", "pass"])
+            dead.wait()
+            holder = named(dead.pid)
+            assert worker_lease.take(q, REPO, holder, until, holder_is_gone=_alive) is None
+            connect(q, REPO, env=env, options=FAST).close()
+            assert sync_status.status(q).worker is None
     finally:
         q.db.dispose()
 

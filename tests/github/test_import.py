@@ -15,7 +15,7 @@ from workq.github.client import GitHubClient
 from workq.schemas import IssueType, Priority, Status
 from workq.services.queue import claims, issues, listing
 from workq.services.queue.notes import history
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target
 from workq.services.sync.mirror import github_link
 
 
@@ -113,7 +113,7 @@ def test_the_since_cursor_reaches_back_by_the_overlap(
         from workq.github.importer import Importer
 
         Importer(m.session.worker).run()
-        mirror = outbox.mirror(m.q)
+        mirror = mirror_target.mirror(m.q)
         assert mirror is not None and mirror.import_since == stamp
         # An issue updated in the same second as the cursor, after the import read the list.
         fake_github.seed_issue("same second", updated_at=stamp)

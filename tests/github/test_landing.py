@@ -29,7 +29,7 @@ from tests.services.workspaces.gitrepo import make_repo
 from tests.workq_cli import workq
 from workq.domain.authority import Authority
 from workq.errors import NothingToMerge, NotHolder, WorktreeDirty
-from workq.github.client import AuthFailed
+from workq.github.failures import AuthFailed
 from workq.github.landing import LandOptions, LandReport
 from workq.github.sync import Session, connect
 from workq.schemas import Status

@@ -19,7 +19,7 @@ from workq.github.sync import start_background_sync
 from workq.github.worker import Options
 from workq.server.app import build_server
 from workq.services.runtime import open_queue
-from workq.services.sync import outbox
+from workq.services.sync import sync_status
 
 pytestmark = pytest.mark.anyio
 OPTIONS = Options(write_interval=0, backoff_base=0.5, backoff_max=2, poll_interval=0.05)
@@ -57,7 +57,7 @@ def _held(fake: ControlAPI) -> int:
 def _pending(settings: Settings) -> int:
     q = open_queue(settings)
     try:
-        return outbox.status(q).pending
+        return sync_status.status(q).pending
     finally:
         q.db.dispose()
 

@@ -9,7 +9,7 @@ from tests.github.mirror_helpers import labels_of, markers, mirrored
 from tests.github_fake.server import FakeGitHub
 from workq.domain.authority import Authority
 from workq.services.queue import claims, issues, notes
-from workq.services.sync import outbox
+from workq.services.sync import outbox, sync_status
 from workq.services.sync.mirror import github_link
 
 
@@ -38,7 +38,7 @@ def test_a_burst_of_edits_collapses_into_one_row(tmp_path: Path, fake_github: Fa
         made = issues.create(m.q, title="one")
         for n in range(5):
             issues.update_issue(m.q, made.number, title=f"edit {n}", by=ADMIN)
-        assert outbox.status(m.q).pending == 1
+        assert sync_status.status(m.q).pending == 1
         m.sync()
         assert m.gh_issue_of(made.number)["title"] == "edit 4"
         posts = [w for w in m.writes() if w.method == "POST" and w.path.endswith("/issues")]
@@ -108,7 +108,7 @@ def test_an_issue_deleted_before_its_first_push_never_reaches_github(
         issues.delete_issue(m.q, made.number, by=ADMIN)
         m.sync()
         assert m.fake.issues() == []
-        assert outbox.status(m.q).pending == 0
+        assert sync_status.status(m.q).pending == 0
 
 
 def test_hand_added_labels_survive_label_changes(tmp_path: Path, fake_github: FakeGitHub) -> None:

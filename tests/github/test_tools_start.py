@@ -27,7 +27,7 @@ from tests.github_fake.server import FakeGitHub
 from tests.server.conftest import call_error, call_ok, error_of, text
 from workq.config import Settings
 from workq.services.runtime import open_queue
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target
 
 pytestmark = pytest.mark.anyio
 
@@ -169,7 +169,7 @@ async def test_the_repository_comes_from_the_configured_mirror(
     fake_github.seed_issue("Mirrored", repo="acme/mirrored")
     queue = open_queue(Settings(db_path=tmp_path / "queue.db"))
     try:
-        outbox.configure(queue, "acme/mirrored")
+        mirror_target.configure(queue, "acme/mirrored")
     finally:
         queue.db.dispose()
     with anyio.fail_after(LIMIT):

@@ -42,6 +42,8 @@ CHECK_CONCLUSIONS = (
     "skipped",
     "timed_out",
     "action_required",
+    "stale",
+    "startup_failure",
 )
 STATUS_STATES = ("error", "failure", "pending", "success")
 MERGEABLE_STATES = ("clean", "dirty", "blocked", "unstable", "behind", "draft", "unknown")

@@ -19,7 +19,7 @@ from workq.cli.state import state
 from workq.errors import InvalidInput
 from workq.github.sync import PassResult, connect, run_pass, watch
 from workq.github.worker import Options
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target, outbox_rows, sync_status
 
 sync_app = typer.Typer(help="Mirror the queue to GitHub issues.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -197,7 +197,7 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
 @sync_app.command()
 def status(ctx: typer.Context, json_: JsonFlag = False) -> None:
     """Pending, uncertain and dead rows, next attempt, last error, last push."""
-    found = outbox.status(state(ctx).queue(existing=True))
+    found = sync_status.status(state(ctx).queue(existing=True))
     if json_:
         output.emit_json(found)
         return
@@ -246,14 +246,14 @@ def retry(
     ] = False,
 ) -> None:
     """Put rows parked as dead back in the queue, due now."""
-    count = outbox.revive(state(ctx).queue(), waiting=all_)
+    count = outbox_rows.revive(state(ctx).queue(), waiting=all_)
     output.line(f"{count} rows due now")
 
 
 @sync_app.command()
 def forget(ctx: typer.Context, repo: Repo) -> None:
     """Stop mirroring REPO: drop the outbox and the links (GitHub is not touched)."""
-    dropped = outbox.forget(state(ctx).queue(), repo)
+    dropped = mirror_target.forget(state(ctx).queue(), repo)
     output.line(f"No longer mirroring {repo} ({dropped} links dropped)")
 
 

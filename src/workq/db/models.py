@@ -138,7 +138,8 @@ github_mirror = Table(
     Column("last_push_at", UTCDateTime),
     Column("last_import_at", UTCDateTime),
     Column("last_error", Text),
-    # The one worker pushing to this repository ("host:pid"), and until when it holds it.
+    # The one worker pushing to this repository (a process name: services/queue/processes.py),
+    # and until when it holds it.
     Column("worker", String(128)),
     Column("worker_expires_at", UTCDateTime),
 )

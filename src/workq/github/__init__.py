@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from workq.github.client import (
-    API_VERSION,
-    DEFAULT_API_URL,
+from workq.github.client import GitHubClient
+from workq.github.failures import (
     AuthFailed,
     GitHubCallError,
-    GitHubClient,
     GitHubRejected,
     MovedOnGitHub,
     NotFoundOnGitHub,
-    Page,
     RateLimited,
-    RateLimitInfo,
     Unclear,
-    rate_limit_retry_at,
 )
 from workq.github.models import GhComment, GhIssue, GhLabel, GhPermissions, GhRepo, GhUser
+from workq.github.rate_limits import RateLimitInfo, rate_limit_retry_at
+from workq.github.transport import API_VERSION, DEFAULT_API_URL, Page
 
 __all__ = [
     "API_VERSION",

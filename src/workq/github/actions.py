@@ -14,8 +14,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Literal
 
-from workq.github.client import GitHubClient, RateLimited
-from workq.github.models import GhIssue, GhLabel
+from workq.github import checks
+from workq.github.checks import CommitCheck, Outcome
+from workq.github.client import GitHubClient
+from workq.github.failures import RateLimited
+from workq.github.models import GhIssue, GhLabel, GhPull, GhReview
 from workq.github_schemas import (
     Check,
     IssueClosed,
@@ -31,8 +34,6 @@ from workq.github_schemas import (
 
 LIST_PAGES_MAX = 5
 NEW_LABEL_COLOR = "ededed"
-# Check conclusions that count as passed; anything else completed counts as failed.
-PASSING = frozenset({"success", "neutral", "skipped"})
 
 
 @contextmanager
@@ -132,32 +133,37 @@ def pr_status(client: GitHubClient, repo: str, number: int) -> PullStatus:
     reviewer's latest), and whether it can merge, with the reasons when not."""
     with retry_after_seconds():
         pull = client.get_pull(repo, number)
-        runs = client.list_check_runs(repo, pull.head.sha)
-        combined = client.get_combined_status(repo, pull.head.sha)
-        reviews = client.list_reviews(repo, number)
-    checks = [
-        Check(
-            name=r.name,
-            kind="check_run",
-            status=r.status,
-            conclusion=r.conclusion,
-            url=r.html_url or r.details_url,
-        )
-        for r in runs.check_runs
-    ]
-    checks += [
-        Check(
-            name=s.context,
-            kind="status",
-            status="completed" if s.state != "pending" else "pending",
-            conclusion=None if s.state == "pending" else s.state,
-            url=s.target_url,
-        )
-        for s in combined.statuses
-    ]
-    pending = sum(1 for c in checks if c.conclusion is None)
-    passed = sum(1 for c in checks if c.conclusion in PASSING)
-    failed = len(checks) - pending - passed
+        found = checks.on_commit(client, repo, pull.head.sha)
+        reviews = _latest_reviews(client.list_reviews(repo, number))
+    pending = sum(1 for c in found if c.outcome is Outcome.PENDING)
+    passed = sum(1 for c in found if c.outcome is Outcome.PASSED)
+    failed = len(found) - pending - passed
+    approvals = sum(1 for r in reviews if r.state == "APPROVED")
+    changes = sum(1 for r in reviews if r.state == "CHANGES_REQUESTED")
+    return PullStatus(
+        pr_number=pull.number,
+        url=pull.html_url,
+        state="merged" if pull.merged else pull.state,
+        draft=pull.draft,
+        merged=pull.merged,
+        mergeable=pull.mergeable,
+        mergeable_state=pull.mergeable_state,
+        not_mergeable_because=_not_mergeable_because(pull, found, changes),
+        checks=[
+            Check(name=c.name, kind=c.kind, status=c.status, conclusion=c.conclusion, url=c.url)
+            for c in found
+        ],
+        checks_passed=passed,
+        checks_failed=failed,
+        checks_pending=pending,
+        reviews=reviews,
+        approvals=approvals,
+        changes_requested=changes,
+    )
+
+
+def _latest_reviews(reviews: Sequence[GhReview]) -> list[Review]:
+    """Each reviewer's latest review (comments and pending reviews left out)."""
     latest: dict[str, Review] = {}
     for r in reviews:
         if r.state in ("COMMENTED", "PENDING"):
@@ -166,8 +172,12 @@ def pr_status(client: GitHubClient, repo: str, number: int) -> PullStatus:
         latest[who] = Review(
             user=r.user.login if r.user else None, state=r.state, submitted_at=r.submitted_at
         )
-    approvals = sum(1 for r in latest.values() if r.state == "APPROVED")
-    changes = sum(1 for r in latest.values() if r.state == "CHANGES_REQUESTED")
+    return list(latest.values())
+
+
+def _not_mergeable_because(pull: GhPull, found: Sequence[CommitCheck], changes: int) -> list[str]:
+    failing = [c.name for c in found if c.outcome is Outcome.FAILED]
+    pending = sum(1 for c in found if c.outcome is Outcome.PENDING)
     why: list[str] = []
     if pull.merged:
         why.append("already merged")
@@ -179,34 +189,17 @@ def pr_status(client: GitHubClient, repo: str, number: int) -> PullStatus:
         why.append(f"merge conflicts with {pull.base.ref}")
     elif pull.mergeable is None and not pull.merged:
         why.append("GitHub is still computing mergeability: ask again shortly")
-    if failed:
-        names = ", ".join(c.name for c in checks if c.conclusion and c.conclusion not in PASSING)
-        why.append(f"failing checks: {names}")
+    if failing:
+        why.append(f"failing checks: {', '.join(failing)}")
     if pending:
         why.append(f"{pending} check(s) still running")
     if changes:
         why.append(f"{changes} review(s) request changes")
-    if pull.mergeable_state == "blocked" and not (failed or pending or changes):
+    if pull.mergeable_state == "blocked" and not (failing or pending or changes):
         why.append("blocked by branch protection (required reviews or checks)")
     if pull.mergeable_state == "behind":
         why.append(f"behind {pull.base.ref}")
-    return PullStatus(
-        pr_number=pull.number,
-        url=pull.html_url,
-        state="merged" if pull.merged else pull.state,
-        draft=pull.draft,
-        merged=pull.merged,
-        mergeable=pull.mergeable,
-        mergeable_state=pull.mergeable_state,
-        not_mergeable_because=why,
-        checks=checks,
-        checks_passed=passed,
-        checks_failed=failed,
-        checks_pending=pending,
-        reviews=list(latest.values()),
-        approvals=approvals,
-        changes_requested=changes,
-    )
+    return why
 
 
 def pr_diff(client: GitHubClient, repo: str, number: int, max_size: int) -> PullDiff:

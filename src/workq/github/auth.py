@@ -13,15 +13,10 @@ from dataclasses import dataclass
 from workq.config import token_word
 from workq.domain import dates, names
 from workq.errors import GitHubError
-from workq.github.client import (
-    DEFAULT_API_URL,
-    AuthFailed,
-    GitHubClient,
-    NotFoundOnGitHub,
-    RateLimited,
-    Unclear,
-)
+from workq.github.client import GitHubClient
+from workq.github.failures import AuthFailed, NotFoundOnGitHub, RateLimited, Unclear
 from workq.github.models import GhRepo, GhUser
+from workq.github.transport import DEFAULT_API_URL
 
 
 class SyncSetupError(GitHubError):

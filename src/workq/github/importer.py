@@ -40,7 +40,7 @@ from workq.github.render import (
 from workq.github.worker import Worker
 from workq.schemas import LABELS_PER_ISSUE_MAX, Issue, IssueType, Priority, Status
 from workq.services.queue import claims, issues
-from workq.services.sync import mirror, outbox
+from workq.services.sync import mirror, mirror_target
 from workq.services.sync.mirror import LinkState
 
 log = logging.getLogger("workq.github")
@@ -81,7 +81,7 @@ class Importer:
 
     def run(self) -> ImportReport:
         report = ImportReport()
-        found = outbox.mirror(self.q)
+        found = mirror_target.mirror(self.q)
         if found is None:
             raise WorkqError("no mirror is configured")
         overlap = timedelta(seconds=self.w.options.import_overlap)
@@ -101,7 +101,7 @@ class Importer:
         )
         if probe.not_modified:
             report.not_modified = True
-            outbox.note_mirror(self.q, self.repo, last_import_at=self.q.now())
+            mirror_target.note_mirror(self.q, self.repo, last_import_at=self.q.now())
             return report
         page = client.list_issues(
             self.repo, state="all", since=since, sort="updated", direction="asc", per_page=100
@@ -131,7 +131,7 @@ class Importer:
                 break
             page = client.list_issues(self.repo, page_url=page.next_url)
             report.pages += 1
-        outbox.note_mirror(
+        mirror_target.note_mirror(
             self.q,
             self.repo,
             import_since=newest,

@@ -21,7 +21,8 @@ blockers and not in plan mode. The door (services/queue/door.py) is asked before
 write to GitHub (each push, the pull request's creation, each update of its branch, each
 merge call, retries included): refused, the landing stops with the refusal recorded and
 nothing is pushed or merged. While landings wait, the worker keeps the asking claims'
-leases alive, renewing at a third of the lease (``LEASE_FRACTION``), whatever its length.
+leases alive, renewing at a third of the lease (``leases.renewal_period``), whatever its
+length.
 
 Failures are the mirror's: a rate limit ends the pass (the worker holds its requests), a
 5xx or a lost answer retries the step later with backoff, a refusal of GitHub that waiting
@@ -32,21 +33,22 @@ cannot mend refuses the landing. A refused landing goes back to its holder with 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workq.domain import names
+from workq.domain import backoff, leases, names
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
-from workq.github.client import (
+from workq.github import checks, landing_tips
+from workq.github.checks import Outcome
+from workq.github.client import GitHubClient
+from workq.github.failures import (
     AuthFailed,
     GitHubCallError,
-    GitHubClient,
     GitHubRejected,
     NotFoundOnGitHub,
     RateLimited,
@@ -63,14 +65,7 @@ from workq.vcs import git
 
 log = logging.getLogger("workq.github")
 ACTOR = "workq-land"
-# Check conclusions that fail a landing (GitHub's "neutral" and "skipped" do not).
-FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure"})
 MERGE_METHODS = {"merge": "merge", "squash": "squash"}
-# The asking claims' leases are renewed this often, as a part of the lease (a third: two
-# renewals may fail before one lapses).
-LEASE_FRACTION = 1 / 3
-# How many of GitHub's updates of the pushed tip (merges of the base into it) a head may be.
-UPDATES_MAX = 20
 
 
 @dataclass(frozen=True)
@@ -138,7 +133,7 @@ class Lander:
     def renewal_period(self) -> float:
         """Seconds between renewals of the asking claims' leases: a third of the lease
         (less if the options say so)."""
-        period = self.q.lease_seconds * LEASE_FRACTION
+        period = leases.renewal_period(self.q.lease_seconds)
         if self.options.keep_leases_every is not None:
             period = min(period, self.options.keep_leases_every)
         return period
@@ -201,14 +196,14 @@ class Lander:
             self._refuse(item, f"gave up after {item.attempts + 1} attempts: {why}")
             report.refused.append(item.number)
             return
-        delay = min(self.options.backoff_max, self.options.backoff_base * 2**item.attempts)
+        wait = backoff.delay(item.attempts, self.options.backoff_base, self.options.backoff_max)
         log.warning("landing #%d (%s): %s; retrying", item.number, item.state, why)
         landings.move(
             self.q,
             item,
             item.state,
             detail=f"retrying: {why}",
-            retry_in=delay * random.uniform(0.8, 1.2),
+            retry_in=wait,
             count_attempt=True,
         )
 
@@ -246,11 +241,11 @@ class Lander:
         root = Path(item.root)
         if git.branch_tip(root, item.branch) is None:
             raise _Refuse(f"branch {item.branch} is gone")
-        if _commit(root, item.head_sha) is None:
+        if landing_tips.commit(root, item.head_sha) is None:
             raise _Refuse(f"the tip asked to land, {item.head_sha[:12]}, is gone")
         self._ask(item, f"push {item.head_sha[:12]}")
         self.pace()
-        _push(root, item.head_sha, item.branch)
+        landing_tips.push(root, item.head_sha, item.branch)
         pull = self._find_or_open(item)
         pulls.opened(
             self.q,
@@ -325,7 +320,7 @@ class Lander:
         head = pull.head.sha
         if head != item.head_sha:
             self._github_update_only(item, pull)
-        failing, pending = self._checks(head)
+        failing, pending = self.commit_checks(head)
         if failing:
             raise _Refuse(f"check {failing[0]} failed on {head[:12]}")
         state = pull.mergeable_state
@@ -372,31 +367,18 @@ class Lander:
         if fetched != head:
             raise _Wait(f"{pull.head.ref} moved while it was read", seconds=2.0)
         base = git.fetch(root, REMOTE, pull.base.ref)
-        if base is None or not _updates_of(root, head, item.head_sha, base):
+        if base is None or not landing_tips.updates_of(root, head, item.head_sha, base):
             raise _Refuse(
                 f"the pull request's head {head[:12]} was pushed by someone else: it is "
                 f"neither the tip workq pushed ({item.head_sha[:12]}) nor GitHub's update of "
                 f"it with {pull.base.ref}; land again to push the tip you mean to land"
             )
 
-    def _checks(self, sha: str) -> tuple[list[str], list[str]]:
+    def commit_checks(self, sha: str) -> tuple[list[str], list[str]]:
         """The names of the failing and of the running checks (check runs and commit
         statuses) on ``sha``."""
-        failing: list[str] = []
-        pending: list[str] = []
-        for run in self.client.list_check_runs(self.repo, sha).check_runs:
-            if run.status != "completed":
-                pending.append(run.name)
-            elif run.conclusion in FAILED:
-                failing.append(run.name)
-        for status in self.client.get_combined_status(self.repo, sha).statuses:
-            if status.state in ("failure", "error"):
-                failing.append(status.context)
-            elif status.state == "pending":
-                pending.append(status.context)
-        # A check run and a commit status may share a name (a CI that reports both): one
-        # check to the reader.
-        return list(dict.fromkeys(failing)), list(dict.fromkeys(pending))
+        found = checks.on_commit(self.client, self.repo, sha)
+        return checks.named(found, Outcome.FAILED), checks.named(found, Outcome.PENDING)
 
     def _conflicts(self, item: Due, pull: GhPull) -> str:
         """Why the pull request does not merge, with the conflicting files when this
@@ -486,55 +468,6 @@ class Lander:
                 notes.comment(self.q, item.number, text, kind="progress", author=ACTOR)
         except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
             log.info("landing #%d: %s", item.number, exc.message)
-
-
-def _commit(root: Path, sha: str) -> str | None:
-    """``sha`` when it names a commit of the repository at ``root``, else None."""
-    done = git.run(
-        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
-        cwd=root,
-        check=False,
-    )
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def _push(root: Path, sha: str, branch: str) -> None:
-    """Push commit ``sha`` to ``branch`` of the remote (forced: the issue's branch is its
-    holder's), whatever the local branch holds by then."""
-    spec = f"+{sha}:refs/heads/{branch}"
-    git.run(["push", "--porcelain", REMOTE, spec], cwd=root, timeout=120.0)
-
-
-def _parents(root: Path, sha: str) -> list[str]:
-    done = git.run(["rev-list", "--parents", "--max-count=1", sha, "--"], cwd=root)
-    return done.stdout.split()[1:]
-
-
-def _tree(root: Path, sha: str) -> str:
-    return git.run(["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=root).stdout.strip()
-
-
-def _updates_of(root: Path, head: str, pushed: str, base: str) -> bool:
-    """Whether ``head`` is ``pushed``, or GitHub's update of it: a merge commit whose first
-    parent is ``pushed`` (or such an update, as often as the base moved), whose second is
-    a commit of the base branch (``base``, its tip, or before), and whose tree is what
-    merging the two gives (a commit that only claims those parents, with other content,
-    is not an update)."""
-    commit = head
-    for _ in range(UPDATES_MAX + 1):
-        if commit == pushed:
-            return True
-        parents = _parents(root, commit)
-        if len(parents) != 2:
-            return False
-        first, second = parents
-        if not git.is_ancestor(root, second, base):
-            return False
-        merged = git.merge_tree(root, first, second)
-        if merged.tree is None or merged.tree != _tree(root, commit):
-            return False
-        commit = first
-    return False
 
 
 def _until(q: Queue, exc: RateLimited) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from workq.github.client import GitHubCallError, GitHubClient, NotFoundOnGitHub, RateLimited
+from workq.github.client import GitHubClient
+from workq.github.failures import GitHubCallError, NotFoundOnGitHub, RateLimited
 from workq.services.handle import Queue
 from workq.services.sync import pulls
 

@@ -21,7 +21,8 @@ from workq.github.auth import (
     check_repo_name,
     resolve_token,
 )
-from workq.github.client import AuthFailed, GitHubClient, NotFoundOnGitHub, RateLimited, Unclear
+from workq.github.client import GitHubClient
+from workq.github.failures import AuthFailed, NotFoundOnGitHub, RateLimited, Unclear
 from workq.vcs import git
 
 

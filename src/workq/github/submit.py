@@ -13,7 +13,8 @@ from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import InvalidInput
 from workq.github import actions
-from workq.github.client import GitHubClient, GitHubRejected
+from workq.github.client import GitHubClient
+from workq.github.failures import GitHubRejected
 from workq.github.models import GhPull
 from workq.github_schemas import Submitted
 from workq.schemas import Issue

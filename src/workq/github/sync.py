@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from workq.config import Settings
+from workq.domain import leases
 from workq.errors import StorageError, WorkqError
 from workq.github import merges
 from workq.github.auth import (
@@ -21,12 +22,14 @@ from workq.github.auth import (
     preflight,
     resolve_token,
 )
-from workq.github.client import DEFAULT_TIMEOUT, AuthFailed, GitHubCallError, GitHubClient
+from workq.github.client import GitHubClient
+from workq.github.failures import AuthFailed, GitHubCallError
 from workq.github.importer import Importer, ImportReport
 from workq.github.landing import Lander, LandReport
+from workq.github.transport import DEFAULT_TIMEOUT
 from workq.github.worker import Options, Progress, PushReport, Worker, WorkerBusy
 from workq.services.handle import Queue
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target
 
 log = logging.getLogger("workq.github")
 
@@ -72,7 +75,7 @@ def connect(
     client = GitHubClient(resolve_token(env), base_url=api_url(env), timeout=timeout)
     try:
         access = preflight(client, repo)
-        _mirror, queued = outbox.configure(q, access.repo.full_name)
+        _mirror, queued = mirror_target.configure(q, access.repo.full_name)
         worker = Worker(
             q,
             client,
@@ -113,7 +116,7 @@ def run_pass(session: Session, *, with_import: bool, with_merges: bool = True) -
         except AuthFailed:
             raise
         except GitHubCallError as exc:
-            outbox.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
+            mirror_target.note_mirror(worker.q, worker.repo, last_error=f"import: {exc.message}")
             log.warning("import failed: %s", exc.message)
     # Before the push, so that the same pass mirrors the issues they complete.
     landed = session.lander.run_pass()
@@ -159,7 +162,7 @@ def _idle(worker: Worker) -> float:
     wait = worker.options.poll_interval
     if worker.held_until is not None:
         wait = max(wait, (worker.held_until - worker.q.now()).total_seconds())
-    return min(wait, worker.options.lease_seconds / 3)
+    return min(wait, leases.renewal_period(worker.options.lease_seconds))
 
 
 def start_background_sync(

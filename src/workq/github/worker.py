@@ -15,8 +15,6 @@ rate limit stops the worker (retrying cannot help); a request GitHub rejects par
 from __future__ import annotations
 
 import logging
-import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -24,11 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
+from workq.domain import backoff, leases
 from workq.errors import Conflict
-from workq.github.client import (
+from workq.github.client import GitHubClient
+from workq.github.failures import (
     AuthFailed,
     GitHubCallError,
-    GitHubClient,
     GitHubRejected,
     MovedOnGitHub,
     NotFoundOnGitHub,
@@ -37,6 +36,7 @@ from workq.github.client import (
 )
 from workq.github.labels import RepoLabels
 from workq.github.models import GhComment, GhIssue
+from workq.github.pacing import Pacer
 from workq.github.render import (
     Snapshot,
     comment_marker,
@@ -50,7 +50,8 @@ from workq.github.render import (
     same_labels,
 )
 from workq.services.handle import Queue
-from workq.services.sync import mirror, outbox
+from workq.services.queue import processes
+from workq.services.sync import mirror, mirror_target, outbox_rows, sync_status, worker_lease
 from workq.services.sync.mirror import LinkState, LocalComment, PushState
 
 log = logging.getLogger("workq.github")
@@ -100,60 +101,6 @@ class _Gone(Exception):
     """The GitHub issue was deleted or moved: stop pushing to it."""
 
 
-class Pacer:
-    """At least ``interval`` seconds between writes. A secondary rate limit doubles the
-    interval (to at least a second); a run of successful rows brings it back down.
-
-    ``sleep`` and ``clock`` are injectable so that a benchmark can simulate the waits.
-    """
-
-    CALM_ROWS = 20  # successful rows before the interval halves again
-
-    def __init__(
-        self,
-        interval: float,
-        sleep: Callable[[float], object],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.base = self.interval = interval
-        self.sleep = sleep
-        self.clock = clock
-        self._last = float("-inf")
-        self._calm = 0
-        self.writes = 0
-
-    def __call__(self) -> None:
-        wait = self._last + self.interval - self.clock()
-        if wait > 0:
-            self.sleep(wait)
-        self._last = self.clock()
-        self.writes += 1
-
-    def slow_down(self) -> None:
-        self.interval = min(60.0, max(1.0, self.interval * 2))
-        self._calm = 0
-
-    def calm(self) -> None:
-        self._calm += 1
-        if self._calm >= self.CALM_ROWS and self.interval > self.base:
-            self.interval = max(self.base, self.interval / 2)
-            self._calm = 0
-
-
-def holder_is_gone(worker: str) -> bool:
-    """Whether a lease holder ("host:pid") is a process of this host that has died."""
-    host, _, pid = worker.rpartition(":")
-    if host != outbox.worker_name(0).rpartition(":")[0] or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 class Worker:
     """Pushes one database's outbox to one repository. Not thread-safe: one per thread."""
 
@@ -179,7 +126,7 @@ class Worker:
         self.stop = stop or threading.Event()
         self.pace = Pacer(self.options.write_interval, sleep or self.stop.wait, clock)
         self.labels = RepoLabels(client, repo, self.pace)
-        self.name = outbox.worker_name(os.getpid())
+        self.name = processes.this_process()
         self.held_until: datetime | None = None
         self._secondary_streak = 0
         self._lease_renewed = float("-inf")
@@ -192,10 +139,8 @@ class Worker:
         Raises:
             WorkerBusy: another live worker holds it.
         """
-        until = self.q.now() + timedelta(seconds=self.options.lease_seconds)
-        other = outbox.take_worker_lease(
-            self.q, self.repo, self.name, until, holder_is_gone=holder_is_gone
-        )
+        until = leases.until(self.q.now(), self.options.lease_seconds)
+        other = worker_lease.take(self.q, self.repo, self.name, until)
         if other is not None:
             raise WorkerBusy(
                 f"another worker ({other}) is mirroring {self.repo}", worker=other, repo=self.repo
@@ -203,11 +148,13 @@ class Worker:
         self._lease_renewed = time.monotonic()
 
     def renew_lease(self) -> None:
-        if time.monotonic() - self._lease_renewed >= self.options.lease_seconds / 3:
+        if time.monotonic() - self._lease_renewed >= leases.renewal_period(
+            self.options.lease_seconds
+        ):
             self.hold_lease()
 
     def release_lease(self) -> None:
-        outbox.release_worker_lease(self.q, self.repo, self.name)
+        worker_lease.release(self.q, self.repo, self.name)
 
     # passes -----------------------------------------------------------------------------------
 
@@ -222,12 +169,14 @@ class Worker:
             if self._held(report):
                 break
             batch = [
-                i for i in outbox.due(self.q, limit=self.options.batch) if i.issue_id not in seen
+                i
+                for i in outbox_rows.due(self.q, limit=self.options.batch)
+                if i.issue_id not in seen
             ]
             if not batch:
                 break
             if total is None and self.progress is not None:
-                total = outbox.status(self.q, problems=0).due_now
+                total = sync_status.status(self.q, problems=0).due_now
             for item in batch:
                 if self.stop.is_set() or self._held(report):
                     break
@@ -239,7 +188,7 @@ class Worker:
                     self.progress("push", done, max(total or 0, done))
         report.writes = self.pace.writes - writes_before
         if report.rows:
-            outbox.note_mirror(self.q, self.repo, last_push_at=self.q.now())
+            mirror_target.note_mirror(self.q, self.repo, last_push_at=self.q.now())
         return report
 
     def _held(self, report: PushReport) -> bool:
@@ -249,12 +198,12 @@ class Worker:
         self.held_until = None
         return False
 
-    def _push_row(self, item: outbox.OutboxItem, report: PushReport) -> None:
+    def _push_row(self, item: outbox_rows.OutboxItem, report: PushReport) -> None:
         try:
             self._push(item, report)
         except RateLimited as exc:
             log.warning("issue #%s: %s", item.number, exc.message)
-            outbox.reschedule(
+            outbox_rows.reschedule(
                 self.q,
                 item.issue_id,
                 exc.retry_at,
@@ -265,8 +214,8 @@ class Worker:
             report.rescheduled += 1
             self._rate_limited(exc)
         except AuthFailed as exc:
-            outbox.note_mirror(self.q, self.repo, last_error=exc.message)
-            outbox.reschedule(
+            mirror_target.note_mirror(self.q, self.repo, last_error=exc.message)
+            outbox_rows.reschedule(
                 self.q,
                 item.issue_id,
                 self.q.now(),
@@ -277,13 +226,13 @@ class Worker:
             raise
         except GitHubRejected as exc:
             log.error("issue #%s: %s (parked)", item.number, exc.message)
-            outbox.park(self.q, item.issue_id, exc.message)
+            outbox_rows.park(self.q, item.issue_id, exc.message)
             report.dead += 1
             report.errors.append(f"#{item.number}: {exc.message}")
         except GitHubCallError as exc:  # Unclear, or an unexpected 404/301 of the repository
             self._secondary_streak = 0
             retry_at = getattr(exc, "retry_at", None) or self._backoff(item.attempts)
-            after = outbox.reschedule(
+            after = outbox_rows.reschedule(
                 self.q,
                 item.issue_id,
                 retry_at,
@@ -291,7 +240,7 @@ class Worker:
                 count_attempt=True,
                 max_attempts=self.options.max_attempts,
             )
-            if after is not None and after.state == outbox.DEAD:
+            if after is not None and after.state == outbox_rows.DEAD:
                 report.dead += 1
                 report.errors.append(f"#{item.number}: {exc.message}")
             else:
@@ -302,8 +251,8 @@ class Worker:
             self.pace.calm()
 
     def _backoff(self, attempts: int) -> datetime:
-        delay = min(self.options.backoff_max, self.options.backoff_base * 2**attempts)
-        return self.q.now() + timedelta(seconds=delay * random.uniform(0.8, 1.2))
+        wait = backoff.delay(attempts, self.options.backoff_base, self.options.backoff_max)
+        return self.q.now() + timedelta(seconds=wait)
 
     def _rate_limited(self, exc: RateLimited) -> None:
         """Decide whether the limit holds every request or only this row's."""
@@ -325,7 +274,7 @@ class Worker:
 
     # one row ----------------------------------------------------------------------------------
 
-    def _push(self, item: outbox.OutboxItem, report: PushReport) -> None:
+    def _push(self, item: outbox_rows.OutboxItem, report: PushReport) -> None:
         state = mirror.push_state(self.q, item.issue_id)
         link = state.link
         if link is None and item.uncertain:
@@ -334,13 +283,13 @@ class Worker:
                 report.found += 1
         if link is None:
             if state.issue is None:  # deleted before it ever reached GitHub
-                outbox.finish(self.q, item)
+                outbox_rows.finish(self.q, item)
                 report.rows += 1
                 return
             link = self._create(state)
             report.created += 1
         if item.uncertain:
-            outbox.create_settled(self.q, item.issue_id)
+            outbox_rows.create_settled(self.q, item.issue_id)
 
         snap = Snapshot.from_json(link.snapshot)
         if snap.gone is None:
@@ -356,7 +305,7 @@ class Worker:
                         report.comments += 1
             except _Gone:
                 report.gone += 1
-        outbox.finish(self.q, item)
+        outbox_rows.finish(self.q, item)
         report.rows += 1
 
     def _create(self, state: PushState) -> LinkState:
@@ -364,7 +313,7 @@ class Worker:
         assert issue is not None
         want = desired(issue, None)
         self.labels.ensure(want.labels)
-        outbox.create_started(self.q, state.issue_id)
+        outbox_rows.create_started(self.q, state.issue_id)
         self.pace()
         try:
             created = self.client.create_issue(
@@ -375,10 +324,10 @@ class Worker:
             )
         except Unclear as exc:
             if not exc.maybe_applied:
-                outbox.create_settled(self.q, state.issue_id)
+                outbox_rows.create_settled(self.q, state.issue_id)
             raise
         except GitHubCallError:
-            outbox.create_settled(self.q, state.issue_id)  # GitHub answered: not created
+            outbox_rows.create_settled(self.q, state.issue_id)  # GitHub answered: not created
             raise
         # Created open: a done issue is closed by the update that follows.
         sent = Snapshot(want.title, want.body, True, want.labels, "open")
@@ -401,17 +350,17 @@ class Worker:
         return link
 
     def _number_of(self, state: PushState) -> int:
-        item = outbox.get(self.q, state.issue_id)
+        item = outbox_rows.get(self.q, state.issue_id)
         return item.number if item else 0
 
-    def _find_created(self, state: PushState, item: outbox.OutboxItem) -> LinkState | None:
+    def _find_created(self, state: PushState, item: outbox_rows.OutboxItem) -> LinkState | None:
         """After an unclear create: look for the issue by its marker (the issue list, not
         the search API, whose index lags)."""
         assert item.create_started_at is not None
         since = item.create_started_at - timedelta(seconds=self.options.lookup_margin)
         found = self._find_issue(marker(item.issue_id), since)
         if found is None:
-            outbox.create_settled(self.q, item.issue_id)
+            outbox_rows.create_settled(self.q, item.issue_id)
             return None
         log.info(
             "issue #%s: found on GitHub as #%s after an unclear create", item.number, found.number

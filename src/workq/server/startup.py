@@ -132,14 +132,14 @@ def _check_git(settings: Settings) -> str:
 def _mirror_repo(settings: Settings, migrate: bool | None) -> str | None:
     """The repository the database mirrors to, read before serving (None if unreadable)."""
     from workq.services.runtime import open_queue
-    from workq.services.sync import outbox
+    from workq.services.sync import mirror_target
 
     try:
         queue = open_queue(settings, migrate=migrate)
     except WorkqError:
         return None
     try:
-        found = outbox.mirror(queue)
+        found = mirror_target.mirror(queue)
     finally:
         queue.db.dispose()
     return found.repo if found else None

@@ -261,9 +261,9 @@ class ServerState:
 
     def mirror_repo(self) -> str | None:
         """The repository this database mirrors to, if one is configured."""
-        from workq.services.sync import outbox
+        from workq.services.sync import mirror_target
 
-        found = outbox.mirror(self.queue())
+        found = mirror_target.mirror(self.queue())
         return found.repo if found else None
 
     def queue(self) -> Queue:

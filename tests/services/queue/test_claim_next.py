@@ -13,7 +13,7 @@ from workq.domain.authority import Authority
 from workq.schemas import ReadyFilter
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues, notes
-from workq.services.sync import outbox
+from workq.services.sync import mirror_target, outbox, outbox_rows
 
 
 def _raw_events(queue: Queue, number: int) -> list[tuple[str, str | None, str | None]]:
@@ -48,13 +48,13 @@ def test_claim_and_takeover_events_are_written_as_record_writes_them(
 def test_claim_next_feeds_the_outbox_when_a_mirror_is_configured(queue: Queue) -> None:
     outbox.install(queue)
     made = issues.create(queue, title="one")
-    assert outbox.get(queue, made.id) is None  # no mirror yet: nothing queued
-    outbox.configure(queue, "acme/widgets")
-    created = outbox.get(queue, made.id)
+    assert outbox_rows.get(queue, made.id) is None  # no mirror yet: nothing queued
+    mirror_target.configure(queue, "acme/widgets")
+    created = outbox_rows.get(queue, made.id)
     assert created is not None
     got = claims.claim_next(queue, Authority.of({"run-a"}))
     assert got is not None and got.number == made.number
-    queued = outbox.get(queue, made.id)
+    queued = outbox_rows.get(queue, made.id)
     assert queued is not None
     assert (queued.kind, queued.version, queued.state) == (
         "claimed",

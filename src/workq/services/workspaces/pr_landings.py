@@ -19,7 +19,7 @@ from workq.schemas import MergeResult
 from workq.services.coding.gates import MergeCandidate
 from workq.services.handle import Queue
 from workq.services.queue import claims, door
-from workq.services.sync import outbox
+from workq.services.sync import worker_lease
 from workq.services.workspaces import checkouts, landings
 from workq.services.workspaces.land import check_gates, refuse_conflicts
 from workq.services.workspaces.merge_records import landing_of, record_landed, record_merge
@@ -106,7 +106,7 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
 
 def _unmoved(q: Queue, github_repo: str) -> str | None:
     """What to start when no GitHub worker is moving landings into ``github_repo`` now."""
-    if outbox.worker_live(q, github_repo):
+    if worker_lease.live(q, github_repo):
         return None
     return (
         f"no GitHub worker is moving landings into {github_repo} now: it waits until one runs "
