@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from workq.domain import leases
 from workq.schemas import Status
 
 OPEN, IN_PROGRESS = Status.OPEN.value, Status.IN_PROGRESS.value
@@ -37,11 +38,7 @@ class BlockRow(Protocol):
 
 def claim_live(row: ClaimRow, now: datetime) -> bool:
     """The issue is held: in progress, with a lease that runs past ``now``."""
-    return (
-        row.status == IN_PROGRESS
-        and row.lease_expires_at is not None
-        and row.lease_expires_at > now
-    )
+    return row.status == IN_PROGRESS and leases.live(row.lease_expires_at, now)
 
 
 def claim_lapsed(row: ClaimRow, now: datetime) -> bool:

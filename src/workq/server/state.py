@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from workq.config import Settings
+from workq.domain import leases
 from workq.domain.authority import Authority
 from workq.errors import RunIdInUse, StorageError, WorkqError
 from workq.server.github_link import GitHubLink
@@ -335,7 +336,7 @@ class ServerState:
     def _renew_loop(self, queue: Queue) -> None:
         from workq.services.queue.claims import renew_leases
 
-        interval = max(queue.lease_seconds / 3, 1.0)
+        interval = max(leases.renewal_period(queue.lease_seconds), 1.0)
         while not self._stop.wait(interval):
             try:
                 renewed = renew_leases(queue, self._renew_bindings(queue))

@@ -13,7 +13,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, Select, bindparam, insert, select
@@ -22,7 +22,7 @@ from sqlalchemy.sql.dml import Insert
 from workq.db.engine import Database
 from workq.db.prepared import Prepared
 from workq.db.tables import IssueRecord, events, issues
-from workq.domain import dates
+from workq.domain import dates, leases
 from workq.errors import NotFound
 from workq.schemas import Issue, IssueType, Priority, Status
 
@@ -74,7 +74,7 @@ class Queue:
         return self.clock()
 
     def lease_until(self, now: datetime) -> datetime:
-        return now + timedelta(seconds=self.lease_seconds)
+        return leases.until(now, self.lease_seconds)
 
 
 def new_id() -> str:

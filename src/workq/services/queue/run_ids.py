@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Connection, delete, select, update
 
 from workq.db import dialect
 from workq.db.tables import run_bindings
-from workq.domain import dates, fields
+from workq.domain import dates, fields, leases
 from workq.errors import RunIdInUse
 from workq.services.handle import Queue
 from workq.services.queue import processes
@@ -50,8 +50,9 @@ def bind(q: Queue, run_id: str, server: str) -> datetime:
                 run_bindings.c.run_id == run_id
             )
         ).one()
-        free = row.expires_at <= now or processes.gone(row.server)
-        if free and _take(conn, run_id, server, now, until, run_bindings.c.server == row.server):
+        if _free(row.server, row.expires_at, now) and _take(
+            conn, run_id, server, now, until, run_bindings.c.server == row.server
+        ):
             return until
         raise _in_use(run_id, row.server, row.expires_at)
 
@@ -75,15 +76,20 @@ def check(q: Queue, run_id: str, binder: str) -> None:
         now = q.now()
     if row is None or row.server == binder:
         return
-    if row.expires_at <= now or processes.gone(row.server):
+    if _free(row.server, row.expires_at, now):
         return
     raise _in_use(run_id, row.server, row.expires_at)
 
 
+def _free(server: str, expires_at: datetime, now: datetime) -> bool:
+    """Whether another server's binding may be taken: lapsed, or its process gone."""
+    return leases.takeable(server, expires_at, now, holder_alive=not processes.gone(server))
+
+
 def _in_use(run_id: str, server: str, expires_at: datetime) -> RunIdInUse:
-    host, _, rest = server.partition(":")
+    host, pid = processes.parse(server) or (server, "?")
     return RunIdInUse(
-        f"run id {run_id!r} is in use by another live caller (pid {rest.partition(':')[0]} "
+        f"run id {run_id!r} is in use by another live caller (pid {pid} "
         f"on {host}) until at least {dates.stamp(expires_at)}",
         run_id=run_id,
         server=server,

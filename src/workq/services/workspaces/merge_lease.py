@@ -12,12 +12,12 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
 from workq.db.tables import repositories
+from workq.domain import leases
 from workq.errors import MergeBusy, WorkqError
 from workq.services.handle import Queue, record
 from workq.services.queue import processes
@@ -49,7 +49,7 @@ def take(q: Queue, repo: str, holder: str, seconds: int) -> bool:
                 repositories.c.name == repo,
                 (repositories.c.merge_holder == current) if dead else free,
             )
-            .values(merge_holder=holder, merge_expires_at=now + _seconds(seconds))
+            .values(merge_holder=holder, merge_expires_at=leases.until(now, seconds))
         ).rowcount
         if taken == 1 and dead:
             record(
@@ -66,10 +66,6 @@ def take(q: Queue, repo: str, holder: str, seconds: int) -> bool:
         return bool(taken == 1)
 
     return q.db.write(work)
-
-
-def _seconds(n: int) -> timedelta:
-    return timedelta(seconds=n)
 
 
 def give_back(q: Queue, repo: str, holder: str) -> None:
@@ -129,10 +125,10 @@ def _keep_lease(q: Queue, repo: str, holder: str, seconds: int, stop: threading.
         return conn.execute(
             update(repositories)
             .where(repositories.c.name == repo, repositories.c.merge_holder == holder)
-            .values(merge_expires_at=q.now() + _seconds(seconds))
+            .values(merge_expires_at=leases.until(q.now(), seconds))
         ).rowcount
 
-    while not stop.wait(seconds / 3):
+    while not stop.wait(leases.renewal_period(seconds)):
         try:
             if not q.db.write(renew):
                 return  # taken over; the default branch's compare-and-swap guards the rest
