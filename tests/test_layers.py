@@ -153,26 +153,33 @@ def check(root: Path) -> list[Broken]:
             broken.append(Broken(where, 1, "-", f"'{part}' has no entry in the layer rules"))
             continue
         for line, name in imported(root, path):
-            top = name.split(".")[0]
-            if top == "workq":
-                target_part = name.split(".")[1] if "." in name else "workq"
-                if target_part == part or target_part in MAY_IMPORT[part]:
-                    continue
-                if (where, name) in EXCEPTIONS:
-                    continue
-                broken.append(Broken(where, line, name, f"{part} may not import {target_part}"))
-            elif top in THIRD_PARTY:
-                if part not in THIRD_PARTY[top]:
-                    broken.append(Broken(where, line, name, f"{top} is not for {part}"))
-            elif top in STDLIB_RESTRICTED:
-                if part not in STDLIB_RESTRICTED[top]:
-                    broken.append(Broken(where, line, name, f"{top} is not for {part}"))
-                elif top == "sqlite3" and where not in SQLITE_MODULE_USERS:
-                    why = "open SQLite through workq.db.sqlite (one library per process)"
-                    broken.append(Broken(where, line, name, why))
-            elif top not in sys.stdlib_module_names and top != "__future__":
-                broken.append(Broken(where, line, name, f"{top} is not in the layer rules"))
+            why = broken_rule(part, where, name)
+            if why is not None:
+                broken.append(Broken(where, line, name, why))
     return broken
+
+
+def broken_rule(part: str, where: str, name: str) -> str | None:
+    """The rule that module ``where`` (of ``part``) breaks by importing ``name``, if any."""
+    top = name.split(".")[0]
+    if top == "workq":
+        target_part = name.split(".")[1] if "." in name else "workq"
+        if target_part == part or target_part in MAY_IMPORT[part]:
+            return None
+        if (where, name) in EXCEPTIONS:
+            return None
+        return f"{part} may not import {target_part}"
+    if top in THIRD_PARTY:
+        return None if part in THIRD_PARTY[top] else f"{top} is not for {part}"
+    if top in STDLIB_RESTRICTED:
+        if part not in STDLIB_RESTRICTED[top]:
+            return f"{top} is not for {part}"
+        if top == "sqlite3" and where not in SQLITE_MODULE_USERS:
+            return "open SQLite through workq.db.sqlite (one library per process)"
+        return None
+    if top not in sys.stdlib_module_names and top != "__future__":
+        return f"{top} is not in the layer rules"
+    return None
 
 
 def test_the_source_follows_the_layers() -> None:

@@ -583,18 +583,31 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def use_fake_github(worlds: Worlds, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers and commands started from now on talk to the fake GitHub only."""
+    for key in [k for k in os.environ if k.startswith(("GITHUB_", "GH_"))]:
+        monkeypatch.delenv(key)
+    for key, value in fake_env(worlds.github()).items():
+        if key.startswith("GITHUB_"):
+            monkeypatch.setenv(key, value)
+
+
+def log_case(recipe: Recipe, who: str, wanted: str, got: str, facts: str) -> None:
+    if os.environ.get("AUTHORITY_MATRIX_LOG"):
+        import json
+
+        with open(os.environ["AUTHORITY_MATRIX_LOG"], "a") as log:
+            log.write(json.dumps([recipe.id, who, wanted, got, facts]) + "\n")
+
+
 @pytest.mark.parametrize(("recipe", "who"), CASES)
 async def test_the_face_answers_as_the_table_says(
     recipe: Recipe, who: str, engine: str, worlds: Worlds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caller = CALLERS[who]
     world: World | None = None
-    if recipe.family in GITHUB_FAMILIES:  # the GitHub of servers and commands: the fake
-        for key in [k for k in os.environ if k.startswith(("GITHUB_", "GH_"))]:
-            monkeypatch.delenv(key)
-        for key, value in fake_env(worlds.github()).items():
-            if key.startswith("GITHUB_"):
-                monkeypatch.setenv(key, value)
+    if recipe.family in GITHUB_FAMILIES:
+        use_fake_github(worlds, monkeypatch)
     try:
         try:
             world = await worlds.world(engine, recipe)
@@ -617,11 +630,7 @@ async def test_the_face_answers_as_the_table_says(
     finally:
         if world is not None:
             await world.close()
-    if os.environ.get("AUTHORITY_MATRIX_LOG"):
-        import json
-
-        with open(os.environ["AUTHORITY_MATRIX_LOG"], "a") as log:
-            log.write(json.dumps([recipe.id, who, wanted, got, facts]) + "\n")
+    log_case(recipe, who, wanted, got, facts)
     problems = []
     if got != wanted:
         problems.append(f"expected {wanted}, got {got} ({facts})")
@@ -654,11 +663,7 @@ async def test_the_tools_that_only_read_change_nothing(
     by another's on a claimed issue with a worktree, a remote and the fake GitHub, leaves
     the snapshot as it was: a tool that writes under that hint would escape the table."""
     reading = Recipe("read-only tools", "tool", "github", (), lambda c: {})
-    for key in [k for k in os.environ if k.startswith(("GITHUB_", "GH_"))]:
-        monkeypatch.delenv(key)
-    for key, value in fake_env(worlds.github()).items():
-        if key.startswith("GITHUB_"):
-            monkeypatch.setenv(key, value)
+    use_fake_github(worlds, monkeypatch)
     world = await worlds.world(engine, reading)
     worlds.github().seed_issue("a GitHub issue")  # #1 on GitHub
     problems: list[str] = []

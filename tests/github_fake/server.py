@@ -1277,58 +1277,82 @@ class FakeGitHub(ControlAPI):
         path = f"/repos/{repo.full_name}/" + "/".join(rest)
         if rest == ["pulls"]:
             if method == "GET":
-                state = _first(query, "state") or "open"
-                head = _first(query, "head")
-                branches = self._branches(repo)
-                items = [
-                    self._pull_json(repo, repo.issues[n], branches)
-                    for n in sorted(repo.pr.pulls, reverse=True)
-                    if state in ("all", repo.issues[n].state)
-                    and (head is None or f"{repo.owner}:{repo.pr.pulls[n].head}" == head)
-                ]
-                return self._paginate(items, path, query)
+                return self._list_pulls(repo, path, query)
             if method == "POST":
                 return 201, self._create_pull(repo, body, login), {}
-        if len(rest) >= 2 and rest[0] == "pulls" and rest[1].isdigit():
+        if len(rest) >= 2 and rest[1].isdigit():
             issue, pull = self._pull_of(repo, int(rest[1]))
-            sub = rest[2:]
-            if not sub and method == "GET":
-                if DIFF_MEDIA_TYPE in headers.get("accept", ""):
-                    return 200, Text(pull.diff, f"{DIFF_MEDIA_TYPE}; charset=utf-8"), {}
-                return 200, self._pull_json(repo, issue), {}
-            if sub == ["reviews"] and method == "GET":
-                return self._paginate(list(pull.reviews), path, query)
-            if sub == ["merge"]:
-                if method == "PUT":
-                    return 200, self._merge(repo, issue, pull, body), {}
-                if method == "GET":
-                    if pull.merged_at is None:
-                        raise ApiError(404, "Not Found")
-                    return 204, None, {}
-            if sub == ["update-branch"] and method == "PUT":
-                return 202, self._update_branch(repo, issue, pull, body), {}
-        if len(rest) == 3 and rest[0] == "commits" and method == "GET":
+            return self._route_pull(repo, issue, pull, rest[2:], method, path, query, body, headers)
+        raise ApiError(404, "Not Found")
+
+    def _route_pull(
+        self,
+        repo: _Repo,
+        issue: _Issue,
+        pull: PullState,
+        sub: list[str],
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        headers: dict[str, str],
+    ) -> tuple[int, Any, dict[str, str]]:
+        """``/pulls/{n}`` and what is under it (``sub``)."""
+        if not sub and method == "GET":
+            if DIFF_MEDIA_TYPE in headers.get("accept", ""):
+                return 200, Text(pull.diff, f"{DIFF_MEDIA_TYPE}; charset=utf-8"), {}
+            return 200, self._pull_json(repo, issue), {}
+        if sub == ["reviews"] and method == "GET":
+            return self._paginate(list(pull.reviews), path, query)
+        if sub == ["merge"]:
+            if method == "PUT":
+                return 200, self._merge(repo, issue, pull, body), {}
+            if method == "GET":
+                if pull.merged_at is None:
+                    raise ApiError(404, "Not Found")
+                return 204, None, {}
+        if sub == ["update-branch"] and method == "PUT":
+            return 202, self._update_branch(repo, issue, pull, body), {}
+        raise ApiError(404, "Not Found")
+
+    def _list_pulls(
+        self, repo: _Repo, path: str, query: dict[str, list[str]]
+    ) -> tuple[int, Any, dict[str, str]]:
+        state = _first(query, "state") or "open"
+        head = _first(query, "head")
+        branches = self._branches(repo)
+        items = [
+            self._pull_json(repo, repo.issues[n], branches)
+            for n in sorted(repo.pr.pulls, reverse=True)
+            if state in ("all", repo.issues[n].state)
+            and (head is None or f"{repo.owner}:{repo.pr.pulls[n].head}" == head)
+        ]
+        return self._paginate(items, path, query)
+
+    def _route_commits(
+        self, repo: _Repo, rest: list[str], method: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        if len(rest) == 3 and method == "GET":
             sha = self._branches(repo).get(rest[1], rest[1])
             if rest[2] == "check-runs":
                 runs = repo.pr.check_runs.get(sha, [])
                 return 200, {"total_count": len(runs), "check_runs": runs}, {}
             if rest[2] == "status":
-                statuses = repo.pr.statuses.get(sha, [])
-                latest = {s["context"]: s for s in statuses}
-                return (
-                    200,
-                    {
-                        "state": combined_state(statuses),
-                        "statuses": list(latest.values()),
-                        "sha": sha,
-                        "total_count": len(latest),
-                        "repository": self._repo_json(repo),
-                        "commit_url": f"{self._repo_api_url(repo)}/commits/{sha}",
-                        "url": f"{self._repo_api_url(repo)}/commits/{sha}/status",
-                    },
-                    {},
-                )
+                return 200, self._combined_status_json(repo, sha), {}
         raise ApiError(404, "Not Found")
+
+    def _combined_status_json(self, repo: _Repo, sha: str) -> dict[str, Any]:
+        statuses = repo.pr.statuses.get(sha, [])
+        latest = {s["context"]: s for s in statuses}
+        return {
+            "state": combined_state(statuses),
+            "statuses": list(latest.values()),
+            "sha": sha,
+            "total_count": len(latest),
+            "repository": self._repo_json(repo),
+            "commit_url": f"{self._repo_api_url(repo)}/commits/{sha}",
+            "url": f"{self._repo_api_url(repo)}/commits/{sha}/status",
+        }
 
     def _merge(self, repo: _Repo, issue: _Issue, pull: PullState, body: Any) -> dict[str, Any]:
         """``PUT /pulls/{n}/merge``: with a git directory the base branch moves to a real
@@ -1356,23 +1380,11 @@ class FakeGitHub(ControlAPI):
         mergeable, state = self._mergeability(repo, pull, branches)
         if mergeable is False or state in ("dirty", "blocked", "behind"):
             raise _not_mergeable()
-        if method == "merge":
-            source = f"{repo.owner}/{pull.head}"
-            title = commit_title or f"Merge pull request #{issue.number} from {source}"
-            text = issue.title if commit_message is None else commit_message
-        else:
-            title = commit_title or f"{issue.title} (#{issue.number})"
-            text = commit_message or ""
-        message = f"{title}\n\n{text}" if text else title
+        message = _merge_message(repo, issue, pull, method, commit_title, commit_message)
         if git_dir is None:
             merged = fake_sha(f"{method}:{pull.base_sha}:{pull.head_sha}:{self._next_id()}")
         else:
-            new = _git_or_500(land, git_dir, method, pull.base_sha, pull.head_sha, message)
-            if new is None:
-                raise _not_mergeable("Merge conflict")
-            if not _git_or_500(update_ref, git_dir, f"refs/heads/{pull.base}", new, pull.base_sha):
-                raise ApiError(405, "Base branch was modified. Review and try the merge again.")
-            merged = new
+            merged = _land_or_refuse(git_dir, pull, method, message)
         self._record_merge(issue, pull, merged)
         return {"sha": merged, "merged": True, "message": "Pull Request successfully merged"}
 
@@ -1835,54 +1847,106 @@ class FakeGitHub(ControlAPI):
 
         if not rest and method == "GET":
             return 200, self._repo_json(repo), {}
-        if rest and rest[0] in ("pulls", "commits"):
+        resource = rest[0] if rest else None
+        if resource == "pulls":
             return self._route_pulls(repo, rest, method, query, body, login, headers or {})
-        if rest == ["issues"]:
-            if method == "GET":
-                return self._list_issues(repo, path, query)
-            if method == "POST":
-                return 201, self._create_issue(repo, body, login), {}
+        if resource == "commits":
+            return self._route_commits(repo, rest, method)
+        if resource == "labels":
+            return self._route_labels(repo, rest, method, path, query, body)
+        if resource == "issues":
+            return self._route_issues(repo, rest, method, path, query, body, login)
+        raise ApiError(404, "Not Found")
+
+    def _route_labels(
+        self,
+        repo: _Repo,
+        rest: list[str],
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+    ) -> tuple[int, Any, dict[str, str]]:
         if rest == ["labels"]:
             if method == "GET":
                 labels = [self._label_json(repo, lb) for lb in repo.labels.values()]
                 return self._paginate(labels, path, query)
             if method == "POST":
                 return 201, self._create_label(repo, body), {}
-        if len(rest) == 2 and rest[0] == "labels" and method == "GET":
+        if len(rest) == 2 and method == "GET":
             label = repo.labels.get(rest[1].lower())
             if label is None:
                 raise ApiError(404, "Not Found")
             return 200, self._label_json(repo, label), {}
-        if len(rest) >= 2 and rest[0] == "issues" and rest[1].isdigit():
-            issue = self._addressable_issue(repo, int(rest[1]))
-            sub = rest[2:]
-            if not sub:
-                if method == "GET":
-                    return 200, self._issue_json(repo, issue), {}
-                if method == "PATCH":
-                    return 200, self._patch_issue(repo, issue, body), {}
-            elif sub == ["labels"]:
-                return self._issue_labels(repo, issue, method, body, path, query)
-            elif len(sub) == 2 and sub[0] == "labels" and method == "DELETE":
-                key = sub[1].lower()
-                if key not in issue.labels:
-                    raise ApiError(404, "Label does not exist")
-                issue.labels.remove(key)
-                issue.updated_at = self._now()
-                return 200, [self._label_json(repo, repo.labels[k]) for k in issue.labels], {}
-            elif sub == ["comments"]:
-                if method == "GET":
-                    since = self._since(query)
-                    comments = [
-                        self._comment_json(repo, c)
-                        for c in repo.comments
-                        if c.number == issue.number and (since is None or c.updated_at >= since)
-                    ]
-                    return self._paginate(comments, path, query)
-                if method == "POST":
-                    text = _field(body, "body", str, required=True, resource="IssueComment")
-                    return 201, self._add_comment(repo, issue, text, login), {}
         raise ApiError(404, "Not Found")
+
+    def _route_issues(
+        self,
+        repo: _Repo,
+        rest: list[str],
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        login: str,
+    ) -> tuple[int, Any, dict[str, str]]:
+        if rest == ["issues"]:
+            if method == "GET":
+                return self._list_issues(repo, path, query)
+            if method == "POST":
+                return 201, self._create_issue(repo, body, login), {}
+        if len(rest) >= 2 and rest[1].isdigit():
+            issue = self._addressable_issue(repo, int(rest[1]))
+            return self._route_issue(repo, issue, rest[2:], method, path, query, body, login)
+        raise ApiError(404, "Not Found")
+
+    def _route_issue(
+        self,
+        repo: _Repo,
+        issue: _Issue,
+        sub: list[str],
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        login: str,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """``/issues/{n}`` and what is under it (``sub``)."""
+        if not sub:
+            if method == "GET":
+                return 200, self._issue_json(repo, issue), {}
+            if method == "PATCH":
+                return 200, self._patch_issue(repo, issue, body), {}
+        elif sub == ["labels"]:
+            return self._issue_labels(repo, issue, method, body, path, query)
+        elif len(sub) == 2 and sub[0] == "labels" and method == "DELETE":
+            return 200, self._remove_issue_label(repo, issue, sub[1]), {}
+        elif sub == ["comments"]:
+            if method == "GET":
+                return self._list_comments(repo, issue, path, query)
+            if method == "POST":
+                text = _field(body, "body", str, required=True, resource="IssueComment")
+                return 201, self._add_comment(repo, issue, text, login), {}
+        raise ApiError(404, "Not Found")
+
+    def _remove_issue_label(self, repo: _Repo, issue: _Issue, name: str) -> list[dict[str, Any]]:
+        key = name.lower()
+        if key not in issue.labels:
+            raise ApiError(404, "Label does not exist")
+        issue.labels.remove(key)
+        issue.updated_at = self._now()
+        return [self._label_json(repo, repo.labels[k]) for k in issue.labels]
+
+    def _list_comments(
+        self, repo: _Repo, issue: _Issue, path: str, query: dict[str, list[str]]
+    ) -> tuple[int, Any, dict[str, str]]:
+        since = self._since(query)
+        comments = [
+            self._comment_json(repo, c)
+            for c in repo.comments
+            if c.number == issue.number and (since is None or c.updated_at >= since)
+        ]
+        return self._paginate(comments, path, query)
 
     def _rate_limit_json(self) -> dict[str, Any]:
         remaining = max(0, self._rate_limit - self._rate_used)
@@ -2151,6 +2215,35 @@ def _invalid(name: str, resource: str = "Issue") -> ApiError:
 
 def _not_mergeable(message: str = "Pull Request is not mergeable") -> ApiError:
     return ApiError(405, message)
+
+
+def _merge_message(
+    repo: _Repo,
+    issue: _Issue,
+    pull: PullState,
+    method: str,
+    commit_title: str | None,
+    commit_message: str | None,
+) -> str:
+    """The commit message of a merge by ``method``, as GitHub words it by default."""
+    if method == "merge":
+        source = f"{repo.owner}/{pull.head}"
+        title = commit_title or f"Merge pull request #{issue.number} from {source}"
+        text = issue.title if commit_message is None else commit_message
+    else:
+        title = commit_title or f"{issue.title} (#{issue.number})"
+        text = commit_message or ""
+    return f"{title}\n\n{text}" if text else title
+
+
+def _land_or_refuse(git_dir: str, pull: PullState, method: str, message: str) -> str:
+    """Land ``pull`` on its base branch in ``git_dir``: the new tip of the base."""
+    new = _git_or_500(land, git_dir, method, pull.base_sha, pull.head_sha, message)
+    if new is None:
+        raise _not_mergeable("Merge conflict")
+    if not _git_or_500(update_ref, git_dir, f"refs/heads/{pull.base}", new, pull.base_sha):
+        raise ApiError(405, "Base branch was modified. Review and try the merge again.")
+    return new
 
 
 def _git_or_500(run: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from tests.conftest import ADMIN
 from workq.config import Settings
@@ -36,6 +38,84 @@ def claim_all(queue: Queue, run_id: str) -> None:
         print(f"claimed {got.number} from {got.previous_holder or '-'}", flush=True)
 
 
+@dataclass(frozen=True)
+class Move:
+    """One step of ``mixed``."""
+
+    queue: Queue
+    run_id: str
+    step: int
+    some: int
+    other: int
+    rng: random.Random
+
+
+def _admin() -> Authority:
+    return Authority.overriding("admin", who="admin")
+
+
+def _create(m: Move) -> None:
+    issues.create(m.queue, title=f"{m.run_id} step {m.step}", actor=m.run_id)
+
+
+def _claim(m: Move) -> None:
+    got = claims.claim_next(m.queue, Authority.of({m.run_id}))
+    if got is not None and m.rng.random() < 0.7:
+        claims.complete(m.queue, got.number, Authority.of({m.run_id}))
+
+
+def _complete(m: Move) -> None:
+    claims.complete(m.queue, m.some, _admin(), actor=m.run_id)
+
+
+def _depend(m: Move) -> None:
+    dependencies.depend(m.queue, blocker=m.some, blocked=m.other, actor=m.run_id)
+
+
+def _undepend(m: Move) -> None:
+    dependencies.undepend(m.queue, blocker=m.some, blocked=m.other, actor=m.run_id)
+
+
+def _block(m: Move) -> None:
+    blocking.block(m.queue, m.some, "needs a decision", by=_admin(), actor=m.run_id)
+
+
+def _unblock(m: Move) -> None:
+    blocking.unblock(m.queue, m.some, actor=m.run_id)
+
+
+def _comment(m: Move) -> None:
+    notes.comment(m.queue, m.some, f"note from {m.run_id}", author=m.run_id)
+
+
+def _release(m: Move) -> None:
+    claims.release(m.queue, m.some, _admin(), actor=m.run_id)
+
+
+def _reopen(m: Move) -> None:
+    issues.reopen(m.queue, m.some, actor=m.run_id)
+
+
+def _delete(m: Move) -> None:
+    if m.rng.random() < 0.2:
+        issues.delete_issue(m.queue, m.some, actor=m.run_id, by=ADMIN)
+
+
+MOVES: dict[str, Callable[[Move], None]] = {
+    "create": _create,
+    "claim": _claim,
+    "complete": _complete,
+    "depend": _depend,
+    "undepend": _undepend,
+    "block": _block,
+    "unblock": _unblock,
+    "comment": _comment,
+    "release": _release,
+    "reopen": _reopen,
+    "delete": _delete,
+}
+
+
 def mixed(queue: Queue, run_id: str, seed: int) -> None:
     rng = random.Random(seed)
     for step in range(MIXED_STEPS):
@@ -44,40 +124,7 @@ def mixed(queue: Queue, run_id: str, seed: int) -> None:
         other = rng.randint(1, highest)
         action = rng.choice(MIXED_ACTIONS)
         try:
-            if action == "create":
-                issues.create(queue, title=f"{run_id} step {step}", actor=run_id)
-            elif action == "claim":
-                got = claims.claim_next(queue, Authority.of({run_id}))
-                if got is not None and rng.random() < 0.7:
-                    claims.complete(queue, got.number, Authority.of({run_id}))
-            elif action == "complete":
-                claims.complete(
-                    queue, some, Authority.overriding("admin", who="admin"), actor=run_id
-                )
-            elif action == "depend":
-                dependencies.depend(queue, blocker=some, blocked=other, actor=run_id)
-            elif action == "undepend":
-                dependencies.undepend(queue, blocker=some, blocked=other, actor=run_id)
-            elif action == "block":
-                blocking.block(
-                    queue,
-                    some,
-                    "needs a decision",
-                    by=Authority.overriding("admin", who="admin"),
-                    actor=run_id,
-                )
-            elif action == "unblock":
-                blocking.unblock(queue, some, actor=run_id)
-            elif action == "comment":
-                notes.comment(queue, some, f"note from {run_id}", author=run_id)
-            elif action == "release":
-                claims.release(
-                    queue, some, Authority.overriding("admin", who="admin"), actor=run_id
-                )
-            elif action == "reopen":
-                issues.reopen(queue, some, actor=run_id)
-            elif action == "delete" and rng.random() < 0.2:
-                issues.delete_issue(queue, some, actor=run_id, by=ADMIN)
+            MOVES[action](Move(queue, run_id, step, some, other, rng))
         except (Conflict, NotFound, InvalidInput):
             continue
     print("done", flush=True)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from workq.config import Settings
 from workq.errors import CorruptDatabase
@@ -176,17 +176,7 @@ class Checker:
         snapshot_at = time.time()
         with self.queue.db.read() as conn:
             if self.queue.db.is_sqlite:  # PostgreSQL checks its pages and keys itself
-                try:
-                    integrity = maintenance.integrity_check(self.queue)
-                except CorruptDatabase as exc:  # too damaged for the check to finish
-                    integrity = [f"{exc.message} ({exc.facts.get('cause')})"]
-                self.tally.integrity_checks += 1
-                if integrity != ["ok"]:
-                    self.tally.damaged.append(f"check {self.tally.checks + 1}: {integrity[:5]}")
-                    self.fail(f"integrity_check: {integrity[:5]}")
-                broken = conn.execute(text("PRAGMA foreign_key_check")).all()
-                if broken:
-                    self.fail(f"foreign_key_check: {broken[:5]}")
+                self._check_sqlite(conn)
             events = conn.execute(
                 text(
                     "SELECT id, number, kind, actor, before, after, created_at FROM events "
@@ -203,13 +193,7 @@ class Checker:
         if events:
             self._last_event = max(self._last_event, events[-1].id)
         self._marks.append((snapshot_at, self._last_event))
-        for number, claimed_by, status in rows:
-            holding = self._holding.get(number)
-            expected = holding.holder if holding else None
-            if claimed_by != expected:
-                self.fail(f"#{number} is held by {claimed_by}, the history says {expected}")
-            if (status == "in_progress") != (claimed_by is not None):
-                self.fail(f"#{number} is {status} with holder {claimed_by}")
+        self._check_holders(rows)
         report = maintenance.doctor(self.queue)
         for finding in report.findings:
             if finding.check not in TOLERATED_FINDINGS:
@@ -217,6 +201,30 @@ class Checker:
         self._compare_acks(snapshot_at)
         self.tally.checks += 1
         return self.tally
+
+    def _check_sqlite(self, conn: Connection) -> None:
+        """The file's pages and its foreign keys."""
+        try:
+            integrity = maintenance.integrity_check(self.queue)
+        except CorruptDatabase as exc:  # too damaged for the check to finish
+            integrity = [f"{exc.message} ({exc.facts.get('cause')})"]
+        self.tally.integrity_checks += 1
+        if integrity != ["ok"]:
+            self.tally.damaged.append(f"check {self.tally.checks + 1}: {integrity[:5]}")
+            self.fail(f"integrity_check: {integrity[:5]}")
+        broken = conn.execute(text("PRAGMA foreign_key_check")).all()
+        if broken:
+            self.fail(f"foreign_key_check: {broken[:5]}")
+
+    def _check_holders(self, rows: Sequence[Any]) -> None:
+        """Each issue's holder is the one its history names."""
+        for number, claimed_by, status in rows:
+            holding = self._holding.get(number)
+            expected = holding.holder if holding else None
+            if claimed_by != expected:
+                self.fail(f"#{number} is held by {claimed_by}, the history says {expected}")
+            if (status == "in_progress") != (claimed_by is not None):
+                self.fail(f"#{number} is {status} with holder {claimed_by}")
 
     def _floor(self, now: float) -> int:
         if self.queue.db.is_sqlite:
@@ -231,22 +239,14 @@ class Checker:
         key: Key | None = None
         if kind == "created":
             key = ("created", number, None)
-            self._titles[number] = after.get("title", "")
-            if after.get("title") not in self._intended_titles:
-                self.fail(f"#{number} was created with a title no worker asked for")
+            self._creation(number, after)
         elif kind in CLAIM_KINDS:
             key = ("claim", number, actor)
             self.tally.claims += 1
             self._claim(number, kind, actor, before, after, at)
         elif kind == "completed":
             key = ("completed", number, actor)
-            self.tally.completions += 1
-            self._completed[number] += 1
-            holding = self._holding.get(number)
-            if holding is None or holding.holder != actor:
-                self.fail(f"#{number} completed by {actor}, the holder was {holding}")
-            if self._completed[number] > 1:
-                self.fail(f"#{number} completed {self._completed[number]} times")
+            self._completion(number, actor)
         elif kind in ("released", "blocked", "commented"):
             key = (kind, number, actor)
         elif kind == "updated" and "title" in after:
@@ -261,6 +261,20 @@ class Checker:
             self._present[key] += 1
         if kind in ENDS_A_CLAIM:
             self._holding.pop(number, None)
+
+    def _creation(self, number: int, after: dict[str, Any]) -> None:
+        self._titles[number] = after.get("title", "")
+        if after.get("title") not in self._intended_titles:
+            self.fail(f"#{number} was created with a title no worker asked for")
+
+    def _completion(self, number: int, actor: str) -> None:
+        self.tally.completions += 1
+        self._completed[number] += 1
+        holding = self._holding.get(number)
+        if holding is None or holding.holder != actor:
+            self.fail(f"#{number} completed by {actor}, the holder was {holding}")
+        if self._completed[number] > 1:
+            self.fail(f"#{number} completed {self._completed[number]} times")
 
     def _claim(
         self,

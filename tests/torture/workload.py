@@ -383,78 +383,102 @@ class CliDoor(Door):
 
 def workload(spec: Spec, door: Door, journal: Journal) -> None:
     """Random steps until the STOP file appears. A held claim is always finished next."""
-    rng = random.Random(spec.seed)
-    mine: list[int] = []  # issues this worker created
-    seen: list[int] = []  # issues it has come across
-    blocked: list[int] = []  # issues it blocked
-    held: int | None = None
+    worker = Worker(spec, door, journal)
     step = 0
     stop = stop_path(spec.workdir)
+    while not stop.exists():
+        step += 1
+        worker.step(f"{spec.name}-{step}")
+        if spec.pause:
+            time.sleep(spec.pause * worker.rng.random())
 
-    def attempt(op: str, action: Callable[..., Any], *args: Any, **data: Any) -> Any:
-        journal.write("intent", op, **data)
+
+class Worker:
+    """A worker's random steps, and what it remembers between them."""
+
+    def __init__(self, spec: Spec, door: Door, journal: Journal) -> None:
+        self.door = door
+        self.journal = journal
+        self.rng = random.Random(spec.seed)
+        self.mine: list[int] = []  # issues this worker created
+        self.seen: list[int] = []  # issues it has come across
+        self.blocked: list[int] = []  # issues it blocked
+        self.held: int | None = None
+
+    def attempt(self, op: str, action: Callable[..., Any], *args: Any, **data: Any) -> Any:
+        self.journal.write("intent", op, **data)
         try:
             result = action(*args)
         except Refused as exc:
-            journal.write("refused", op, code=exc.code, **data)
+            self.journal.write("refused", op, code=exc.code, **data)
             return exc
         except Lost as exc:
-            journal.write("lost", op, detail=str(exc), **data)
-            if door.fatal_loss:
+            self.journal.write("lost", op, detail=str(exc), **data)
+            if self.door.fatal_loss:
                 raise
             return exc
-        journal.write("ack", op, result=result, **data)
+        self.journal.write("ack", op, result=result, **data)
         return result
 
-    while not stop.exists():
-        step += 1
-        token = f"{spec.name}-{step}"
+    def step(self, token: str) -> None:
+        rng, door = self.rng, self.door
         roll = rng.random()
-        if held is not None:
-            number, held = held, None
-            if roll < 0.75:
-                attempt("complete", door.complete, number, number=number)
-            elif roll < 0.85:
-                attempt("release", door.release, number, number=number)
-            else:
-                reason = f"blocked by {token}"
-                got = attempt("block", door.block, number, reason, number=number)
-                if not isinstance(got, Refused):
-                    blocked.append(number)
+        if self.held is not None:
+            self.finish(token, roll)
         elif roll < 0.30:
-            title = f"task {token}"
-            number = attempt("create", door.create, title, title=title)
-            if isinstance(number, int):
-                if seen and rng.random() < 0.4:
-                    blocker = rng.choice(seen[-30:])
-                    attempt("depend", door.depend, blocker, number, blocker=blocker, blocked=number)
-                mine.append(number)
-                seen.append(number)
+            self.create(token)
         elif roll < 0.65:
-            got = attempt("claim", door.claim_next)
-            if isinstance(got, int):
-                held = got
-                seen.append(got)
-        elif roll < 0.72 and seen:
-            number = rng.choice(seen[-50:])
+            self.claim()
+        elif roll < 0.72 and self.seen:
+            number = rng.choice(self.seen[-50:])
             body = f"note {token}"
-            attempt("comment", door.comment, number, body, number=number, body=body)
-        elif roll < 0.78 and mine:
-            number = rng.choice(mine[-50:])
+            self.attempt("comment", door.comment, number, body, number=number, body=body)
+        elif roll < 0.78 and self.mine:
+            number = rng.choice(self.mine[-50:])
             title = f"renamed {token}"
-            attempt("retitle", door.retitle, number, title, number=number, title=title)
-        elif roll < 0.84 and blocked:
-            number = blocked.pop(rng.randrange(len(blocked)))
-            attempt("unblock", door.unblock, number, number=number)
-        elif roll < 0.86 and mine:
-            number = mine.pop(rng.randrange(len(mine)))
-            attempt("delete", door.delete, number, number=number)
+            self.attempt("retitle", door.retitle, number, title, number=number, title=title)
+        elif roll < 0.84 and self.blocked:
+            number = self.blocked.pop(rng.randrange(len(self.blocked)))
+            self.attempt("unblock", door.unblock, number, number=number)
+        elif roll < 0.86 and self.mine:
+            number = self.mine.pop(rng.randrange(len(self.mine)))
+            self.attempt("delete", door.delete, number, number=number)
         else:
-            got = attempt("ready", door.ready)
+            got = self.attempt("ready", door.ready)
             if isinstance(got, list):
-                seen.extend(got)
-        if spec.pause:
-            time.sleep(spec.pause * rng.random())
+                self.seen.extend(got)
+
+    def finish(self, token: str, roll: float) -> None:
+        """Complete, release or block the claim held."""
+        assert self.held is not None
+        number, self.held = self.held, None
+        if roll < 0.75:
+            self.attempt("complete", self.door.complete, number, number=number)
+        elif roll < 0.85:
+            self.attempt("release", self.door.release, number, number=number)
+        else:
+            reason = f"blocked by {token}"
+            got = self.attempt("block", self.door.block, number, reason, number=number)
+            if not isinstance(got, Refused):
+                self.blocked.append(number)
+
+    def create(self, token: str) -> None:
+        title = f"task {token}"
+        number = self.attempt("create", self.door.create, title, title=title)
+        if isinstance(number, int):
+            if self.seen and self.rng.random() < 0.4:
+                blocker = self.rng.choice(self.seen[-30:])
+                self.attempt(
+                    "depend", self.door.depend, blocker, number, blocker=blocker, blocked=number
+                )
+            self.mine.append(number)
+            self.seen.append(number)
+
+    def claim(self) -> None:
+        got = self.attempt("claim", self.door.claim_next)
+        if isinstance(got, int):
+            self.held = got
+            self.seen.append(got)
 
 
 def run(spec: Spec) -> None:

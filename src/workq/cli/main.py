@@ -251,7 +251,10 @@ def _takes_value(command: Any, option: str) -> bool | None:
 def hoist_global_options(root: Any, args: list[str]) -> list[str]:
     """The arguments with the global options typed after the command moved before it, so
     that `workq list --db x` means `workq --db x list`. The command's own options are
-    read from its parameters, so a value such as `-d --db` stays the description."""
+    read from its parameters, so a value such as `-d --db` stays the description.
+
+    Not Click's own parsing: a group stops at its command's name, and with interspersed
+    arguments the root would take the command's --help, --json and `-d --db`'s value."""
     head: list[str] = []
     i = 0
     while i < len(args) and args[i].startswith("-"):  # the root's own options

@@ -201,27 +201,8 @@ def _gate(number: int, name: object, body: object, source: str) -> GateSpec:
     if kind is not None and kind not in _KINDS:
         raise bad(f"kind is {' or '.join(_KINDS)}")
     tests = kind == "tests" or (kind is None and name in TEST_NAMES)
-    env = body.get("env", [])
-    if not isinstance(env, list) or not all(
-        isinstance(v, str) and _ENV_NAME_RE.fullmatch(v) for v in env
-    ):
-        raise bad("env is a list of environment variable names")
-    for variable in env:
-        why = refused_env(variable)
-        if why is not None:
-            raise GateEnvRefused(
-                f"{where}: env lists {variable}, {why}: a gate's environment never carries a "
-                "token or another secret, a database URL or workq's own WORKQ_* settings",
-                hint=(
-                    f"take {variable} out of the env list of gate {name!r} ({source}); a "
-                    "check that needs a credential reads it from a file of its own, not from "
-                    "the environment of the workq that runs it"
-                ),
-                source=source,
-                gate=str(name),
-                key=variable,
-            )
-    return GateSpec(number, name, command, checked, float(timeout), tests, tuple(env))
+    env = _env(body.get("env", []), name, source, bad)
+    return GateSpec(number, name, command, checked, float(timeout), tests, env)
 
 
 def refused_env(name: str) -> str | None:
@@ -253,6 +234,30 @@ def _command(value: object, bad: Any) -> tuple[str, ...]:
     if not parts or not parts[0]:
         raise bad("command is empty")
     return tuple(parts)
+
+
+def _env(value: object, name: str, source: str, bad: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and _ENV_NAME_RE.fullmatch(v) for v in value
+    ):
+        raise bad("env is a list of environment variable names")
+    for variable in value:
+        why = refused_env(variable)
+        if why is not None:
+            raise GateEnvRefused(
+                f"{source}.{name}: env lists {variable}, {why}: a gate's environment never "
+                "carries a token or another secret, a database URL or workq's own WORKQ_* "
+                "settings",
+                hint=(
+                    f"take {variable} out of the env list of gate {name!r} ({source}); a "
+                    "check that needs a credential reads it from a file of its own, not from "
+                    "the environment of the workq that runs it"
+                ),
+                source=source,
+                gate=name,
+                key=variable,
+            )
+    return tuple(value)
 
 
 def choose(specs: Sequence[GateSpec], wanted: Iterable[int | str] | None) -> list[GateSpec]:

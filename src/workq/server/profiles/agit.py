@@ -29,6 +29,7 @@ from workq.schemas import (
 )
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.results import ERROR_META, SPELLING, failure
+from workq.server.state import ServerState
 
 RepoName = Annotated[str, Field(min_length=1, max_length=64, description="Repository name")]
 TaskId = Annotated[str, Field(min_length=1, max_length=32, description="Task id: t-<number>")]
@@ -206,39 +207,49 @@ def _of_the_worktree(error: WorkqError) -> bool:
     )
 
 
-def register(reg: Registry) -> None:
-    state = reg.state
+def _tasks(state: ServerState, repo: str) -> list[TaskItem]:
+    from workq.services.workspaces import repositories
 
-    def _tasks(repo: str) -> list[TaskItem]:
-        from workq.services.workspaces import repositories
-
-        return [
-            TaskItem(
-                id=task_id(i.number),
-                description=i.title,
-                status=task_status(i),
-                agent=i.claimed_by,
-                created_at=i.created_at,
-            )
-            for i in repositories.tasks(state.queue(), repo)
-        ]
-
-    def _claim_order(repo: str, items: list[TaskItem]) -> list[TaskItem]:
-        """Pending tasks marked claimable or not, the claimable first in the order claims
-        take them (as issue_ready orders them), then the others by number."""
-        from workq.services.queue import ready_queue
-
-        pending = {t.id: t for t in items if t.status == "pending"}
-        if not pending:
-            return items
-        ready = ready_queue.ready(
-            state.queue(), ReadyFilter(repository=repo), limit=PAGE_MAX, holder=state.run_id
+    return [
+        TaskItem(
+            id=task_id(i.number),
+            description=i.title,
+            status=task_status(i),
+            agent=i.claimed_by,
+            created_at=i.created_at,
         )
-        order = {task_id(r.number): n for n, r in enumerate(ready)}
-        for t in pending.values():
-            t.claimable = t.id in order
-        first = sorted((t for t in items if t.id in order), key=lambda t: order[t.id])
-        return first + [t for t in items if t.id not in order]
+        for i in repositories.tasks(state.queue(), repo)
+    ]
+
+
+def _claim_order(state: ServerState, repo: str, items: list[TaskItem]) -> list[TaskItem]:
+    """Pending tasks marked claimable or not, the claimable first in the order claims
+    take them (as issue_ready orders them), then the others by number."""
+    from workq.services.queue import ready_queue
+
+    pending = {t.id: t for t in items if t.status == "pending"}
+    if not pending:
+        return items
+    ready = ready_queue.ready(
+        state.queue(), ReadyFilter(repository=repo), limit=PAGE_MAX, holder=state.run_id
+    )
+    order = {task_id(r.number): n for n, r in enumerate(ready)}
+    for t in pending.values():
+        t.claimable = t.id in order
+    first = sorted((t for t in items if t.id in order), key=lambda t: order[t.id])
+    return first + [t for t in items if t.id not in order]
+
+
+def register(reg: Registry) -> None:
+    _register_repositories(reg)
+    _register_tasks(reg)
+    _register_merges(reg)
+    _register_agents(reg)
+
+
+def _register_repositories(reg: Registry) -> None:
+    """Repositories, their worktrees and the conflict scan."""
+    state = reg.state
 
     @reg.tool(READ_ONLY)
     def agit_list_repos() -> Annotated[CallToolResult, Repos]:
@@ -261,7 +272,7 @@ def register(reg: Registry) -> None:
 
         def call() -> CallToolResult:
             r = claiming.overview(state.queue(), repo)
-            tasks = _tasks(repo)
+            tasks = _tasks(state, repo)
             titles = {t.id: t.description for t in tasks}
             items = [
                 WorktreeItem(
@@ -368,6 +379,10 @@ def register(reg: Registry) -> None:
 
         return _guarded(call)
 
+
+def _register_tasks(reg: Registry) -> None:
+    state = reg.state
+
     @reg.tool(READ_ONLY)
     def agit_list_tasks(
         repo: RepoName,
@@ -387,8 +402,8 @@ def register(reg: Registry) -> None:
                     field="status",
                 )
             repositories.get(state.queue(), repo)
-            listed = [t for t in _tasks(repo) if wanted is None or t.status == wanted]
-            items = _claim_order(repo, listed)
+            listed = [t for t in _tasks(state, repo) if wanted is None or t.status == wanted]
+            items = _claim_order(state, repo, listed)
             return _answer(
                 [t.model_dump(mode="json", exclude_none=True) for t in items], Tasks(tasks=items)
             )
@@ -456,6 +471,10 @@ def register(reg: Registry) -> None:
 
         return _guarded(call)
 
+
+def _register_merges(reg: Registry) -> None:
+    state = reg.state
+
     @reg.tool(writes(idempotent=True, destructive=True))
     def agit_merge_worktree(
         repo: RepoName, worktree_id: WorktreeId
@@ -487,6 +506,10 @@ def register(reg: Registry) -> None:
             return _answer(out.model_dump(mode="json", exclude_none=True), out)
 
         return _guarded(call)
+
+
+def _register_agents(reg: Registry) -> None:
+    state = reg.state
 
     @reg.tool(writes(idempotent=True))
     def agit_register_agent(

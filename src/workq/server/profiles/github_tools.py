@@ -36,7 +36,48 @@ Branch = Annotated[str, Field(min_length=1, max_length=255)]
 LabelName = Annotated[str, Field(min_length=1, max_length=50)]
 
 
+def _issues_text(found: IssueList) -> str:
+    lines = [
+        f"#{i.number} [{i.state}] {clip(i.title)}"
+        + (f" ({', '.join(i.labels)})" if i.labels else "")
+        for i in found.issues
+    ]
+    if found.has_more:
+        lines.append(f"Showing {found.count}; raise limit to see more")
+    return "\n".join(lines)
+
+
+def _issue_text(issue: IssueDetail) -> str:
+    text = f"#{issue.number} [{issue.state}] {issue.title}\n{issue.url}"
+    if issue.labels:
+        text += f"\nlabels: {', '.join(issue.labels)}"
+    if issue.body:
+        text += f"\n\n{issue.body}"
+    return text
+
+
+def _status_text(found: PullStatus) -> str:
+    lines = [
+        f"PR #{found.pr_number} [{found.state}] mergeable: "
+        + {True: "yes", False: "no", None: "unknown"}[found.mergeable]
+        + f" ({found.mergeable_state})",
+        f"checks: {found.checks_passed} passed, {found.checks_failed} failed, "
+        f"{found.checks_pending} pending",
+        f"reviews: {found.approvals} approved, {found.changes_requested} changes requested",
+    ]
+    lines += [f"  {c.name}: {c.conclusion or c.status}" for c in found.checks]
+    if found.not_mergeable_because:
+        lines.append("not mergeable: " + "; ".join(found.not_mergeable_because))
+    return "\n".join(lines)
+
+
 def register(reg: Registry) -> None:
+    _register_github_tools(reg)
+    _register_submit_pr(reg)
+
+
+def _register_github_tools(reg: Registry) -> None:
+    """Contract C's seven."""
     state = reg.state  # github_list_issues has a parameter named state: it uses reg.state
 
     @reg.tool(WRITES_GITHUB)
@@ -74,14 +115,7 @@ def register(reg: Registry) -> None:
             )
         if not found.issues:
             return ok("No issues match", found)
-        lines = [
-            f"#{i.number} [{i.state}] {clip(i.title)}"
-            + (f" ({', '.join(i.labels)})" if i.labels else "")
-            for i in found.issues
-        ]
-        if found.has_more:
-            lines.append(f"Showing {found.count}; raise limit to see more")
-        return ok("\n".join(lines), found)
+        return ok(_issues_text(found), found)
 
     @reg.tool(READS_GITHUB)
     def github_get_issue(issue_number: GhNumber) -> Annotated[CallToolResult, IssueDetail]:
@@ -91,12 +125,7 @@ def register(reg: Registry) -> None:
         with worded(f"Could not read GitHub issue #{issue_number}"):
             link = state.github.check(state.mirror_repo)
             issue = actions.get_issue(link.client, link.repo, issue_number)
-        text = f"#{issue.number} [{issue.state}] {issue.title}\n{issue.url}"
-        if issue.labels:
-            text += f"\nlabels: {', '.join(issue.labels)}"
-        if issue.body:
-            text += f"\n\n{issue.body}"
-        return ok(text, issue)
+        return ok(_issue_text(issue), issue)
 
     @reg.tool(READS_GITHUB)
     def github_pr_status(pr_number: GhNumber) -> Annotated[CallToolResult, PullStatus]:
@@ -107,18 +136,7 @@ def register(reg: Registry) -> None:
         with worded(f"Could not read the status of pull request #{pr_number}"):
             link = state.github.check(state.mirror_repo)
             found = actions.pr_status(link.client, link.repo, pr_number)
-        lines = [
-            f"PR #{found.pr_number} [{found.state}] mergeable: "
-            + {True: "yes", False: "no", None: "unknown"}[found.mergeable]
-            + f" ({found.mergeable_state})",
-            f"checks: {found.checks_passed} passed, {found.checks_failed} failed, "
-            f"{found.checks_pending} pending",
-            f"reviews: {found.approvals} approved, {found.changes_requested} changes requested",
-        ]
-        lines += [f"  {c.name}: {c.conclusion or c.status}" for c in found.checks]
-        if found.not_mergeable_because:
-            lines.append("not mergeable: " + "; ".join(found.not_mergeable_because))
-        return ok("\n".join(lines), found)
+        return ok(_status_text(found), found)
 
     @reg.tool(READS_GITHUB)
     def github_get_pr_diff(
@@ -168,6 +186,11 @@ def register(reg: Registry) -> None:
         if done.already_closed:
             return ok(f"Issue #{issue_number} was already closed", done)
         return ok(f"Closed issue #{issue_number}", done)
+
+
+def _register_submit_pr(reg: Registry) -> None:
+    """The workflow server's submit_pr (contract E)."""
+    state = reg.state
 
     @reg.tool(WRITES_GITHUB)
     def submit_pr(

@@ -170,6 +170,12 @@ def _registered(repository: str | None) -> str | None:
 
 
 def register(reg: Registry) -> None:
+    _register_create(reg)
+    _register_locks(reg)
+    _register_backlog(reg)
+
+
+def _register_create(reg: Registry) -> None:
     state = reg.state
 
     @reg.tool(writes(idempotent=False))
@@ -218,6 +224,11 @@ def register(reg: Registry) -> None:
         )
         text = f"Created issue #{created.number}: {created.title} ({', '.join(labels)})"
         return ok(text, IssueCreated(issue=result))
+
+
+def _register_locks(reg: Registry) -> None:
+    """Selecting an issue (it is locked), releasing a lock and taking one over."""
+    state = reg.state
 
     @reg.tool(writes(idempotent=False))
     def select_next_issue(
@@ -343,6 +354,10 @@ def register(reg: Registry) -> None:
             f"(previous holder: {claim.previous_holder or 'nobody'})",
             ForceClaimed(claimed=taken, lock=lock),
         )
+
+
+def _register_backlog(reg: Registry) -> None:
+    state = reg.state
 
     @reg.tool(READ_ONLY)
     def list_backlog(

@@ -91,6 +91,12 @@ def _worktree_left(kept: WorkspaceInfo, *, removed: bool) -> str:
 
 
 def register_core(reg: Registry) -> None:
+    _register_claiming(reg)
+    _register_holding(reg)
+
+
+def _register_claiming(reg: Registry) -> None:
+    """Finding a ready issue and claiming one."""
     state = reg.state
 
     @reg.tool(READ_ONLY)
@@ -182,6 +188,11 @@ def register_core(reg: Registry) -> None:
         if issue.description:
             text += f"\n\n{issue.description}"
         return ok(text, issue)
+
+
+def _register_holding(reg: Registry) -> None:
+    """What a holder does with its claim: complete, block, release, renew."""
+    state = reg.state
 
     @reg.tool(writes(idempotent=True))
     def issue_complete(

@@ -77,6 +77,12 @@ def _still_empty(empty: list[str] | None) -> str:
 
 
 def register(reg: Registry) -> None:
+    _register_entry(reg)
+    _register_progress(reg)
+
+
+def _register_entry(reg: Registry) -> None:
+    """Entering plan mode, and where the run stands in it."""
     state = reg.state
 
     @reg.tool(writes(idempotent=True))
@@ -118,6 +124,11 @@ def register(reg: Registry) -> None:
         text += f"\n\nPlan: {plan.slug} ({plan.shown_path})"
         text += _still_empty(detail.empty_sections if detail.file_exists else None)
         return ok(text, _view(plan, detail.empty_sections))
+
+
+def _register_progress(reg: Registry) -> None:
+    """Moving to the next phase, and out of plan mode."""
+    state = reg.state
 
     @reg.tool(writes(idempotent=False))
     def advance_plan_phase() -> CallToolResult:

@@ -143,21 +143,8 @@ def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
 def _load(conn: Connection, lines: Iterator[tuple[int, str]]) -> dict[str, int]:
     tables = {table.name: table for table in _tables()}
     rank = {name: i for i, name in enumerate(tables)}
-    first = next(lines, None)
-    header = _parse(first[1], first[0]) if first else None
-    if header is None or header.get("type") != EXPORT_FORMAT:
-        raise InvalidInput("not a workq export: the header line is missing")
-    if header.get("version") != EXPORT_VERSION:
-        raise InvalidInput(f"export version {header.get('version')} is not supported")
-    present = conn.execute(select(func.count()).select_from(issues)).scalar_one()
-    present += conn.execute(select(func.count()).select_from(events)).scalar_one()
-    if present:
-        raise InvalidInput(
-            "the target queue is not empty",
-            hint="import into a new database file (--db NEW.db)",
-        )
-    for table in reversed(tables.values()):
-        conn.execute(delete(table))  # what the migrations seeded (the counter row)
+    _check_header(next(lines, None))
+    _empty_target(conn, list(tables.values()))
     counts: dict[str, int] = {}
     kind: str | None = None
     batch: list[dict[str, Any]] = []
@@ -196,20 +183,47 @@ def _load(conn: Connection, lines: Iterator[tuple[int, str]]) -> dict[str, int]:
             kind = found
         if not batch:
             since = n
-        try:
-            row = _decode(tables[found], data)
-            _valid(found, row)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"line {n}: {exc}", line=n) from None
-        except InvalidInput as exc:
-            raise InvalidInput(f"line {n}: {exc.message}", line=n) from None
-        batch.append(row)
+        batch.append(_row(tables[found], data, n))
         last = n
         if len(batch) == BATCH:
             flush()
     flush()
     dialect.reset_sequences(conn, list(tables.values()))
     return counts
+
+
+def _check_header(first: tuple[int, str] | None) -> None:
+    header = _parse(first[1], first[0]) if first else None
+    if header is None or header.get("type") != EXPORT_FORMAT:
+        raise InvalidInput("not a workq export: the header line is missing")
+    if header.get("version") != EXPORT_VERSION:
+        raise InvalidInput(f"export version {header.get('version')} is not supported")
+
+
+def _empty_target(conn: Connection, tables: list[Table]) -> None:
+    """Refuse a queue with issues or history; clear what the migrations seeded there (the
+    counter row). ``tables``: parents first."""
+    present = conn.execute(select(func.count()).select_from(issues)).scalar_one()
+    present += conn.execute(select(func.count()).select_from(events)).scalar_one()
+    if present:
+        raise InvalidInput(
+            "the target queue is not empty",
+            hint="import into a new database file (--db NEW.db)",
+        )
+    for table in reversed(tables):
+        conn.execute(delete(table))
+
+
+def _row(table: Table, data: dict[str, Any], n: int) -> dict[str, Any]:
+    """Line ``n``'s row of ``table``, decoded and checked."""
+    try:
+        row = _decode(table, data)
+        _valid(table.name, row)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"line {n}: {exc}", line=n) from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"line {n}: {exc.message}", line=n) from None
+    return row
 
 
 def _parse(line: str, n: int) -> dict[str, Any]:

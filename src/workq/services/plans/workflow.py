@@ -29,6 +29,7 @@ from workq.domain import fields
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.domain.workflow import (
+    TransitionCheck,
     WorkflowPhase,
     at_or_after,
     branch_name,
@@ -349,30 +350,7 @@ def advance(
             "pr_body": new_body,
             "updated_at": now,
         }
-        exists = conn.execute(
-            select(workflows.c.issue_id).where(workflows.c.issue_id == issue.id)
-        ).first()
-        if row is None:  # a first change for this claim: start afresh
-            values |= {"pr_number": None, "started_by": issue.claimed_by, "started_at": now}
-        if exists is None:
-            conn.execute(insert(workflows).values(issue_id=issue.id, **values))
-        else:
-            conn.execute(update(workflows).where(workflows.c.issue_id == issue.id).values(values))
-        recorded: dict[str, Any] = {"phase": dst.value}
-        if branch and (row is None or row.branch_name != branch):
-            recorded["branch_name"] = branch
-        if check.tests_passed is not None:
-            recorded["tests_passed"] = check.tests_passed
-        if check.justification:
-            recorded["skip_justification"] = check.justification
-        if check.skipped:
-            recorded["skipped"] = [p.value for p in check.skipped]
-        if check.tests_gate:
-            recorded["tests_gate"] = check.tests_gate
-        if check.tests_gate == "passed" and shown:
-            recorded["gates"] = shown
-        if new_title and (row is None or row.pr_title != new_title):
-            recorded["pr_title"] = new_title
+        _store(conn, issue, row, values, now)
         record(
             q,
             conn,
@@ -382,7 +360,7 @@ def advance(
             actor=issue.claimed_by,
             now=now,
             before={"phase": current.value},
-            after=recorded,
+            after=_recorded(check, row, branch, new_title, shown),
         )
         return WorkflowChange(
             issue_number=issue.number,
@@ -398,3 +376,43 @@ def advance(
         )
 
     return q.db.write(work)
+
+
+def _store(conn: Connection, issue: Any, row: Any, values: dict[str, Any], now: datetime) -> None:
+    """Write the workflow row of ``issue``; ``row`` None (no live workflow) starts it afresh."""
+    exists = conn.execute(
+        select(workflows.c.issue_id).where(workflows.c.issue_id == issue.id)
+    ).first()
+    if row is None:  # a first change for this claim: start afresh
+        values = {**values, "pr_number": None, "started_by": issue.claimed_by, "started_at": now}
+    if exists is None:
+        conn.execute(insert(workflows).values(issue_id=issue.id, **values))
+    else:
+        conn.execute(update(workflows).where(workflows.c.issue_id == issue.id).values(values))
+
+
+def _recorded(
+    check: TransitionCheck,
+    row: Any,
+    branch: str | None,
+    title: str | None,
+    gates_shown: dict[str, Any],
+) -> dict[str, Any]:
+    """What the workflow event records of a move: the phase reached, what changed, how the
+    tests gate judged it."""
+    recorded: dict[str, Any] = {"phase": check.current.value}
+    if branch and (row is None or row.branch_name != branch):
+        recorded["branch_name"] = branch
+    if check.tests_passed is not None:
+        recorded["tests_passed"] = check.tests_passed
+    if check.justification:
+        recorded["skip_justification"] = check.justification
+    if check.skipped:
+        recorded["skipped"] = [p.value for p in check.skipped]
+    if check.tests_gate:
+        recorded["tests_gate"] = check.tests_gate
+    if check.tests_gate == "passed" and gates_shown:
+        recorded["gates"] = gates_shown
+    if title and (row is None or row.pr_title != title):
+        recorded["pr_title"] = title
+    return recorded
