@@ -10,13 +10,14 @@ from typing import Annotated, Literal
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
+from workq.domain.names import REPOSITORY_NAME_MAX
 from workq.schemas import MergeResult, RepoOverview, Repository
 from workq.server.params import Fence, Number, RunId
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import landing_text
 from workq.server.results import ok, worded
 
-RepoName = Annotated[str, Field(min_length=1, max_length=64)]
+RepoName = Annotated[str, Field(min_length=1, max_length=REPOSITORY_NAME_MAX)]
 
 
 class Repositories(BaseModel):
