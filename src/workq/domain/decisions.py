@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, StrEnum
 
-from workq.domain import dates
+from workq.domain import dates, leases
 from workq.domain.authority import Authority
 from workq.errors import (
     AlreadyClaimed,
@@ -146,7 +146,7 @@ def live(facts: Facts, now: datetime) -> bool:
     return (
         facts.status == "in_progress"
         and facts.holder is not None
-        and (facts.lease_expires_at is None or facts.lease_expires_at > now)
+        and leases.live(facts.lease_expires_at, now)
     )
 
 

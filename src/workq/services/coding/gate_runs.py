@@ -25,6 +25,7 @@ from sqlalchemy import Connection, insert, select
 from workq.db.engine import retry_lost_read
 from workq.db.tables import gate_runs, issues, repositories
 from workq.domain import gates as rules
+from workq.domain import leases
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.domain.gates import GateSpec
@@ -124,7 +125,7 @@ def held_issue(q: Queue, by: Authority) -> int:
                 .order_by(issues.c.number)
                 .limit(10)
             ).all()
-        live = [int(r.number) for r in rows if r.lease_expires_at > now]
+        live = [int(r.number) for r in rows if leases.live(r.lease_expires_at, now)]
         numbers = live or [int(r.number) for r in rows]
     if not numbers:
         raise NotHolder(
