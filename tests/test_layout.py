@@ -47,3 +47,14 @@ def test_tests_services_has_one_folder_per_room() -> None:
 def test_every_test_folder_is_a_package() -> None:
     folders = {p.parent for p in TESTS.rglob("*.py")}
     assert [f for f in sorted(folders) if not (f / "__init__.py").is_file()] == []
+
+
+def test_migration_upgrade_tests_start_from_an_empty_database() -> None:
+    """Only tests/db's ``settings`` start below head; a test elsewhere that steps to the
+    revision before its migration would silently start from head instead."""
+    stray = [
+        str(path.relative_to(TESTS))
+        for path in TESTS.rglob("test_*.py")
+        if "upgrades." in path.read_text() and path.parent != TESTS / "db"
+    ]
+    assert not stray, f"migration upgrade tests outside tests/db: {stray}"
