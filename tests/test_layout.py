@@ -55,6 +55,7 @@ def test_migration_upgrade_tests_start_from_an_empty_database() -> None:
     stray = [
         str(path.relative_to(TESTS))
         for path in TESTS.rglob("test_*.py")
-        if "tests.db import upgrades" in path.read_text() and path.parent != TESTS / "db"
+        if re.search(r"^from tests\.db import upgrades", path.read_text(), flags=re.MULTILINE)
+        and path.parent != TESTS / "db"
     ]
     assert not stray, f"migration upgrade tests outside tests/db: {stray}"
