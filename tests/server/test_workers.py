@@ -132,3 +132,32 @@ def test_workers_need_http(db: Path) -> None:
     )
     assert done.returncode != 0
     assert "INVALID_INPUT" in done.stderr and "add --http" in done.stderr
+
+
+ORPHAN = """
+import os, time
+from workq.server import workers
+
+supervisor = os.getpid()
+child = os.fork()
+if child:
+    print(child, flush=True)
+    os._exit(0)  # killed before its worker watches it: the worker's parent is init by then
+time.sleep(0.3)
+workers._end_with(supervisor)  # as _worker starts it, with the pid the supervisor gave
+time.sleep(60)
+"""
+
+
+def test_a_worker_that_starts_after_its_supervisor_died_stops() -> None:
+    """A worker slow to start (a loaded machine) may find its supervisor killed already and
+    init as its parent; told its supervisor's pid by the supervisor, it still stops. (Asking
+    for its parent at that point, it waited for init forever: found as a live orphan.)"""
+    started = subprocess.run(
+        [sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=30, check=True
+    )
+    orphan = int(started.stdout)
+    deadline = time.monotonic() + 20
+    while alive(orphan):
+        assert time.monotonic() < deadline, "the orphaned worker kept running"
+        time.sleep(0.05)

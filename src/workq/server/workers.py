@@ -77,7 +77,7 @@ def supervise(
     def start() -> BaseProcess:
         worker = context.Process(
             target=_worker,
-            args=(settings, sock, host, port, board, server),
+            args=(settings, sock, host, port, board, server, os.getpid()),
             name="workq-worker",
             daemon=False,
         )
@@ -142,15 +142,23 @@ def _end_with(supervisor: int) -> None:
 
 
 def _worker(
-    settings: Settings, sock: socket.socket, host: str, port: int, board: bool, server: str
+    settings: Settings,
+    sock: socket.socket,
+    host: str,
+    port: int,
+    board: bool,
+    server: str,
+    supervisor: int,
 ) -> None:
     """One worker: the server built and checked as ``serve`` builds it, then served on the
-    shared socket until the supervisor stops it, or is gone."""
+    shared socket until the supervisor stops it, or is gone. ``supervisor`` is named by the
+    supervisor itself: a worker that asked for its parent would, started slowly after the
+    supervisor was killed, be told init's pid and wait for it forever."""
     from workq.server.startup import log_to_stderr, prepare, serve_http, starting
 
     log_to_stderr()
     threading.Thread(
-        target=_end_with, args=(os.getppid(),), name="workq-supervisor", daemon=True
+        target=_end_with, args=(supervisor,), name="workq-supervisor", daemon=True
     ).start()
     with starting():
         built, _ = prepare(settings, migrate=None, server=server)
