@@ -22,11 +22,11 @@ def test_a_lease_runs_until_its_end_and_no_end_is_no_lease() -> None:
 
 def test_who_may_take_a_lease() -> None:
     end = leases.until(NOW, 60)
-    assert leases.takeable(None, None, NOW, holder_alive=False)
-    assert not leases.takeable("a", end, NOW, holder_alive=True)
-    assert leases.takeable("a", end, NOW, holder_alive=False)  # its process is gone
-    assert leases.takeable("a", end, end, holder_alive=True)  # lapsed
-    assert leases.takeable("a", None, NOW, holder_alive=True)
+    assert leases.takeable(None, None, NOW, gone=lambda _: True)
+    assert not leases.takeable("a", end, NOW, gone=lambda _: False)
+    assert leases.takeable("a", end, NOW, gone=lambda _: True)  # its process is gone
+    assert leases.takeable("a", end, end, gone=lambda _: False)  # lapsed
+    assert leases.takeable("a", None, NOW, gone=lambda _: False)
 
 
 @given(st.floats(min_value=0.001, max_value=1e6))

@@ -3,6 +3,7 @@ its holder renews it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 # A holder renews its lease this often, as a part of its length: two renewals may fail
@@ -20,10 +21,12 @@ def until(now: datetime, seconds: float) -> datetime:
     return now + timedelta(seconds=seconds)
 
 
-def takeable(holder: str | None, until: datetime | None, now: datetime, holder_alive: bool) -> bool:
-    """Whether a lease may be taken at ``now``: nobody holds it, it lapsed, or its holder's
-    process is gone (``holder_alive`` False)."""
-    return holder is None or not live(until, now) or not holder_alive
+def takeable(
+    holder: str | None, until: datetime | None, now: datetime, gone: Callable[[str], bool]
+) -> bool:
+    """Whether a lease may be taken at ``now``: nobody holds it, it lapsed, or ``gone`` says
+    its holder's process no longer runs (asked only of a live lease's holder)."""
+    return holder is None or not live(until, now) or gone(holder)
 
 
 def renewal_period(seconds: float) -> float:

@@ -83,7 +83,7 @@ def check(q: Queue, run_id: str, binder: str) -> None:
 
 def _free(server: str, expires_at: datetime, now: datetime) -> bool:
     """Whether another server's binding may be taken: lapsed, or its process gone."""
-    return leases.takeable(server, expires_at, now, holder_alive=not processes.gone(server))
+    return leases.takeable(server, expires_at, now, processes.gone)
 
 
 def _in_use(run_id: str, server: str, expires_at: datetime) -> RunIdInUse:

@@ -43,9 +43,8 @@ def take(
         row = conn.execute(select(github_mirror).where(github_mirror.c.repo == repo)).first()
         if row is None:
             raise InvalidInput(f"this database does not mirror {repo}", field="repo")
-        alive = row.worker is not None and not holder_is_gone(row.worker)
         if row.worker != worker and not leases.takeable(
-            row.worker, row.worker_expires_at, q.now(), alive
+            row.worker, row.worker_expires_at, q.now(), holder_is_gone
         ):
             return str(row.worker)
         conn.execute(
