@@ -25,7 +25,6 @@ from workq.vcs import git
 
 Gate = Callable[[Queue, MergeCandidate], None]
 
-
 # Checks run before a merge lands: each gets the queue and what would land (the
 # repository, the worktree, the branch tip, the commit the default branch moves to, the
 # issue) and raises a WorkqError to refuse. Asked once before the merge lease is taken
@@ -35,12 +34,9 @@ Gate = Callable[[Queue, MergeCandidate], None]
 # run and again in the transaction that records the commit the default branch moves to.
 GATES: list[Gate] = [merge_gate]
 
-
 # How a merge lands (contract E's merge_to_main): a merge commit even where a fast-forward
 # would do, or one squashed commit.
 Strategy = Literal["no-ff", "squash"]
-
-
 STRATEGIES: tuple[Strategy, ...] = ("no-ff", "squash")
 
 
