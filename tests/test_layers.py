@@ -201,8 +201,11 @@ SERVICE_ARROWS: dict[str, frozenset[str]] = {
     "coding": frozenset({"queue", "plans", "workspaces"}),
     "sync": frozenset({"queue"}),
     "maintenance": frozenset({"queue"}),
-    # Opening a queue hangs the rooms' hooks on it: the GitHub outbox, the worktrees' refusal.
-    "runtime": frozenset({"sync", "workspaces"}),
+    # Telling people: reads the queue, saves a stalled claim's work (workspaces).
+    "notices": frozenset({"queue", "workspaces"}),
+    # Opening a queue hangs the rooms' hooks on it: the GitHub outbox, the worktrees' refusal,
+    # the notice outbox.
+    "runtime": frozenset({"sync", "workspaces", "notices"}),
 }
 SERVICES_FOR_ALL = frozenset({"handle", "runtime", "preflight"})
 

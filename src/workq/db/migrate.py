@@ -35,6 +35,7 @@ REVISIONS: tuple[str, ...] = (
     "0013_claims_have_leases",
     "0014_notify_event_kind",
     "0015_landings",
+    "0016_notices",
 )
 HEAD = REVISIONS[-1]
 

@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 
@@ -315,6 +316,11 @@ landings = Table(
     Column("pr_url", String(500)),
     Column("merge_sha", String(64)),
     Column("attempts", Integer, nullable=False, default=0),
+    # What the last refusal found (migration 0016_notices): JSON, the failing checks with
+    # their output and annotations, and the pull request's requested changes.
+    Column("failure", Text),
+    # How many times this issue's landing was refused (kept when it is queued again).
+    Column("rounds", Integer, nullable=False, default=0, server_default=text("0")),
     Column("next_attempt_at", UTCDateTime, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
@@ -440,4 +446,62 @@ run_bindings = Table(
     Column("bound_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=False),
     Index("ix_run_bindings_server", "server"),
+)
+
+
+# Telling people (migration 0016_notices).
+
+# Where notices go: a webhook (``target`` is its URL) or a local command (``target`` is its
+# argv as JSON). ``events`` is the comma-separated notice events it takes. A webhook's
+# signing secret is never stored: ``secret_env`` names the variable the delivering process
+# reads it from.
+notify_sinks = Table(
+    "notify_sinks",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("kind", String(16), nullable=False),  # webhook | command
+    Column("target", Text, nullable=False),
+    Column("secret_env", String(128)),
+    Column("events", Text, nullable=False),
+    Column("created_by", String(128)),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+# The notice outbox: one row per sink per event, written in the event's transaction and
+# delivered at least once (``delivery_id`` lets a receiver drop a repeat). ``state``:
+# pending, delivered, failed (the retries ran out). A deliverer holds a row until
+# ``lease_until`` (a killed one's row is taken again when it lapses).
+notices = Table(
+    "notices",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("sink_id", ForeignKey("notify_sinks.id", ondelete="CASCADE"), nullable=False),
+    Column("event_id", Integer, nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("number", Integer),
+    Column("delivery_id", String(36), nullable=False, unique=True),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("holder", String(200)),
+    Column("lease_until", UTCDateTime),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime),
+    UniqueConstraint("sink_id", "event_id"),
+    Index("ix_notices_state", "state", "next_attempt_at"),
+)
+
+# Queue-wide policies (``scope`` empty) and a repository's own (``scope`` is its name):
+# when a claim counts as stalled and what follows, how many landing rounds an issue gets
+# (domain/policies.py names them and their defaults).
+policies = Table(
+    "policies",
+    metadata,
+    Column("scope", String(64), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("value", String(64), nullable=False),
+    Column("set_by", String(128)),
+    Column("set_at", UTCDateTime, nullable=False),
 )

@@ -50,6 +50,12 @@ class ChangeHook(Protocol):
 # that refusal must win). A hook refuses by raising.
 Ending = Callable[["Queue", int, str, Callable[[], None]], None]
 
+# Called inside the transaction of every audit event of one kind (``Queue.on_event``): the
+# connection, the event's kind and its issue's number (None: an event of the queue, not of
+# an issue). The notices' outbox hangs here. Never asked for a claim's own events
+# ("claimed", "claim_takeover"): PostgreSQL's one-statement claim writes those in SQL.
+EventHook = Callable[[Connection, str, int | None], None]
+
 
 @dataclass
 class Queue:
@@ -62,6 +68,8 @@ class Queue:
     on_change: list[ChangeHook] = field(default_factory=list)
     # Before a claim ends (the worktrees refuse to lose unmerged commits). Empty by default.
     ending: list[Ending] = field(default_factory=list)
+    # After the audit event of a kind in the map (the notices' outbox). Empty by default.
+    on_event: dict[str, list[EventHook]] = field(default_factory=dict)
     # "enforce" or "warn": what another holder's reserved paths do to a claim.
     reservations: str = "enforce"
     # "evidence" or "trust": whether testsPassed and merges need stored gate runs
@@ -122,6 +130,8 @@ def record(
     if issue_id is not None and number is not None:
         for hook in q.on_change:
             hook(conn, issue_id, number, kind)
+    for follow in q.on_event.get(kind, ()):
+        follow(conn, kind, number)
 
 
 def _dump(data: dict[str, Any] | None) -> str | None:
