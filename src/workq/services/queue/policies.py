@@ -62,7 +62,7 @@ def value(conn: Connection, name: str, repository: str | None = None) -> str:
     }
     for scope in scopes:
         if scope in found:
-            return found[scope]
+            return str(found[scope])
     return rules.POLICIES[name].default
 
 
