@@ -26,6 +26,7 @@ TOY: dict[str, tuple[str, ...]] = {
     "bench_http.py": ("--pairs", "5", "--rounds", "1"),
     "bench_landing.py": ("--issues", "1", "--rounds", "1"),
     "bench_mcp.py": ("--calls", "10", "--spawns", "1"),
+    "bench_notices.py": ("--calls", "5"),
     "bench_reserve.py": ("--claims", "20"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
     "bench_transfer.py": ("--issues", "200"),

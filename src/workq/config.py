@@ -115,6 +115,13 @@ class Settings(BaseSettings):
         default=None,
         description="Caches outside a git repository (default $XDG_CACHE_HOME/workq)",
     )
+    watch_seconds: float = Field(
+        default=30.0,
+        ge=0.05,
+        le=3600,
+        description="How often a server looks for stalled claims, lapsed leases and a "
+        "drained queue (services/notices/watch.py)",
+    )
     auto_migrate: bool = Field(
         default=True, description="Bring an embedded SQLite file to head on first use"
     )

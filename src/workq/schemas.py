@@ -150,6 +150,9 @@ class Issue(_Model):
         default=None, description="Its active worktree", exclude_if=_unset
     )
     touches: list[str] = Field(default_factory=list, description="Path globs it touches")
+    stalled_since: datetime | None = Field(
+        default=None, description="Claim stalled at", exclude_if=_unset
+    )
 
     def summary(self) -> IssueSummary:
         return IssueSummary(
@@ -395,6 +398,7 @@ class BoardCard(_Model):
     waiting_on: list[int] = Field(default_factory=list)
     blocked_reason: str | None = None
     since: datetime | None = Field(default=None, description="Blocked or done since")
+    stalled_since: datetime | None = Field(default=None, description="Its claim stalled at")
 
 
 class BoardColumn(_Model):
@@ -422,6 +426,7 @@ class AgentClaim(_Model):
     title: str
     claimed_at: datetime | None
     lease_expires_at: datetime | None
+    stalled_since: datetime | None = None
 
 
 class BoardAgent(_Model):
@@ -488,6 +493,7 @@ class AgentInfo(_Model):
     last_seen: datetime
     claims: list[int] = Field(default_factory=list, description="Issues it holds")
     worktrees: list[str] = Field(default_factory=list, description="Paths of its worktrees")
+    stalled: list[int] = Field(default_factory=list, description="Of its claims, the stalled")
 
 
 class FileConflict(_Model):

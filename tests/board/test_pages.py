@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx2
@@ -13,6 +13,8 @@ from tests.board.conftest import board_server, cli
 from tests.board.html_check import column_numbers, unsafe
 from tests.conftest import ADMIN
 from workq.db.tables import agents as agents_t
+from workq.db.tables import events
+from workq.db.tables import issues as issues_t
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
 from workq.services.queue import agents as registered
@@ -253,3 +255,26 @@ def test_history_reads_as_words_and_an_empty_description_says_so(
     assert "description=" not in history  # an empty value is left out
     assert "No description." in page
     assert '<div class="description"></div>' not in page
+
+
+def test_a_stalled_claim_shows_on_the_board(db: Path, q: Queue, client: httpx2.Client) -> None:
+    from workq.services.queue import policies
+
+    stuck, busy = new(q, "stuck"), new(q, "busy")
+    policies.settle(q, "stall_after", "10m")
+    claims.claim(q, stuck, Authority.of({"run-a"}))
+    claims.claim(q, busy, Authority.of({"run-b"}))
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    with q.db.engine.begin() as conn:  # stuck was claimed an hour ago, and nothing since
+        conn.execute(update(events).where(events.c.number == stuck).values(created_at=an_hour_ago))
+        conn.execute(
+            update(issues_t).where(issues_t.c.number == stuck).values(claimed_at=an_hour_ago)
+        )
+    with board_server(db) as url:
+        board = client.get(f"{url}/").text
+        agents_page = client.get(f"{url}/agents").text
+        stuck_page = client.get(f"{url}/issues/{stuck}").text
+        busy_page = client.get(f"{url}/issues/{busy}").text
+    assert board.count("stalled since") == 1
+    assert agents_page.count("stalled since") == 1
+    assert "Stalled since" in stuck_page and "Stalled since" not in busy_page

@@ -9,14 +9,16 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from tests.conftest import ADMIN
 from tests.github.mirror_helpers import FAST, REPO, Mirror, env_for, markers, mirrored
 from tests.github_fake.server import FakeGitHub
+from workq.db.tables import events, notices, notify_sinks
 from workq.errors import Conflict
 from workq.github.auth import GitHubUnreachable, SyncSetupError
 from workq.github.failures import AuthFailed
-from workq.github.sync import connect
+from workq.github.sync import connect, watch
 from workq.github.worker import Options, WorkerBusy
 from workq.services.handle import utcnow
 from workq.services.queue import issues, notes
@@ -160,6 +162,36 @@ def test_a_refused_token_stops_the_worker(tmp_path: Path, fake_github: FakeGitHu
         state = sync_status.status(m.q)
         assert state.pending == 1 and state.dead == 0
         assert "401" in (state.last_error or "")
+
+
+def test_a_worker_stopped_by_a_refused_token_tells_a_person(
+    tmp_path: Path, fake_github: FakeGitHub
+) -> None:
+    with mirrored(tmp_path, fake_github) as m:
+        with m.q.db.engine.begin() as conn:
+            conn.execute(
+                notify_sinks.insert().values(
+                    id="s1",
+                    name="ops",
+                    kind="command",
+                    target='["true"]',
+                    events="github_stopped",
+                    created_at=utcnow(),
+                )
+            )
+        issues.create(m.q, title="x")
+        m.fake.set_token("ghp_rotated")
+        with pytest.raises(AuthFailed):
+            watch(m.session, with_import=False)
+        with m.q.db.read() as conn:
+            stopped = (
+                conn.execute(select(events.c.after).where(events.c.kind == "sync_stopped"))
+                .scalars()
+                .all()
+            )
+            queued = conn.execute(select(notices.c.event, notices.c.number)).all()
+        assert len(stopped) == 1 and "401" in stopped[0] and "ghp_" not in stopped[0]
+        assert [tuple(r) for r in queued] == [("github_stopped", None)]
 
 
 def test_a_forbidden_write_stops_the_worker(tmp_path: Path, fake_github: FakeGitHub) -> None:

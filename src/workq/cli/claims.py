@@ -217,11 +217,21 @@ def claim_next(
 
 
 def heartbeat(
-    ctx: typer.Context, number: Number, run_id: RunId = None, fence: Fence = None
+    ctx: typer.Context,
+    number: Number,
+    run_id: RunId = None,
+    fence: Fence = None,
+    note: Annotated[
+        str | None,
+        typer.Option(
+            help="What the work has come to: kept as a progress note, it keeps the claim "
+            "from counting as stalled (a bare heartbeat does not)."
+        ),
+    ] = None,
 ) -> None:
     """Extend the lease of a claim you hold."""
     s = state(ctx)
-    got = claims.heartbeat(s.queue(), number, s.acting(run_id, fence=fence))
+    got = claims.heartbeat(s.queue(), number, s.acting(run_id, fence=fence), note=note)
     output.line(f"Lease of issue #{number} extended until {output.when(got.lease_expires_at)}")
     _waiting(got)
 

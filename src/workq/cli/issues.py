@@ -26,6 +26,19 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts."
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
 
 
+def _progress(issue: Issue) -> list[tuple[str, object]]:
+    """A stalled claim's line, with what to do."""
+    if issue.stalled_since is None:
+        return []
+    return [
+        (
+            "stalled",
+            f"since {output.when(issue.stalled_since)}: no commit, note or step; ask its "
+            f"agent, or release it: workq release {issue.number} --force",
+        )
+    ]
+
+
 def _show(
     issue: Issue, github: str | None = None, pull: str | None = None, waiting: Sequence[int] = ()
 ) -> None:
@@ -50,6 +63,7 @@ def _show(
             ("blocks", ", ".join(f"#{n}" for n in issue.blocks) or "-"),
             ("claimed by", issue.claimed_by),
             ("lease until", issue.lease_expires_at),
+            *_progress(issue),
             ("created", issue.created_at),
             ("updated", issue.updated_at),
             ("closed", issue.closed_at),

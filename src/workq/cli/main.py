@@ -302,6 +302,7 @@ def load_commands() -> typer.Typer:
             issues,
             maintenance,
             plans,
+            policies,
             sync,
             work_context,
             workflow,
@@ -319,6 +320,7 @@ def load_commands() -> typer.Typer:
             hooks,
             work_context,
             gates,
+            policies,
         ):
             module.register(app)
         _loaded = True

@@ -367,7 +367,8 @@ def agents_command(ctx: typer.Context, json_: JsonFlag = False) -> None:
                 a.name,
                 a.type,
                 output.when(a.last_seen),
-                ", ".join(f"#{n}" for n in a.claims) or "-",
+                ", ".join(f"#{n}" + (" (stalled)" if n in a.stalled else "") for n in a.claims)
+                or "-",
                 ", ".join(a.worktrees) or "-",
             )
             for a in found

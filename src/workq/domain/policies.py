@@ -33,7 +33,7 @@ POLICIES: dict[str, Policy] = {
             "duration",
             "45m",
             "a claim with no progress for this long is stalled (off: never)",
-            low=60,
+            low=1,
         ),
         Policy(
             "stall_policy",
@@ -48,7 +48,7 @@ POLICIES: dict[str, Policy] = {
             "30m",
             "under stall_policy=release: how long a stalled claim is kept before it is "
             "released with its work saved",
-            low=60,
+            low=1,
         ),
         Policy(
             "max_landing_rounds",
@@ -133,4 +133,4 @@ def accepts(name: str) -> str:
         return " or ".join(policy.choices)
     if policy.kind == "count":
         return f"a whole number from {policy.low} to {policy.high}"
-    return f"off, or a duration from {spoken(policy.low)} (90s, 45m, 2h, 1d)"
+    return f"off, or a duration of at least {spoken(policy.low)} (such as 90s, 45m, 2h, 1d)"

@@ -142,7 +142,10 @@ def watch(
         try:
             worker.renew_lease()
             result = run_pass(session, with_import=importing, with_merges=merging)
-        except (AuthFailed, WorkerBusy):
+        except AuthFailed as exc:
+            _say_stopped(worker, exc.message)
+            raise
+        except WorkerBusy:
             raise
         except (GitHubCallError, StorageError) as exc:
             log.warning("sync pass failed: %s", exc.message)
@@ -155,6 +158,14 @@ def watch(
         if on_pass is not None:
             on_pass(result)
         worker.stop.wait(_idle(worker))
+
+
+def _say_stopped(worker: Worker, reason: str) -> None:
+    """Record the stop for the people who asked to hear of it (it stops all the same)."""
+    try:
+        mirror_target.stopped(worker.q, worker.repo, reason)
+    except WorkqError as exc:
+        log.warning("could not record the stop: %s", exc.describe())
 
 
 def _idle(worker: Worker) -> float:

@@ -93,7 +93,9 @@ class ServerState:
         self._future: Future[Queue] | None = None
         self._users = 0
         self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
+        # The background threads of an open queue: lease renewal, the watch (stalls,
+        # lapses, a drained queue), the delivery of notices.
+        self._keepers: list[threading.Thread] = []
         self._opener: threading.Thread | None = None
         self._waits_ended = threading.Event()
         self._on_end_waits: list[Callable[[], None]] = []
@@ -243,9 +245,9 @@ class ServerState:
         if opener is not None:
             opener.join(timeout=OPEN_TIMEOUT_SECONDS)
         with self._lock:
-            renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer.join(timeout=10)
+            keepers, self._keepers = self._keepers, []
+        for keeper in keepers:
+            keeper.join(timeout=10)
         if future.done() and future.exception() is None:
             self._unbind(future.result())
             future.result().db.dispose()
@@ -312,18 +314,28 @@ class ServerState:
             future.set_exception(StorageError(f"cannot open the queue: {exc}"))
             return
         self._bind_own(queue)
-        renewer = threading.Thread(
-            target=self._renew_loop, args=(queue,), name="workq-renew", daemon=True
-        )
+        keepers = self._keepers_of(queue)
         with self._lock:
             current = self._future is future
             if current:
-                self._renewer = renewer
+                self._keepers = keepers
         future.set_result(queue)
         if current:
-            renewer.start()
+            for keeper in keepers:
+                keeper.start()
         else:  # stopped while opening
             queue.db.dispose()
+
+    def _keepers_of(self, queue: Queue) -> list[threading.Thread]:
+        from workq.services.notices import watch
+
+        def thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
+            return threading.Thread(target=target, args=args, name=name, daemon=True)
+
+        return [
+            thread("workq-renew", self._renew_loop, queue),
+            thread("workq-watch", watch.run, queue, self._stop, self.settings.watch_seconds),
+        ]
 
     def _bind_own(self, queue: Queue) -> None:
         """Bind this server's run id as it starts (calls under it then write nothing more);

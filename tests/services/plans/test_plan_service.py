@@ -95,7 +95,12 @@ def test_phases_advance_in_order_and_not_past_exit(
     plan = svc.active_plan(queue, "run-a")
     assert plan is not None and plan.phase is PlanPhase.EXIT
     kinds = [kind for kind, _, _ in _plan_events(queue)]
-    assert kinds == ["plan_entered"] + ["plan_advanced"] * 4
+    # Reaching Review, the plan waits for a person (the plan_waiting notice).
+    assert (
+        kinds
+        == ["plan_entered", "plan_advanced", "plan_advanced", "plan_waiting"]
+        + ["plan_advanced"] * 2
+    )
 
 
 def test_no_plan_means_advance_and_exit_are_refused(queue: Queue) -> None:

@@ -270,15 +270,20 @@ def _register_holding(reg: Registry) -> None:
         ] = None,
         run_id: RunId = None,
         fence: Fence = None,
+        note: Annotated[
+            str | None,
+            Field(description="Progress: not stalled"),
+        ] = None,
     ) -> Annotated[CallToolResult, Renewed]:
-        """Extend the lease of a claim. This server renews its own claims while it runs;
-        call this over HTTP or for a run id claimed elsewhere."""
+        """Extend a claim's lease (this server renews its own claims: call it over HTTP or
+        for a run id claimed elsewhere)."""
         from workq.services.queue import claims
 
         q = state.queue()
         if number is not None:
             with worded(f"Could not renew the claim on issue #{number}"):
-                claim = claims.heartbeat(q, number, state.authority(run_id, fence=fence))
+                by = state.authority(run_id, fence=fence)
+                claim = claims.heartbeat(q, number, by, note=note)
             text = f"Renewed claim on issue #{number} until {when(claim.lease_expires_at)}"
             text += _waiting(number, claim.waits_on)
             waiting = [Waiting(number=number, waits_on=claim.waits_on)] if claim.waits_on else []
@@ -288,6 +293,8 @@ def _register_holding(reg: Registry) -> None:
             )
         if fence is not None:
             raise InvalidInput("fence needs the number of its issue", field="fence")
+        if note is not None:
+            raise InvalidInput("note needs the number of its issue", field="note")
         with worded("Could not renew the claims"):
             mine = state.authority(run_id).run_ids
         count = claims.renew_leases(q, mine)

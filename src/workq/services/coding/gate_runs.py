@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from workq.db.engine import retry_lost_read
-from workq.db.tables import gate_runs, issues, repositories
+from workq.db.tables import events, gate_runs, issues, repositories
 from workq.domain import gates as rules
 from workq.domain import leases
 from workq.domain.authority import Authority
@@ -41,7 +41,7 @@ from workq.schemas import (
 from workq.services.coding import commands
 from workq.services.coding.gate_table import in_effect
 from workq.services.handle import Queue, load, record
-from workq.services.queue import door
+from workq.services.queue import door, policies
 from workq.services.workspaces import worktrees
 from workq.vcs import git
 
@@ -349,8 +349,37 @@ def store(
                 **by.recorded(),
             },
         )
+        if not all(r.result.passed for r in ran):
+            _failing(q, conn, issue, actor, [r.spec.name for r in ran if not r.result.passed])
 
     q.db.write(work)
+
+
+def _failing(q: Queue, conn: Connection, issue: Any, actor: str | None, gates: list[str]) -> None:
+    """Record ``gates_failing`` when this failed run makes the ``gate_failures`` policy's
+    count of failed runs in a row on the issue (once per streak: a pass starts a new one)."""
+    streak = policies.count(conn, "gate_failures", issue.repository)
+    recent = conn.execute(
+        select(events.c.after)
+        .where(events.c.number == issue.number, events.c.kind == EVENT_KIND)
+        .order_by(events.c.id.desc())
+        .limit(streak + 1)
+    ).scalars()
+    passed = [bool(json.loads(a or "{}").get("passed")) for a in recent]
+    if len(passed) < streak or any(passed[:streak]):
+        return
+    if len(passed) > streak and not passed[streak]:
+        return  # the streak was told when it reached the count
+    record(
+        q,
+        conn,
+        kind="gates_failing",
+        issue_id=issue.id,
+        number=issue.number,
+        actor=actor,
+        now=q.now(),
+        after={"failed_runs": streak, "gates": gates, "holder": issue.claimed_by},
+    )
 
 
 def _word(result: GateResult) -> str:

@@ -268,6 +268,23 @@ def advance(q: Queue, run_id: str) -> Advanced:
             before={"plan": row.id, "phase": previous.value},
             after={"plan": row.id, "slug": row.slug, "phase": following.value},
         )
+        if following is PlanPhase.REVIEW:  # a person reads the plan now: tell who asked
+            record(
+                q,
+                conn,
+                kind="plan_waiting",
+                issue_id=None,
+                number=None,
+                actor=run_id,
+                now=now,
+                after={
+                    "plan": row.id,
+                    "slug": row.slug,
+                    "goal": row.goal,
+                    "run_id": run_id,
+                    "path": row.path,
+                },
+            )
         return _plan(row, phase=following, updated_at=now), previous
 
     plan, previous = q.db.write(work)

@@ -14,7 +14,7 @@ from workq.domain import fields
 from workq.errors import InvalidInput, NotFound
 from workq.schemas import AgentInfo, Status
 from workq.services.handle import Queue
-from workq.services.queue import claims, overview
+from workq.services.queue import claims, overview, progress
 
 TYPE_MAX = 32
 
@@ -80,7 +80,9 @@ def heartbeat(q: Queue, agent_id: str) -> int:
 
 @retry_lost_read
 def list_agents(q: Queue) -> list[AgentInfo]:
+    now = q.now()
     with q.db.read() as conn:
+        stalled = {p.number for p in progress.of_claims(conn, now) if p.stalled(now)}
         rows = conn.execute(select(agents).order_by(agents.c.last_seen_at.desc())).all()
         ids = [r.id for r in rows]
         held: dict[str, list[int]] = {}
@@ -98,6 +100,7 @@ def list_agents(q: Queue) -> list[AgentInfo]:
             type=r.agent_type,
             last_seen=r.last_seen_at,
             claims=held.get(r.id, []),
+            stalled=[n for n in held.get(r.id, []) if n in stalled],
         )
         for r in rows
     ]
@@ -117,6 +120,7 @@ def roster(q: Queue) -> list[AgentInfo]:
             type="run id",
             last_seen=b.last_heartbeat or q.now(),
             claims=[c.number for c in b.claims],
+            stalled=[c.number for c in b.claims if c.stalled_since is not None],
         )
         for b in plain
     ]

@@ -36,6 +36,7 @@ from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
     Claim,
     ClaimedIssue,
+    CommentKind,
     Completed,
     Issue,
     ReadyFilter,
@@ -276,16 +277,21 @@ _renew_refenced = Prepared(
 )
 
 
-def heartbeat(q: Queue, number: int, by: Authority) -> Claim:
+def heartbeat(q: Queue, number: int, by: Authority, *, note: str | None = None) -> Claim:
     """Extend the lease of a live claim ``by`` holds (with its fence: that very claim).
     A lapsed lease is not revived: its reservations ended, and another claim may hold
-    them now (LeaseLapsed; claiming again checks them)."""
+    them now (LeaseLapsed; claiming again checks them). A ``note`` (what the work has come
+    to) is kept as a progress comment: it moves the claim's progress clock, which a bare
+    heartbeat does not (services/queue/progress.py)."""
     fields.number(number)
     fields.fence(by.fence)
+    text = fields.comment(note) if note is not None else None
 
     def work(conn: Connection) -> Claim:
         let = door.admit(q, conn, Action.HEARTBEAT, number, by)
         assert let.holder is not None
+        if text is not None:
+            notes.add(q, conn, let.row, text, kind=CommentKind.PROGRESS, author=let.holder)
         return _renewal(q, conn, let.row, let.holder, let.now)
 
     return q.db.write(work)

@@ -25,7 +25,7 @@ from workq.schemas import (
     Status,
 )
 from workq.services.handle import Queue, load, new_id, record, to_issue
-from workq.services.queue import blockers, door, placement
+from workq.services.queue import blockers, door, placement, progress
 
 COUNTER = "issue_number"
 DEFAULT_AGENT = "claude"
@@ -283,9 +283,16 @@ def detail(conn: Connection, number: int) -> Issue:
 
 @retry_lost_read
 def get(q: Queue, number: int) -> Issue:
+    """Issue ``number`` in full; while its live claim is stalled, since when."""
     fields.number(number)
     with q.db.read() as conn:
-        return detail(conn, number)
+        found = detail(conn, number)
+        if found.claimed_by is None:
+            return found
+        held = progress.of_issue(conn, number, q.now())
+    if held is None or not held.stalled(q.now()):
+        return found
+    return found.model_copy(update={"stalled_since": held.stalled_since})
 
 
 @retry_lost_read

@@ -28,7 +28,7 @@ from workq.schemas import (
     Status,
 )
 from workq.services.handle import Queue
-from workq.services.queue import predicates
+from workq.services.queue import predicates, progress
 
 COLUMNS = ("ready", "in_progress", "waiting", "blocked", "done")
 PAGE = 50
@@ -136,12 +136,13 @@ def _done_rows(conn: Connection, f: BoardFilter, start: int, want: int) -> list[
     return rows[start : start + want]
 
 
-def _cards(conn: Connection, column: str, rows: list[Any]) -> list[BoardCard]:
+def _cards(conn: Connection, column: str, rows: list[Any], now: datetime) -> list[BoardCard]:
     ids = [r.id for r in rows]
     label_map: dict[str, list[str]] = {}
     phases: dict[str, str] = {}
     waits: dict[str, list[int]] = {}
     since: dict[int, datetime] = {}
+    stalls: dict[int, datetime] = {}
     if ids:
         for issue_id, name in conn.execute(
             select(labels_t.c.issue_id, labels_t.c.name)
@@ -154,6 +155,7 @@ def _cards(conn: Connection, column: str, rows: list[Any]) -> list[BoardCard]:
                 select(workflows.c.issue_id, workflows.c.phase).where(workflows.c.issue_id.in_(ids))
             )
             phases = {str(r[0]): str(r[1]) for r in found}
+            stalls = _stalls(conn, now, [r.number for r in rows])
         if column == "waiting":
             for issue_id, number in conn.execute(
                 select(deps.c.blocked_id, _blocker.c.number)
@@ -184,9 +186,21 @@ def _cards(conn: Connection, column: str, rows: list[Any]) -> list[BoardCard]:
             waiting_on=waits.get(r.id, []),
             blocked_reason=r.blocked_reason if column == "blocked" else None,
             since=r.closed_at if column == "done" else _stamp(since.get(r.number)),
+            stalled_since=stalls.get(r.number),
         )
         for r in rows
     ]
+
+
+def _stalls(
+    conn: Connection, now: datetime, numbers: list[int] | None = None
+) -> dict[int, datetime]:
+    """The stalled live claims (of ``numbers``), and since when each is stalled."""
+    found: dict[int, datetime] = {}
+    for p in progress.of_claims(conn, now, numbers):
+        if p.stalled(now) and p.stalled_since is not None:
+            found[p.number] = p.stalled_since
+    return found
 
 
 def _stamp(value: Any) -> datetime | None:
@@ -200,7 +214,7 @@ def _stamp(value: Any) -> datetime | None:
 
 def first_cards(conn: Connection, column: str, now: datetime, limit: int) -> list[BoardCard]:
     """The first ``limit`` cards of a column, in its order, unfiltered."""
-    return _cards(conn, column, _rows(conn, column, BoardFilter(), now, 0, limit)[:limit])
+    return _cards(conn, column, _rows(conn, column, BoardFilter(), now, 0, limit)[:limit], now)
 
 
 @retry_lost_read
@@ -219,7 +233,7 @@ def view(q: Queue, f: BoardFilter | None = None, pages: dict[str, int] | None = 
                 BoardColumn(
                     name=name,
                     count=_count(conn, name, f, now),
-                    cards=_cards(conn, name, rows[:PAGE]),
+                    cards=_cards(conn, name, rows[:PAGE], now),
                     page=page,
                     has_more=len(rows) > PAGE,
                 )
@@ -235,6 +249,7 @@ def agents(q: Queue, *, limit: int = 500) -> list[BoardAgent]:
     now = q.now()
     by_run: dict[str, list[AgentClaim]] = {}
     with q.db.read() as conn:
+        stalls = _stalls(conn, now)
         for r in conn.execute(
             select(
                 issues.c.claimed_by,
@@ -253,6 +268,7 @@ def agents(q: Queue, *, limit: int = 500) -> list[BoardAgent]:
                     title=r.title,
                     claimed_at=r.claimed_at,
                     lease_expires_at=r.lease_expires_at,
+                    stalled_since=stalls.get(r.number),
                 )
             )
         seen: dict[str, datetime] = {

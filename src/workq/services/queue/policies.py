@@ -87,9 +87,9 @@ def settle(
     policy = _check_name(name)
     try:
         stored = rules.normal(name, given)
-    except ValueError as exc:
+    except ValueError:
         raise InvalidInput(
-            f"{name}={given!r} is not valid: it takes {exc}",
+            f"{name}={given!r} is not valid",
             hint=f"{name} takes {rules.accepts(name)}",
             field="value",
         ) from None

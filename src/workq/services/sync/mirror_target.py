@@ -12,7 +12,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from workq.db.tables import github_comments, github_links, github_mirror, github_outbox
 from workq.errors import Conflict, InvalidInput
-from workq.services.handle import Queue
+from workq.services.handle import Queue, record
 from workq.services.sync import outbox_rows
 
 
@@ -90,5 +90,24 @@ def note_mirror(q: Queue, repo: str, **values: Any) -> None:
 
     def work(conn: Connection) -> None:
         conn.execute(update(github_mirror).where(github_mirror.c.repo == repo).values(**values))
+
+    q.db.write(work)
+
+
+def stopped(q: Queue, repo: str, reason: str) -> None:
+    """Record that the GitHub worker for ``repo`` stopped because GitHub refused its token
+    (an audit event of the queue: the ``github_stopped`` notice)."""
+
+    def work(conn: Connection) -> None:
+        record(
+            q,
+            conn,
+            kind="sync_stopped",
+            issue_id=None,
+            number=None,
+            actor="workq sync",
+            now=q.now(),
+            after={"repo": repo, "reason": reason},
+        )
 
     q.db.write(work)
