@@ -301,6 +301,7 @@ def load_commands() -> typer.Typer:
             hooks,
             issues,
             maintenance,
+            notify,
             plans,
             sync,
             work_context,
@@ -319,6 +320,7 @@ def load_commands() -> typer.Typer:
             hooks,
             work_context,
             gates,
+            notify,
         ):
             module.register(app)
         _loaded = True
