@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,9 @@ def test_json_as_a_global_option_and_help() -> None:
     assert [s["name"] for s in json.loads(ok("--json", "notify", "list"))] == ["a"]
     for command in ("add", "list", "remove", "test", "deliveries", "run"):
         assert "Usage: workq notify " + command in ok("notify", command, "--help")
+
+
+def test_run_on_a_database_that_does_not_exist_creates_none(tmp_path: Path) -> None:
+    done = workq("--db", tmp_path / "typo.db", "notify", "run", "--once")
+    assert done.returncode == 1 and done.stderr.startswith("error: NO_DATABASE")
+    assert not (tmp_path / "typo.db").exists()

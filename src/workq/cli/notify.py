@@ -207,7 +207,7 @@ def run_command(
 ) -> None:
     """Deliver the notices until Ctrl-C, where no `workq serve` delivers them (a server
     delivers them itself); --once for one pass."""
-    q = state(ctx).queue()
+    q = state(ctx).queue(existing=True)
     holder = processes.this_process()
     if once:
         report = delivery.deliver_due(q, holder)
