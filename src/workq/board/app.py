@@ -42,6 +42,7 @@ from workq.schemas import (
     Priority,
 )
 from workq.services.handle import Queue
+from workq.services.notices import delivery
 from workq.services.plans import plan_mode
 from workq.services.queue import issues, listing, notes, overview, search
 from workq.services.sync import mirror
@@ -53,6 +54,7 @@ ACTOR_RE = re.compile(r"^[A-Za-z0-9._@-]{1,48}$")
 HISTORY_PAGE = 200
 PAGE_MAX = 1_000_000
 EVENT_ID_MAX = 2**62
+NOTICES_FAILED_SHOWN = 5
 
 
 class BadParameter(Exception):
@@ -204,6 +206,7 @@ class Board:
             context = await asyncio.to_thread(self._view, request)
         except BadParameter as exc:
             return _bad(exc)
+        context["notices"] = await asyncio.to_thread(self._notices)
         query = request.query_params.get("q", "").strip()
         found = None
         error = None
@@ -213,6 +216,13 @@ class Board:
             except WorkqError as exc:
                 error = exc.message
         return self.page(request, "board.html", query=query, found=found, error=error, **context)
+
+    def _notices(self) -> dict[str, Any]:
+        """The notice deliveries: counts by state, and the latest that failed."""
+        return {
+            "counts": delivery.counts(self.queue),
+            "failed": delivery.recent(self.queue, NOTICES_FAILED_SHOWN, state="failed"),
+        }
 
     async def columns(self, request: Request) -> Response:
         if not self.guard.may_read(request):

@@ -301,6 +301,7 @@ def load_commands() -> typer.Typer:
             hooks,
             issues,
             maintenance,
+            notify,
             plans,
             policies,
             sync,
@@ -321,6 +322,7 @@ def load_commands() -> typer.Typer:
             work_context,
             gates,
             policies,
+            notify,
         ):
             module.register(app)
         _loaded = True

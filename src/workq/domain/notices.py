@@ -38,7 +38,7 @@ NOTICES: dict[str, Notice] = {
             "gates_failing",
             ("gates_failing",),
             "the gates failed gate_failures times in a row on one issue",
-            "workq gates show {number}",
+            "workq gates evidence {number}",
         ),
         Notice(
             "landing_refused",
@@ -62,7 +62,7 @@ NOTICES: dict[str, Notice] = {
             "github_stopped",
             ("sync_stopped",),
             "the GitHub worker stopped (its token was refused)",
-            "renew the token, then: workq sync github",
+            "renew the token, then: workq sync github --repo OWNER/NAME",
         ),
         Notice(
             "drained",
