@@ -18,7 +18,7 @@ from workq.cli import output
 from workq.cli.state import state
 from workq.domain.notices import NOTICES
 from workq.errors import InvalidInput
-from workq.services.notices import delivery, sinks
+from workq.services.notices import delivery, sinks, watch
 from workq.services.notices.outbox import DELIVERED, FAILED, PENDING
 from workq.services.queue import processes
 
@@ -205,11 +205,14 @@ def run_command(
     ] = 2.0,
     json_: JsonFlag = False,
 ) -> None:
-    """Deliver the notices until Ctrl-C, where no `workq serve` delivers them (a server
-    delivers them itself); --once for one pass."""
-    q = state(ctx).queue(existing=True)
+    """Watch the queue (stalled claims, lapsed leases, a drained queue) and deliver the
+    notices until Ctrl-C, where no `workq serve` does (a server does both itself); --once
+    for one pass (from cron, say)."""
+    s = state(ctx)
+    q = s.queue(existing=True)
     holder = processes.this_process()
     if once:
+        watch.sweep(q)
         report = delivery.deliver_due(q, holder)
         if json_:
             output.emit_json(report)
@@ -221,8 +224,13 @@ def run_command(
     _log_to_stderr()
     output.errors().print("Delivering notices (Ctrl-C stops)", markup=False)
     stop = threading.Event()
+    watcher = threading.Thread(
+        target=watch.run, args=(q, stop, s.settings().watch_seconds), daemon=True
+    )
     with _stop_on_signals(stop):
+        watcher.start()
         delivery.run(q, stop, holder, interval)
+    watcher.join(timeout=10)
 
 
 def _events(names: list[str]) -> str:

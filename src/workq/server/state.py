@@ -327,7 +327,8 @@ class ServerState:
             queue.db.dispose()
 
     def _keepers_of(self, queue: Queue) -> list[threading.Thread]:
-        from workq.services.notices import watch
+        from workq.services.notices import delivery, watch
+        from workq.services.queue.processes import this_process
 
         def thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
             return threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -335,6 +336,7 @@ class ServerState:
         return [
             thread("workq-renew", self._renew_loop, queue),
             thread("workq-watch", watch.run, queue, self._stop, self.settings.watch_seconds),
+            thread("workq-notices", delivery.run, queue, self._stop, this_process()),
         ]
 
     def _bind_own(self, queue: Queue) -> None:
