@@ -519,6 +519,71 @@ LAND_MODES = ("local", "pr")
 ON_REFUSED = ("return", "block")
 
 
+class CheckAnnotation(_Model):
+    """One annotation of a failing check run: where, how grave, what it says."""
+
+    path: str
+    start_line: int | None = None
+    annotation_level: str | None = Field(default=None, description="notice, warning or failure")
+    message: str
+
+
+class FailedCheck(_Model):
+    """A check that failed on the head a landing was refused on, with what it reported
+    (each text cut to its bound)."""
+
+    name: str
+    kind: Literal["check_run", "status"]
+    conclusion: str | None = None
+    title: str | None = None
+    summary: str | None = None
+    url: str | None = None
+    annotations: list[CheckAnnotation] = Field(
+        default_factory=list, description="The first ones, in GitHub's order"
+    )
+    annotations_total: int = Field(default=0, description="How many the check run has")
+
+
+class ChangesRequested(_Model):
+    """A review whose author's standing verdict is "changes requested"."""
+
+    author: str | None = None
+    body: str | None = None
+    commit_id: str | None = Field(default=None, description="The head it was given on")
+    url: str | None = None
+
+
+class ReviewComment(_Model):
+    """A comment of a changes-requested review, on a line of the pull request's diff."""
+
+    author: str | None = None
+    path: str
+    line: int | None = None
+    body: str
+    url: str | None = None
+
+
+class LandingFailure(_Model):
+    """What the holder needs to repair a refused landing: why, which round of how many, the
+    failing checks with their output and first annotations, and the pull request's requested
+    changes. What GitHub would not answer is named in ``unread``."""
+
+    reason: str
+    round: int = Field(default=0, description="Which refusal of the issue's landing this is")
+    max_rounds: int = Field(default=0, description="max_landing_rounds when it was refused")
+    blocked: bool = Field(default=False, description="This refusal blocked the issue")
+    head_sha: str | None = None
+    pr_number: int | None = None
+    pr_url: str | None = None
+    checks: list[FailedCheck] = Field(default_factory=list)
+    more_checks: int = Field(default=0, description="Failing checks beyond those listed")
+    reviews: list[ChangesRequested] = Field(default_factory=list)
+    review_comments: list[ReviewComment] = Field(default_factory=list)
+    unread: list[str] = Field(
+        default_factory=list, description="What could not be read from GitHub, and why"
+    )
+
+
 class LandingStatus(_Model):
     """Where an issue's landing through a pull request stands."""
 
@@ -535,6 +600,10 @@ class LandingStatus(_Model):
     merge_sha: str | None = Field(default=None, description="The commit GitHub merged it as")
     requested_by: str | None = None
     updated_at: datetime
+    rounds: int = Field(default=0, description="How many times its landing was refused")
+    failure: LandingFailure | None = Field(
+        default=None, description="While refused: what to repair (checks, requested changes)"
+    )
 
 
 class MergeResult(_Model):
@@ -689,6 +758,9 @@ class ActiveIssue(_Model):
     lease_expires_at: datetime | SkipJsonSchema[None] = Field(default=None, exclude_if=_unset)
     branch: str | SkipJsonSchema[None] = Field(default=None, exclude_if=_unset)
     worktree_path: str | SkipJsonSchema[None] = Field(default=None, exclude_if=_unset)
+    # Its landing through a pull request, with the failure to repair when refused (left out
+    # of the schema, as MergeResult's: the answer's text says it).
+    landing: SkipJsonSchema[LandingStatus | None] = Field(default=None, exclude_if=_unset)
 
 
 class InProgressIssue(_Model):

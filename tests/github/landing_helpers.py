@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.github.mirror_helpers import REPO
+from tests.github.mirror_helpers import FAST, REPO, env_for
 from tests.github.tools_helpers import clone_with_remote, git
 from tests.github_fake.server import PROJECT_ROOT, FakeGitHub
 from workq.config import Settings
 from workq.domain.authority import Authority
+from workq.github.landing import LandOptions, LandReport
+from workq.github.sync import Session, connect
 from workq.schemas import LandingStatus
 from workq.services.handle import Queue
 from workq.services.queue import claims, issues
@@ -106,3 +110,29 @@ def sync_worker(db: Path, fake: FakeGitHub, *args: str) -> subprocess.Popen[byte
 
 def worker_log(db: Path) -> str:
     return (db.parent / "worker.log").read_text()
+
+
+class Landing(Origin):
+    """An ``Origin`` with a sync session whose passes move its landings."""
+
+    def __init__(self, origin: Origin, fake: FakeGitHub, session: Session) -> None:
+        super().__init__(q=origin.q, work=origin.work, bare=origin.bare)
+        self.fake = fake
+        self.session = session
+
+    def land_pass(self) -> LandReport:
+        return self.session.lander.run_pass()
+
+
+@contextmanager
+def landing_on(root: Path, fake: FakeGitHub) -> Iterator[Landing]:
+    """``make_origin`` at ``root`` with a sync session on ``fake`` that moves its landings
+    without waiting between steps."""
+    origin = make_origin(root, fake)
+    session = connect(origin.q, REPO, env=env_for(fake, fake.url), options=FAST)
+    session.lander.options = LandOptions(check_interval=0.0, backoff_base=0.0)
+    try:
+        yield Landing(origin, fake, session)
+    finally:
+        session.close()
+        origin.q.db.dispose()

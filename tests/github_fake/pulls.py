@@ -1,9 +1,10 @@
 """Pull requests for the fake GitHub: create and get (JSON, or the diff with ``Accept:
-application/vnd.github.diff``), reviews, check runs and combined commit statuses of a
-commit, merging (``PUT /pulls/{n}/merge``) and updating the branch (``PUT
-/pulls/{n}/update-branch``), with the field names and status codes of GitHub's REST
-documentation (``/repos/{o}/{r}/pulls``, ``/pulls/{n}/reviews``, ``/commits/{ref}/check-runs``,
-``/commits/{ref}/status``).
+application/vnd.github.diff``), reviews and their comments on the diff, check runs (with
+their output and annotations) and combined commit statuses of a commit, merging (``PUT
+/pulls/{n}/merge``) and updating the branch (``PUT /pulls/{n}/update-branch``), with the
+field names and status codes of GitHub's REST documentation (``/repos/{o}/{r}/pulls``,
+``/pulls/{n}/reviews``, ``/pulls/{n}/comments``, ``/commits/{ref}/check-runs``,
+``/check-runs/{id}/annotations``, ``/commits/{ref}/status``).
 
 A pull request is also an issue (same number series, ``pull_request`` key in the issue
 list), as on GitHub. Branches are seeded with ``seed_branch``, or read from a bare git
@@ -46,6 +47,7 @@ CHECK_CONCLUSIONS = (
     "startup_failure",
 )
 STATUS_STATES = ("error", "failure", "pending", "success")
+ANNOTATION_LEVELS = ("notice", "warning", "failure")
 MERGEABLE_STATES = ("clean", "dirty", "blocked", "unstable", "behind", "draft", "unknown")
 MERGE_METHODS = ("merge", "squash", "rebase")
 # What a required check may end with and still let the pull request merge (as on GitHub).
@@ -100,6 +102,7 @@ class PullState:
     forced: dict[str, Any] = field(default_factory=dict)
     diff: str = ""
     reviews: list[dict[str, Any]] = field(default_factory=list)
+    review_comments: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -119,6 +122,7 @@ class RepoPulls:
     check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     protection: dict[str, Protection] = field(default_factory=dict)
+    annotations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # by run id
 
 
 class GitError(RuntimeError):
@@ -176,9 +180,28 @@ class PullsControl:
         self._call("set_pull", number=number, repo=repo, changes=changes)
 
     def add_review(
-        self, number: int, state: str, *, user: str = "reviewer", repo: str | None = None
+        self,
+        number: int,
+        state: str,
+        *,
+        user: str = "reviewer",
+        body: str = "",
+        comments: Sequence[dict[str, Any]] = (),
+        repo: str | None = None,
     ) -> dict[str, Any]:
-        return dict(self._call("add_review", number=number, state=state, user=user, repo=repo))
+        """A review of the pull request's head as it is now, with ``comments`` on its diff
+        (each ``{"path", "line", "body"}``), served by ``GET .../pulls/{n}/comments``."""
+        return dict(
+            self._call(
+                "add_review",
+                number=number,
+                state=state,
+                user=user,
+                body=body,
+                comments=[dict(c) for c in comments],
+                repo=repo,
+            )
+        )
 
     def add_check_run(
         self,
@@ -187,8 +210,14 @@ class PullsControl:
         *,
         status: str = "completed",
         conclusion: str | None = "success",
+        title: str | None = None,
+        summary: str | None = None,
+        annotations: Sequence[dict[str, Any]] = (),
         repo: str | None = None,
     ) -> dict[str, Any]:
+        """A check run on ``sha``, its ``output`` with ``title``, ``summary`` and
+        ``annotations`` (each ``{"path", "start_line", "annotation_level", "message"}``, more
+        of the documented fields optional), served by ``GET .../check-runs/{id}/annotations``."""
         return dict(
             self._call(
                 "add_check_run",
@@ -196,6 +225,9 @@ class PullsControl:
                 name=name,
                 status=status,
                 conclusion=conclusion,
+                title=title,
+                summary=summary,
+                annotations=[dict(a) for a in annotations],
                 repo=repo,
             )
         )

@@ -19,7 +19,8 @@ What it serves (GitHub's shapes, a subset of the fields): ``GET /user``, ``GET /
 ``GET /repos/{o}/{r}``, issues (list with filters, ``Link`` pagination, weak ETag and 304;
 create; get; patch), issue labels (GET/POST/PUT/DELETE), repository labels (422
 ``already_exists`` on duplicates, case-insensitive), comments, and pull requests
-(``tests/github_fake/pulls.py``: create, get, the diff media type, reviews, check runs,
+(``tests/github_fake/pulls.py``: create, get, the diff media type, reviews and their
+comments on the diff, check runs with their output, ``GET /check-runs/{id}/annotations``,
 combined commit statuses, ``PUT /pulls/{n}/merge`` (200; 405 not mergeable or a merge
 conflict; 409 when ``sha`` is not the head; 422 for an unknown ``merge_method``), ``GET
 /pulls/{n}/merge`` (204 merged, else 404) and ``PUT /pulls/{n}/update-branch`` (202; 422 when
@@ -77,6 +78,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from tests.github_fake.pulls import (
+    ANNOTATION_LEVELS,
     CHECK_CONCLUSIONS,
     CHECK_STATUSES,
     DIFF_MEDIA_TYPE,
@@ -1054,7 +1056,13 @@ class FakeGitHub(ControlAPI):
             pull.draft = bool(changes["draft"])
 
     def _op_add_review(
-        self, number: int, state: str, user: str = "reviewer", repo: str | None = None
+        self,
+        number: int,
+        state: str,
+        user: str = "reviewer",
+        body: str = "",
+        comments: Sequence[dict[str, Any]] = (),
+        repo: str | None = None,
     ) -> dict[str, Any]:
         r = self._repo(repo)
         issue, pull = self._pull_of(r, number)
@@ -1062,11 +1070,15 @@ class FakeGitHub(ControlAPI):
         if state not in REVIEW_STATES:
             raise ValueError(f"bad review state {state!r}")
         review_id = self._next_id()
+        for given in comments:
+            pull.review_comments.append(
+                self._review_comment_json(r, number, pull, review_id, user, given)
+            )
         review = {
             "id": review_id,
             "node_id": f"PRR_{review_id}",
             "user": self._user_json(user),
-            "body": "",
+            "body": body,
             "state": state,
             "html_url": (f"{HTML_BASE}/{r.full_name}/pull/{number}#pullrequestreview-{review_id}"),
             "pull_request_url": f"{self._repo_api_url(r)}/pulls/{number}",
@@ -1077,12 +1089,53 @@ class FakeGitHub(ControlAPI):
         pull.reviews.append(review)
         return review
 
+    def _review_comment_json(
+        self,
+        r: _Repo,
+        number: int,
+        pull: PullState,
+        review_id: int,
+        user: str,
+        given: dict[str, Any],
+    ) -> dict[str, Any]:
+        """A review comment as ``GET /pulls/{n}/comments`` answers it."""
+        unknown = set(given) - {"path", "line", "body"}
+        if unknown or not isinstance(given.get("path"), str):
+            raise ValueError(f"a review comment is {{path, line, body}}, not {given!r}")
+        comment_id = self._next_id()
+        line = given.get("line")
+        html = f"{HTML_BASE}/{r.full_name}/pull/{number}"
+        return {
+            "url": f"{self._repo_api_url(r)}/pulls/comments/{comment_id}",
+            "id": comment_id,
+            "node_id": f"PRRC_{comment_id}",
+            "pull_request_review_id": review_id,
+            "diff_hunk": "@@ -1 +1 @@",
+            "path": given["path"],
+            "commit_id": pull.head_sha,
+            "original_commit_id": pull.head_sha,
+            "user": self._user_json(user),
+            "body": str(given.get("body", "")),
+            "created_at": _iso(self._now()),
+            "updated_at": _iso(self._now()),
+            "html_url": f"{html}#discussion_r{comment_id}",
+            "pull_request_url": f"{self._repo_api_url(r)}/pulls/{number}",
+            "author_association": "CONTRIBUTOR",
+            "line": line,
+            "original_line": line,
+            "side": "RIGHT",
+            "subject_type": "line",
+        }
+
     def _op_add_check_run(
         self,
         sha: str,
         name: str,
         status: str = "completed",
         conclusion: str | None = "success",
+        title: str | None = None,
+        summary: str | None = None,
+        annotations: Sequence[dict[str, Any]] = (),
         repo: str | None = None,
     ) -> dict[str, Any]:
         r = self._repo(repo)
@@ -1091,6 +1144,7 @@ class FakeGitHub(ControlAPI):
         if status == "completed" and conclusion not in CHECK_CONCLUSIONS:
             raise ValueError(f"bad conclusion {conclusion!r}")
         run_id = self._next_id()
+        r.pr.annotations[run_id] = [self._annotation_json(r, sha, a) for a in annotations]
         run = {
             "id": run_id,
             "node_id": f"CR_{run_id}",
@@ -1104,13 +1158,41 @@ class FakeGitHub(ControlAPI):
             "started_at": _iso(self._now()),
             "completed_at": _iso(self._now()) if status == "completed" else None,
             "name": name,
-            "output": {"title": None, "summary": None, "text": None, "annotations_count": 0},
+            "output": {
+                "title": title,
+                "summary": summary,
+                "text": None,
+                "annotations_count": len(annotations),
+                "annotations_url": f"{self._repo_api_url(r)}/check-runs/{run_id}/annotations",
+            },
             "check_suite": {"id": run_id + 1},
             "app": {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"},
             "pull_requests": [],
         }
         r.pr.check_runs.setdefault(sha, []).append(run)
         return run
+
+    def _annotation_json(self, r: _Repo, sha: str, given: dict[str, Any]) -> dict[str, Any]:
+        """An annotation as ``GET /check-runs/{id}/annotations`` answers it."""
+        known = {"path", "start_line", "end_line", "annotation_level", "message", "title"}
+        if set(given) - known or not isinstance(given.get("path"), str):
+            raise ValueError(f"an annotation is {{path, start_line, message, ...}}: {given!r}")
+        level = given.get("annotation_level", "failure")
+        if level not in ANNOTATION_LEVELS:
+            raise ValueError(f"bad annotation_level {level!r}")
+        start = given.get("start_line", 1)
+        return {
+            "path": given["path"],
+            "blob_href": f"{HTML_BASE}/{r.full_name}/blob/{sha}/{given['path']}",
+            "start_line": start,
+            "end_line": given.get("end_line", start),
+            "start_column": None,
+            "end_column": None,
+            "annotation_level": level,
+            "title": given.get("title"),
+            "message": given.get("message", ""),
+            "raw_details": None,
+        }
 
     def _op_add_status(
         self, sha: str, context: str, state: str, repo: str | None = None
@@ -1257,7 +1339,7 @@ class FakeGitHub(ControlAPI):
             "rebaseable": mergeable,
             "mergeable_state": mergeable_state,
             "comments": issue.comments,
-            "review_comments": 0,
+            "review_comments": len(pull.review_comments),
             "commits": 1,
             "additions": pull.diff.count("\n+"),
             "deletions": pull.diff.count("\n-"),
@@ -1304,6 +1386,8 @@ class FakeGitHub(ControlAPI):
             return 200, self._pull_json(repo, issue), {}
         if sub == ["reviews"] and method == "GET":
             return self._paginate(list(pull.reviews), path, query)
+        if sub == ["comments"] and method == "GET":
+            return self._paginate(list(pull.review_comments), path, query)
         if sub == ["merge"]:
             if method == "PUT":
                 return 200, self._merge(repo, issue, pull, body), {}
@@ -1339,6 +1423,16 @@ class FakeGitHub(ControlAPI):
                 return 200, {"total_count": len(runs), "check_runs": runs}, {}
             if rest[2] == "status":
                 return 200, self._combined_status_json(repo, sha), {}
+        raise ApiError(404, "Not Found")
+
+    def _route_check_run(
+        self, repo: _Repo, rest: list[str], method: str, path: str, query: dict[str, list[str]]
+    ) -> tuple[int, Any, dict[str, str]]:
+        """``GET /check-runs/{id}/annotations``."""
+        if len(rest) == 3 and rest[2] == "annotations" and method == "GET" and rest[1].isdigit():
+            found = repo.pr.annotations.get(int(rest[1]))
+            if found is not None:
+                return self._paginate(list(found), path, query)
         raise ApiError(404, "Not Found")
 
     def _combined_status_json(self, repo: _Repo, sha: str) -> dict[str, Any]:
@@ -1852,6 +1946,8 @@ class FakeGitHub(ControlAPI):
             return self._route_pulls(repo, rest, method, query, body, login, headers or {})
         if resource == "commits":
             return self._route_commits(repo, rest, method)
+        if resource == "check-runs":
+            return self._route_check_run(repo, rest, method, path, query)
         if resource == "labels":
             return self._route_labels(repo, rest, method, path, query, body)
         if resource == "issues":

@@ -9,18 +9,20 @@ import typer
 
 from workq.cli import output
 from workq.cli.state import state
+from workq.domain import landing_failures
 from workq.schemas import (
     PAGE_DEFAULT,
     CommentKind,
     Issue,
     IssueListItem,
     IssueType,
+    LandingStatus,
     Priority,
     Status,
 )
 from workq.services.queue import dependencies, issues, listing, notes
 from workq.services.sync import mirror, pulls
-from workq.services.workspaces import worktrees
+from workq.services.workspaces import landings, worktrees
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Number = Annotated[int, typer.Argument(help="The issue number.", min=1)]
@@ -202,10 +204,12 @@ def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
     issue = worktrees.issue(q, number)
     link = mirror.github_link(q, number)
     pr = pulls.of_issue(q, number)
+    landing = landings.get(q, number)
     if json_:
         data = issue.model_dump(mode="json")
         data["github"] = link.model_dump(mode="json") if link else None
         data["pull_request"] = pr.model_dump(mode="json") if pr else None
+        data["landing"] = landing.model_dump(mode="json") if landing else None
         output.emit_json(data)
         return
     merged = f" (merged {output.when(pr.merged_at)})" if pr and pr.merged_at else ""
@@ -215,6 +219,21 @@ def show(ctx: typer.Context, number: Number, json_: JsonFlag = False) -> None:
         f"{pr.repo}#{pr.pr_number} {pr.url}{merged}" if pr else None,
         issues.waits_on(q, number) if issue.open_blockers else [],
     )
+    if landing is not None:
+        _show_landing(landing)
+
+
+def _show_landing(found: LandingStatus) -> None:
+    """Where the issue's landing through a pull request stands; refused, what to repair."""
+    pull = f" · pull request #{found.pr_number} {found.pr_url or ''}" if found.pr_number else ""
+    rounds = f" · refused {found.rounds} times so far" if found.rounds else ""
+    output.line("")
+    output.line(f"Landing: {found.state}{pull.rstrip()}{rounds}")
+    if found.failure is not None:
+        output.line("")
+        output.line(landing_failures.comment(found.failure))
+    elif found.detail:
+        output.line(found.detail)
 
 
 def update(

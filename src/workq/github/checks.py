@@ -66,6 +66,10 @@ class CommitCheck:
     conclusion: str | None
     url: str | None
     outcome: Outcome
+    id: int | None = None  # a check run's: its annotations are read by it
+    title: str | None = None  # a check run's output title, a status's description
+    summary: str | None = None  # a check run's output summary
+    annotations_count: int = 0
 
 
 def on_commit(client: GitHubClient, repo: str, sha: str) -> list[CommitCheck]:
@@ -78,6 +82,10 @@ def on_commit(client: GitHubClient, repo: str, sha: str) -> list[CommitCheck]:
             conclusion=run.conclusion,
             url=run.html_url or run.details_url,
             outcome=of_check_run(run.status, run.conclusion),
+            id=run.id,
+            title=run.output.title if run.output else None,
+            summary=run.output.summary if run.output else None,
+            annotations_count=run.output.annotations_count if run.output else 0,
         )
         for run in client.list_check_runs(repo, sha).check_runs
     ]
@@ -89,6 +97,7 @@ def on_commit(client: GitHubClient, repo: str, sha: str) -> list[CommitCheck]:
             conclusion=None if status.state == "pending" else status.state,
             url=status.target_url,
             outcome=of_commit_status(status.state),
+            title=status.description,
         )
         for status in client.get_combined_status(repo, sha).statuses
     ]

@@ -20,6 +20,7 @@ import httpx2
 from workq.domain import dates
 from workq.github.failures import GitHubRejected, Unclear
 from workq.github.models import (
+    GhAnnotation,
     GhCheckRuns,
     GhCombinedStatus,
     GhComment,
@@ -28,6 +29,7 @@ from workq.github.models import (
     GhPull,
     GhRepo,
     GhReview,
+    GhReviewComment,
     GhUser,
 )
 from workq.github.rate_limits import RateLimitInfo
@@ -331,6 +333,23 @@ class GitHubClient:
         """The first 100 reviews of a pull request, oldest first."""
         path = f"{_pull_path(repo, number)}/reviews"
         return self.transport.page(GhReview, path, {"per_page": "100"}, None).items
+
+    def list_review_comments(self, repo: str, number: int) -> list[GhReviewComment]:
+        """The first 100 review comments of a pull request (``GET .../pulls/{n}/comments``),
+        oldest first."""
+        path = f"{_pull_path(repo, number)}/comments"
+        return self.transport.page(GhReviewComment, path, {"per_page": "100"}, None).items
+
+    def list_check_run_annotations(
+        self, repo: str, check_run_id: int, *, per_page: int = 100
+    ) -> list[GhAnnotation]:
+        """The first ``per_page`` annotations of a check run (``GET
+        /repos/{o}/{r}/check-runs/{id}/annotations``)."""
+        if check_run_id < 1:
+            raise ValueError(f"not a check run id: {check_run_id}")
+        path = f"{_repo_path(repo)}/check-runs/{int(check_run_id)}/annotations"
+        params = {"per_page": str(_clamp_per_page(per_page))}
+        return self.transport.page(GhAnnotation, path, params, None).items
 
     def list_check_runs(self, repo: str, ref: str) -> GhCheckRuns:
         """``GET /repos/{o}/{r}/commits/{ref}/check-runs`` (the first 100)."""

@@ -8,9 +8,10 @@ queued  -> the tip asked to land (``head_sha``, recorded when it was queued) is 
 open    -> GitHub's answer read: merged already, closed, a head nobody but workq pushed
            (the pushed tip, or GitHub's own update of it: refused otherwise), behind
            (brought up to date when the repository allows), conflicting (the files named),
-           checks failing (the first failing one named), or waiting (checks running,
-           reviews, GitHub computing); once clean with every check passed, the merge of
-           that head is recorded
+           checks failing (the first failing one named), a reviewer's standing request for
+           changes on that head, or waiting (checks running, required reviews, GitHub
+           computing); once clean with every check passed, the merge of that head is
+           recorded
 merging -> ``PUT .../merge`` with the head it checked (GitHub refuses a moved head and a
            second merge); after a lost answer the pull request is read again
 merged  -> the issue completed, the worktree and branch removed (pr_landings.finish_landing)
@@ -28,23 +29,26 @@ Failures are the mirror's: a rate limit ends the pass (the worker holds its requ
 5xx or a lost answer retries the step later with backoff, a refusal of GitHub that waiting
 cannot mend refuses the landing. A refused landing goes back to its holder with a comment
 (or blocks the issue, as the repository says); the holder lands again with a new commit.
+Refused for its checks or a review, what to repair is read first (github/refusals.py: the
+failing checks' output and annotations, the requested changes) and kept with the landing;
+the refusal that makes ``max_landing_rounds`` blocks the issue for a person
+(landings.refuse records it all in one transaction).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from workq.domain import backoff, leases, names
-from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import GitFailed, NotFound, WorkqError
-from workq.github import checks, landing_tips
-from workq.github.checks import Outcome
+from workq.github import checks, landing_tips, refusals
+from workq.github.checks import CommitCheck, Outcome
 from workq.github.client import GitHubClient
 from workq.github.failures import (
     AuthFailed,
@@ -54,10 +58,10 @@ from workq.github.failures import (
     RateLimited,
     Unclear,
 )
-from workq.github.models import GhPull
+from workq.github.models import GhPull, GhReview
 from workq.github.submit import REMOTE, pr_body
 from workq.services.handle import Queue
-from workq.services.queue import blocking, door, issues, notes
+from workq.services.queue import door, issues, notes
 from workq.services.sync import mirror, pulls
 from workq.services.workspaces import landings, pr_landings
 from workq.services.workspaces.landings import Due
@@ -104,11 +108,25 @@ class _Wait(Exception):
 
 
 class _Refuse(Exception):
-    """The landing cannot go on until its holder acts: say why."""
+    """The landing cannot go on until its holder acts: say why. Refused for its checks or
+    a review (``repairable``), what the holder needs is read from GitHub: the ``failing``
+    checks' output and annotations, the requested changes (``reviews`` as read, if)."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(
+        self,
+        why: str,
+        *,
+        repairable: bool = False,
+        failing: Sequence[CommitCheck] = (),
+        reviews: Sequence[GhReview] | None = None,
+        head: str | None = None,
+    ) -> None:
         super().__init__(why)
         self.why = why
+        self.repairable = repairable
+        self.failing = failing
+        self.reviews = reviews
+        self.head = head  # the pull request's head it was refused on
 
 
 class Lander:
@@ -175,7 +193,7 @@ class Lander:
                 report.waiting += 1
                 return
             except _Refuse as refusal:
-                self._refuse(item, refusal.why)
+                self._refuse(item, refusal.why, refusal)
                 report.refused.append(item.number)
                 return
             except (RateLimited, AuthFailed):
@@ -320,9 +338,15 @@ class Lander:
         head = pull.head.sha
         if head != item.head_sha:
             self._github_update_only(item, pull)
-        failing, pending = self.commit_checks(head)
+        found = checks.on_commit(self.client, self.repo, head)
+        failing = [c for c in found if c.outcome is Outcome.FAILED]
         if failing:
-            raise _Refuse(f"check {failing[0]} failed on {head[:12]}")
+            raise _Refuse(
+                f"check {failing[0].name} failed on {head[:12]}",
+                repairable=True,
+                failing=failing,
+                head=head,
+            )
         state = pull.mergeable_state
         if state == "dirty" or pull.mergeable is False:
             raise _Refuse(self._conflicts(item, pull))
@@ -335,16 +359,44 @@ class Lander:
             self.pace()
             self.client.update_pull_branch(self.repo, pull.number, expected_head_sha=head)
             raise _Wait(f"bringing {item.branch} up to date with {pull.base.ref}")
+        self._ready(pull, checks.named(found, Outcome.PENDING))
+        self._ask(item, f"merge {head[:12]}")
+        landings.move(self.q, item, "merging", detail=f"merging {head[:12]}", merge_sha=head)
+
+    def _ready(self, pull: GhPull, pending: Sequence[str]) -> None:
+        """Return when the pull request, clean of conflicts and failing checks, may merge
+        now: not a draft, no check running, no standing request for changes on its head,
+        GitHub's branch protection satisfied.
+
+        Raises:
+            _Wait: it waits (a draft, checks running, required reviews, GitHub computing).
+            _Refuse: a reviewer requested changes on the head it lands.
+        """
+        state = pull.mergeable_state
         if pull.draft or state == "draft":
             raise _Wait("the pull request is a draft")
         if pending:
             raise _Wait(f"waiting for checks: {', '.join(pending)}")
+        if state not in ("clean", "unstable", "has_hooks", "blocked"):
+            raise _Wait(f"GitHub is computing mergeability ({state})", seconds=2.0)
+        self._refuse_requested_changes(pull)
         if state == "blocked":
             raise _Wait("waiting for required reviews or checks")
-        if state not in ("clean", "unstable", "has_hooks"):
-            raise _Wait(f"GitHub is computing mergeability ({state})", seconds=2.0)
-        self._ask(item, f"merge {head[:12]}")
-        landings.move(self.q, item, "merging", detail=f"merging {head[:12]}", merge_sha=head)
+
+    def _refuse_requested_changes(self, pull: GhPull) -> None:
+        """Refuse when a reviewer's standing verdict on the pull request's head is "changes
+        requested" (one given on an earlier head waits for its reviewer, as GitHub's branch
+        protection says)."""
+        reviews = self.client.list_reviews(self.repo, pull.number)
+        on_head = [r for r in refusals.standing_changes(reviews) if r.commit_id == pull.head.sha]
+        if on_head:
+            who = ", ".join(dict.fromkeys(r.user.login if r.user else "?" for r in on_head))
+            raise _Refuse(
+                f"changes requested by {who} on {pull.head.sha[:12]}",
+                repairable=True,
+                reviews=reviews,
+                head=pull.head.sha,
+            )
 
     def _github_update_only(self, item: Due, pull: GhPull) -> None:
         """Return when the pull request's head, which is not the tip workq pushed, is
@@ -448,26 +500,35 @@ class Lander:
         landings.move(self.q, item, "landed", detail=f"landed at {item.merge_sha[:12]}")
         report.landed.append(item.number)
 
-    def _refuse(self, item: Due, why: str) -> None:
-        """Refused: back to its holder with a comment, or the issue blocked, as the
-        repository says. A new tip asked to land moves it again."""
-        if not landings.move(self.q, item, "refused", detail=why, actor=ACTOR):
+    def _refuse(self, item: Due, why: str, refusal: _Refuse | None = None) -> None:
+        """Refused: back to its holder, or the issue blocked (as the repository says, and
+        once its landing was refused max_landing_rounds times), with what to repair read
+        from GitHub when its checks or a review refused it (services/workspaces/landings.py
+        records it all at once). A new tip asked to land moves it again."""
+        found = None
+        if refusal is not None and refusal.repairable and item.pr_number is not None:
+            found = refusals.gather(
+                self.client,
+                self.repo,
+                reason=why,
+                head=refusal.head or item.head_sha,
+                pr_number=item.pr_number,
+                failing=refusal.failing,
+                reviews=refusal.reviews,
+            )
+        failure = landings.refuse(self.q, item, why, found, actor=ACTOR)
+        if failure is None:  # moved meanwhile: a new tip was queued
             return
-        log.info("landing #%d refused: %s", item.number, why)
-        text = f"Landing refused: {why}"
-        try:
-            if item.on_refused == "block":
-                blocking.block(
-                    self.q,
-                    item.number,
-                    text,
-                    by=Authority.overriding("its landing was refused", who=ACTOR, fence=item.fence),
-                    actor=ACTOR,
-                )
-            else:
-                notes.comment(self.q, item.number, text, kind="progress", author=ACTOR)
-        except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
-            log.info("landing #%d: %s", item.number, exc.message)
+        item.state = "refused"
+        blocked = " (the issue blocked)" if failure.blocked else ""
+        log.info(
+            "landing #%d refused, round %d of %d%s: %s",
+            item.number,
+            failure.round,
+            failure.max_rounds,
+            blocked,
+            failure.reason,
+        )
 
 
 def _until(q: Queue, exc: RateLimited) -> float:

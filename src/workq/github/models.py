@@ -137,6 +137,27 @@ class GhReview(_GhModel):
     body: str | None = None
     submitted_at: datetime | None = None
     html_url: str = ""
+    commit_id: str | None = None  # the head the review was given on
+
+
+class GhReviewComment(_GhModel):
+    """A comment on a line of a pull request's diff (``GET .../pulls/{n}/comments``)."""
+
+    id: int
+    pull_request_review_id: int | None = None
+    path: str = ""
+    line: int | None = None  # null when the line is no longer in the diff
+    original_line: int | None = None
+    body: str = ""
+    user: GhUser | None = None
+    html_url: str = ""
+    commit_id: str | None = None
+
+
+class GhCheckOutput(_GhModel):
+    title: str | None = None
+    summary: str | None = None
+    annotations_count: int = 0
 
 
 class GhCheckRun(_GhModel):
@@ -146,6 +167,18 @@ class GhCheckRun(_GhModel):
     conclusion: str | None = None
     html_url: str | None = None
     details_url: str | None = None
+    output: GhCheckOutput | None = None
+
+
+class GhAnnotation(_GhModel):
+    """One annotation of a check run (``GET .../check-runs/{id}/annotations``)."""
+
+    path: str = ""
+    start_line: int | None = None
+    end_line: int | None = None
+    annotation_level: str | None = None  # notice, warning or failure
+    title: str | None = None
+    message: str | None = None
 
 
 class GhCheckRuns(_GhModel):

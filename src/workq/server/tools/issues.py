@@ -137,8 +137,12 @@ def register(reg: Registry) -> None:
             }
         if landing is not None:
             data["landing"] = landing.model_dump(
-                mode="json", include={"state", "detail", "pr_number", "merge_sha", "head_sha"}
+                mode="json",
+                include={"state", "detail", "pr_number", "merge_sha", "head_sha", "rounds"},
             )
+            if landing.failure is not None:  # refused: what to repair (checks, reviews)
+                failure = landing.failure.model_dump(mode="json", exclude_defaults=True)
+                data["landing"]["failure"] = failure
         return ok(issue_text(data), data)
 
     @reg.tool(writes(idempotent=True))

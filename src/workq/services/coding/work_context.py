@@ -18,6 +18,7 @@ from workq.db.engine import retry_lost_read
 from workq.db.tables import issues
 from workq.db.tables import labels as labels_t
 from workq.domain import branches, dates
+from workq.domain import landing_failures as failures
 from workq.domain.authority import Authority
 from workq.domain.checklists import checkbox_items
 from workq.errors import GitFailed, NotFound
@@ -27,6 +28,7 @@ from workq.schemas import (
     BoardCard,
     ClosedIssue,
     InProgressIssue,
+    LandingStatus,
     NextUpIssue,
     PlanInProgress,
     Priority,
@@ -36,7 +38,7 @@ from workq.schemas import (
 from workq.services.handle import Queue, load
 from workq.services.plans import plan_mode
 from workq.services.queue import overview, predicates, ready_queue
-from workq.services.workspaces import worktrees
+from workq.services.workspaces import landings, worktrees
 from workq.vcs import git
 
 NEXT_UP = 5
@@ -181,6 +183,7 @@ def _active(conn: Connection, branch: str | None, claimed: int | None) -> Active
             lease_expires_at=row.lease_expires_at if live else None,
             branch=branch if source == "branch" else (tree.branch if tree else None),
             worktree_path=tree.path if tree else None,
+            landing=landings.status_in(conn, number),
         )
     return None
 
@@ -214,6 +217,8 @@ def text(found: WorkContext) -> str:
         if a.acceptance_criteria:
             lines.append("Acceptance criteria:")
             lines.extend(f"- {c}" for c in a.acceptance_criteria)
+        if a.landing is not None:
+            lines += _landing(a.landing)
         if a.body:
             lines += ["", a.body.rstrip(), ""]
     _section(
@@ -237,6 +242,17 @@ def text(found: WorkContext) -> str:
             [f"#{c.number} {c.title} ({dates.day(c.closed_at)})" for c in found.closed_recent],
         )
     return "\n".join(lines)
+
+
+def _landing(found: LandingStatus) -> list[str]:
+    """Where the active issue's landing stands; refused, what to repair."""
+    pull = f" · pull request #{found.pr_number}" if found.pr_number else ""
+    rounds = f" · refused {found.rounds} times so far" if found.rounds else ""
+    detail = f": {found.detail}" if found.detail and found.failure is None else ""
+    lines = [f"Landing: {found.state}{pull}{rounds}{detail}"]
+    if found.failure is not None:
+        lines += ["", failures.comment(found.failure), ""]
+    return lines
 
 
 def _line(number: int, title: str, note: str) -> str:

@@ -31,24 +31,32 @@ def block(
     why = fields.reason(reason)
 
     def work(conn: Connection) -> Issue:
-        let = door.admit(q, conn, Action.BLOCK, number, by)
-        row, now = let.row, let.now
-        overridden = let.overridden and readiness.claim_live(row, now)
-        claims.clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
-        record(
-            q,
-            conn,
-            kind="blocked",
-            issue_id=row.id,
-            number=number,
-            actor=actor or (by.who if overridden else row.claimed_by),
-            now=now,
-            before={"claimed_by": row.claimed_by, "status": row.status},
-            after={"blocked_reason": why, **(by.recorded() if overridden else {})},
-        )
+        block_in(q, conn, number, why, by=by, actor=actor)
         return to_issue(load(conn, number))
 
     return q.db.write(work)
+
+
+def block_in(
+    q: Queue, conn: Connection, number: int, why: str, *, by: Authority, actor: str | None
+) -> None:
+    """``block`` in the caller's transaction (``why`` already checked with
+    ``fields.reason``): a refusal of the door is raised before anything is written."""
+    let = door.admit(q, conn, Action.BLOCK, number, by)
+    row, now = let.row, let.now
+    overridden = let.overridden and readiness.claim_live(row, now)
+    claims.clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
+    record(
+        q,
+        conn,
+        kind="blocked",
+        issue_id=row.id,
+        number=number,
+        actor=actor or (by.who if overridden else row.claimed_by),
+        now=now,
+        before={"claimed_by": row.claimed_by, "status": row.status},
+        after={"blocked_reason": why, **(by.recorded() if overridden else {})},
+    )
 
 
 def unblock(q: Queue, number: int, *, actor: str | None = None) -> Issue:

@@ -7,31 +7,47 @@ then moves it (github/landing.py): push, open or find the pull request, wait for
 and mergeability, merge, then ``pr_landings.finish_landing`` completes the issue and
 cleans up.
 Each step is recorded before (an intent) or after (an outcome) it runs, so a rerun after a
-crash finishes the job: see the states in db/models.py's ``landings``.
+crash finishes the job: see the states in db/models.py's ``landings``. A refusal
+(``refuse``) keeps what to repair (``failure``) and counts the issue's rounds, blocking it
+for a person at ``max_landing_rounds``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, and_, bindparam, exists, func, insert, select, update
 
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
 from workq.db.tables import issues, landings, repositories
 from workq.domain import fields
+from workq.domain import landing_failures as failures
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
-from workq.errors import NotFound, Step
-from workq.schemas import LandingStatus
-from workq.services.handle import Queue, record
-from workq.services.queue import door, predicates
+from workq.errors import NotFound, Step, WorkqError
+from workq.schemas import REASON_MAX, CommentKind, LandingFailure, LandingStatus
+from workq.services.handle import Queue, load, record
+from workq.services.queue import blocking, door, notes, policies, predicates
 
 # What the worker still has to move; "landed" and "refused" wait for nobody.
 ACTIVE = ("queued", "open", "merging", "merged")
 EVENT = "landing"
+REFUSED_EVENT = "landing_refused"  # raises the landing_refused notice
+log = logging.getLogger("workq.landings")
+
+
+def _failure(stored: str | None) -> LandingFailure | None:
+    if not stored:
+        return None
+    try:
+        return LandingFailure.model_validate_json(stored)
+    except ValidationError:  # written by a later workq, say: the detail still says why
+        return None
 
 
 def _status(row: Any) -> LandingStatus:
@@ -47,6 +63,8 @@ def _status(row: Any) -> LandingStatus:
         merge_sha=row.merge_sha,
         requested_by=row.requested_by,
         updated_at=row.updated_at,
+        rounds=row.rounds or 0,
+        failure=_failure(row.failure) if row.state == "refused" else None,
     )
 
 
@@ -94,6 +112,7 @@ def queue(
             "head_sha": tip,
             "state": "queued",
             "detail": None,
+            "failure": None,  # the refusal it answers; ``rounds`` is kept
             "merge_sha": None,
             "attempts": 0,
             "next_attempt_at": now,
@@ -125,6 +144,12 @@ def get(q: Queue, number: int) -> LandingStatus | None:
     request."""
     with q.db.read() as conn:
         found = _of_number.rows(conn, {"number": fields.number(number)})
+    return _status(found[0]) if found else None
+
+
+def status_in(conn: Connection, number: int) -> LandingStatus | None:
+    """``get`` in the caller's read."""
+    found = _of_number.rows(conn, {"number": fields.number(number)})
     return _status(found[0]) if found else None
 
 
@@ -286,3 +311,124 @@ def keep_leases(q: Queue, github_repo: str) -> int:
         )
 
     return q.db.write(work)
+
+
+def refuse(
+    q: Queue,
+    item: Due,
+    why: str,
+    found: LandingFailure | None = None,
+    *,
+    actor: str,
+) -> LandingFailure | None:
+    """Refuse ``item`` (read in the state it is in) because ``why``, with what was ``found``
+    on GitHub (the failing checks, the requested changes), in one transaction: the landing
+    refused with its failure and one more round, its history (``landing`` and the
+    ``landing_refused`` event, which raises that notice), the issue blocked when this round
+    reaches ``max_landing_rounds`` (a person is needed) or its repository blocks on a refusal
+    (``on_refused``), and the failure posted on the issue as a comment. The failure as
+    stored; None when the landing had moved meanwhile (a new tip queued): nothing changed.
+    A block the door refuses (the issue done, or claimed again since) is left out."""
+    reason = failures.line(why, failures.REASON_LIMIT) or "refused"
+
+    def work(conn: Connection) -> LandingFailure | None:
+        now = q.now()
+        current = conn.execute(
+            select(landings.c.rounds, landings.c.pr_number, landings.c.pr_url)
+            .where(*_as_read(item))
+            .with_for_update()
+        ).first()
+        if current is None:
+            return None
+        rounds = (current.rounds or 0) + 1
+        cap = policies.count(conn, "max_landing_rounds", item.repository)
+        failure = (found or LandingFailure(reason=reason, head_sha=item.head_sha)).model_copy(
+            update={
+                "reason": reason,
+                "round": rounds,
+                "max_rounds": cap,
+                "pr_number": current.pr_number,
+                "pr_url": current.pr_url,
+            }
+        )
+        conn.execute(
+            update(landings)
+            .where(*_as_read(item))
+            .values(
+                state="refused",
+                detail=reason,
+                rounds=rounds,
+                attempts=0,
+                updated_at=now,
+                next_attempt_at=now,
+            )
+        )
+        _record_refusal(q, conn, item, failure, actor=actor, now=now)
+        if rounds >= cap or item.on_refused == "block":
+            failure = failure.model_copy(update={"blocked": _block(q, conn, item, failure, actor)})
+        conn.execute(
+            update(landings)
+            .where(landings.c.issue_id == item.issue_id)
+            .values(failure=failure.model_dump_json())
+        )
+        text = fields.comment(failures.comment(failure))
+        row = load(conn, item.number, for_update=True)
+        notes.add(q, conn, row, text, kind=CommentKind.BLOCKER, author=actor)
+        return failure
+
+    return q.db.write(work)
+
+
+def _as_read(item: Due) -> tuple[Any, ...]:
+    """The landing of ``item`` as the worker read it: not moved since (a new tip queued)."""
+    return (
+        landings.c.issue_id == item.issue_id,
+        landings.c.state == item.state,
+        landings.c.head_sha == item.head_sha,
+    )
+
+
+def _block(q: Queue, conn: Connection, item: Due, failure: LandingFailure, actor: str) -> bool:
+    """Block the issue for ``failure`` in the caller's transaction; False when the door
+    refuses (nothing written)."""
+    if failure.round >= failure.max_rounds:
+        why = failures.block_reason(failure)
+    else:
+        why = failures.line(f"Landing refused: {failure.reason}", REASON_MAX) or "refused"
+    upstream = Authority.overriding("its landing was refused", who=actor, fence=item.fence)
+    try:
+        blocking.block_in(q, conn, item.number, fields.reason(why), by=upstream, actor=actor)
+    except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
+        log.info("landing #%d: not blocked: %s", item.number, exc.message)
+        return False
+    return True
+
+
+def _record_refusal(
+    q: Queue, conn: Connection, item: Due, failure: LandingFailure, *, actor: str, now: Any
+) -> None:
+    common = {"issue_id": item.issue_id, "number": item.number, "actor": actor, "now": now}
+    record(
+        q,
+        conn,
+        kind=EVENT,
+        before={"state": item.state},
+        after={"state": "refused", "detail": failure.reason},
+        **common,
+    )
+    checks = [{"name": c.name, "conclusion": c.conclusion} for c in failure.checks]
+    record(
+        q,
+        conn,
+        kind=REFUSED_EVENT,
+        after={
+            "reason": failure.reason,
+            "pr_number": failure.pr_number,
+            "pr_url": failure.pr_url,
+            "round": failure.round,
+            "max_rounds": failure.max_rounds,
+            "checks": checks,
+            "holder": item.requested_by,
+        },
+        **common,
+    )
