@@ -10,7 +10,7 @@ from workq.domain import fields, readiness
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.schemas import Issue
-from workq.services.handle import Queue, load, record, to_issue
+from workq.services.handle import Queue, claim_ended, load, record, to_issue
 from workq.services.queue import claims, door
 
 
@@ -30,9 +30,12 @@ def block(
     fields.fence(by.fence)
     why = fields.reason(reason)
 
+    held: list[str | None] = []
+
     def work(conn: Connection) -> Issue:
         let = door.admit(q, conn, Action.BLOCK, number, by)
         row, now = let.row, let.now
+        held[:] = [row.claimed_by]
         overridden = let.overridden and readiness.claim_live(row, now)
         claims.clear_claim(conn, row.id, now=now, is_blocked=True, blocked_reason=why)
         record(
@@ -48,7 +51,10 @@ def block(
         )
         return to_issue(load(conn, number))
 
-    return q.db.write(work)
+    blocked = q.db.write(work)
+    if held and held[0] is not None:  # a claim (live or lapsed) ended with it
+        claim_ended(q, number, "blocked", held[0])
+    return blocked
 
 
 def unblock(q: Queue, number: int, *, actor: str | None = None) -> Issue:
