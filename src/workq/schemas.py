@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import SkipJsonSchema
@@ -350,9 +350,9 @@ class ClaimedIssue(Claim):
 
 def _or_none(annotation: Any, metadata: list[Any]) -> Any:
     """``annotation`` or None; still left out of the schema if it was (SkipJsonSchema)."""
-    if any(isinstance(m, SkipJsonSchema) for m in metadata):
-        return SkipJsonSchema[annotation | None]
-    return annotation | None
+    skipped = [m for m in metadata if type(m).__name__ == "SkipJsonSchema"]
+    wider = annotation | None
+    return Annotated[(wider, *skipped)] if skipped else wider
 
 
 def _as_claimed_issue(schema: dict[str, Any]) -> None:

@@ -252,7 +252,7 @@ class _Ending:
     how: str
     at: datetime
     reason: str | None
-    since: datetime | None  # when that claim began (None: beyond the history read)
+    since: datetime | None  # when the first claim read began (None: beyond the history read)
     saved: dict[str, Any] | None  # its newest work_saved event's record
 
 
@@ -264,44 +264,51 @@ def _before(row: Any) -> dict[str, Any]:
     return json.loads(row.before) if row.before else {}
 
 
+def _how(current: Any, between: list[Any]) -> tuple[str | None, str, datetime, Any] | None:
+    """How the claim before ``current`` (the newest claim's event) ended, from the events
+    ``between`` the two claims (newest first): its holder, the word, when, and the event
+    that ended it (None for a takeover without a recorded lapse). None: it completed."""
+    ends = [e for e in reversed(between) if e.kind in ENDINGS or e.kind == "completed"]
+    if current.kind in TAKEN:
+        lapse = next((e for e in ends if e.kind == "lease_lapsed"), None)
+        holder = _before(current).get("claimed_by")
+        if lapse is not None:
+            return holder, "lapsed", lapse.created_at, lapse
+        return holder, TAKEN[current.kind], current.created_at, None
+    stall = [e for e in ends if e.kind == "stall_released"]
+    first = (stall or ends or [None])[0]
+    if first is None or first.kind == "completed":
+        return None
+    holder = _before(first).get("claimed_by") or _after(first).get("holder")
+    return holder, ENDINGS[first.kind], first.created_at, first
+
+
 def _ending(rows: list[Any]) -> _Ending | None:
     """From ``rows`` (an issue's events, newest first): how the claim before the newest
-    one ended, or None when there was none or it completed."""
+    one ended, or None when there was none or it completed. What came before the issue's
+    last completion is another story, and left out."""
+    rows = rows[: next((k for k, e in enumerate(rows) if e.kind == "completed"), len(rows))]
     starts = [k for k, e in enumerate(rows) if e.kind in CLAIM_STARTS]
-    if not starts:
+    if len(starts) < 1:
         return None
-    current = rows[starts[0]]
     start = rows[starts[1]] if len(starts) > 1 else None
     between = rows[starts[0] + 1 : starts[1] if start is not None else len(rows)]
-    ends = [e for e in reversed(between) if e.kind in ENDINGS or e.kind == "completed"]
-    stall = [e for e in ends if e.kind == "stall_released"]
-    if current.kind in TAKEN:
-        holder = _before(current).get("claimed_by")
-        lapse = [e for e in ends if e.kind == "lease_lapsed"]
-        first = lapse[0] if lapse else None
-        how, at = ("lapsed", first.created_at) if first else (TAKEN[current.kind], None)
-        at = at or current.created_at
-    else:
-        if not ends:
-            return None
-        first = (stall or ends)[0]
-        if first.kind == "completed":
-            return None
-        holder = _before(first).get("claimed_by") or _after(first).get("holder")
-        how, at = ENDINGS[first.kind], first.created_at
+    found = _how(rows[starts[0]], between)
+    if found is None:
+        return None
+    holder, how, at, first = found
     if holder is None and start is not None:
         holder = start.actor
     said = _after(first) if first is not None else {}
     reason = said.get("reason") or said.get("blocked_reason")
-    newer = rows[: starts[1]] if start is not None else rows
-    saves = [_after(e) for e in newer if e.kind == WORK_SAVED]
+    saves = [_after(e) for e in rows if e.kind == WORK_SAVED]
     saved = next((s for s in saves if s.get("holder") == holder), saves[0] if saves else None)
     return _Ending(
         holder=holder,
         how=how,
         at=at,
         reason=reason if isinstance(reason, str) else None,
-        since=start.created_at if start is not None else None,
+        since=rows[starts[-1]].created_at if len(starts) > 1 else None,
         saved=saved,
     )
 
