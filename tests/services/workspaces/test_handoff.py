@@ -9,19 +9,22 @@ import logging
 import os
 import shlex
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection
 
-from tests.conftest import FakeClock
+from tests.conftest import ADMIN, FakeClock
 from tests.services.coding.gaterepo import gated_repo
 from tests.services.workspaces.gitrepo import commit
 from tests.workq_cli import workq
 from workq.config import Settings
 from workq.domain.authority import Authority
+from workq.errors import InvalidInput
 from workq.schemas import Briefing, Event, Status
 from workq.services.coding import gate_runs
-from workq.services.handle import Queue
+from workq.services.handle import Queue, record
 from workq.services.queue import blocking, claims, issues, notes
 from workq.services.workspaces import (
     claiming,
@@ -261,6 +264,8 @@ def test_nothing_to_save_records_nothing_and_briefs_nothing(queue: Queue, repo: 
     claims.release(queue, number, A)
     assert _events(queue, number, "work_saved") == []
     assert handoff.save(queue, number, how="released", holder="agent-a") is None
+    with pytest.raises(InvalidInput, match="how must be one of"):
+        handoff.save(queue, number, how="vanished", holder="agent-a")
     taken = claiming.claim(queue, number, B, worktree=True)
     assert taken.fence == 2 and taken.briefing is None
     assert "briefing" not in taken.model_dump()
@@ -375,3 +380,53 @@ def test_the_worktree_of_a_removed_attempt_is_found_again(queue: Queue, repo: Pa
     assert worktrees.get_for_issue(queue, number) is None
     again = claiming.claim(queue, number, B, worktree=True)
     assert again.worktree is not None and again.worktree.branch == "feature/own-name"
+
+
+def _record(q: Queue, number: int, kind: str, holder: str) -> None:
+    """An event the stall watcher records (``lease_lapsed``, ``stall_released``)."""
+    issue = issues.get(q, number)
+
+    def write(conn: Connection) -> None:
+        record(
+            q,
+            conn,
+            kind=kind,
+            issue_id=issue.id,
+            number=number,
+            actor="workq",
+            now=q.now(),
+            before={"claimed_by": holder},
+        )
+
+    q.db.write(write)
+
+
+def test_a_stalled_claim_released_loses_nothing_and_says_so(queue: Queue, repo: Path) -> None:
+    """The stall watcher's way: save, record stall_released, release with an override."""
+    number, path = _work(queue, repo)
+    files, head = _files(path), git.head(path)
+    saved = handoff.save(queue, number, how="stall_released", holder="agent-a", actor="workq")
+    assert saved is not None and saved.edits_ref is not None and saved.commits_ahead == 2
+    _record(queue, number, "stall_released", "agent-a")
+    claims.release(queue, number, ADMIN, reason="stalled", discard=True)
+    assert len(_events(queue, number, "work_saved")) == 1  # the release found it saved
+    assert _files(path) == files and git.head(path) == head
+    b = claiming.claim(queue, number, B).briefing
+    assert b is not None and (b.previous_holder, b.ended) == ("agent-a", "stall_released")
+    tried = handoff.attempts(notes.history(queue, number, limit=200))
+    assert [(t.holder, t.ended) for t in tried] == [
+        ("agent-a", "stall_released"),
+        ("agent-b", None),
+    ]
+
+
+def test_a_recorded_lapse_is_how_the_claim_ended(queue: Queue, clock: FakeClock) -> None:
+    number = issues.create(queue, title="Lapses").number
+    claims.claim(queue, number, A)
+    notes.comment(queue, number, "started", author="agent-a")
+    clock.advance(queue.lease_seconds + 1)
+    _record(queue, number, "lease_lapsed", "agent-a")
+    clock.advance(5)
+    b = claiming.claim(queue, number, B).briefing
+    assert b is not None and (b.previous_holder, b.ended) == ("agent-a", "lapsed")
+    assert b.ended_at == clock.now - timedelta(seconds=5)

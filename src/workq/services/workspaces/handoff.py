@@ -28,7 +28,8 @@ from sqlalchemy import Connection, bindparam, select
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
 from workq.db.tables import comments, events, gate_runs
-from workq.errors import GitFailed, GitMissing, NotFound
+from workq.domain import fields
+from workq.errors import GitFailed, GitMissing, InvalidInput, NotFound
 from workq.schemas import (
     Attempt,
     BriefGate,
@@ -67,6 +68,9 @@ ENDINGS = {
 }
 # The word for a claim that ended because the next one took it.
 TAKEN = {"claim_takeover": "taken_over", "force_claimed": "forced"}
+# How a claim can end without completing: the queue's ``ended`` hooks say the first four,
+# the stall watcher the last two.
+HOWS = frozenset({"released", "blocked", "taken_over", "forced", "lapsed", "stall_released"})
 
 
 def restore_command(ref: str) -> str:
@@ -150,8 +154,12 @@ def save(
     save made before: no second event. Another holder's unchanged edits keep their ref.
 
     Raises:
+        InvalidInput: ``how`` is none of those.
         GitFailed, GitMissing: git could not read the worktree (the ``ended`` hook logs it).
     """
+    fields.number(number)
+    if how not in HOWS:
+        raise InvalidInput(f"how must be one of {', '.join(sorted(HOWS))}", field="how")
     with q.db.read() as conn:
         w = worktrees.active_row(conn, number)
         if w is None or w.state != "active":
@@ -324,8 +332,13 @@ _history = Prepared(
 def _gates(conn: Connection, issue_id: str) -> list[Any]:
     """The newest run of each gate of the issue."""
     rows = conn.execute(
-        select(gate_runs.c.gate, gate_runs.c.passed, gate_runs.c.commit_sha)
-        .add_columns(gate_runs.c.finished_at, gate_runs.c.gate_number)
+        select(
+            gate_runs.c.gate,
+            gate_runs.c.gate_number,
+            gate_runs.c.passed,
+            gate_runs.c.commit_sha,
+            gate_runs.c.finished_at,
+        )
         .where(gate_runs.c.issue_id == issue_id)
         .order_by(gate_runs.c.id.desc())
         .limit(100)
