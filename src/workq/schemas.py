@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
@@ -256,12 +257,13 @@ class Briefing(_Model):
     )
     where: str = Field(description="Where the work is, in words")
 
-    def lines(self) -> list[str]:
-        """The briefing in words, a line each (the CLI's and the tools' text)."""
+    def lines(self, when: Callable[[datetime], str]) -> list[str]:
+        """The briefing in words, a line each (the CLI's and the tools' text), its moment
+        written by ``when`` (each face's own way)."""
         why = f": {self.reason}" if self.reason else ""
         said = [
             f"Previous claim by {self.previous_holder or 'someone'} "
-            f"{self.ended.replace('_', ' ')} at {self.ended_at.isoformat(timespec='seconds')}{why}"
+            f"{self.ended.replace('_', ' ')} at {when(self.ended_at)}{why}"
         ]
         if self.commits_ahead:
             more = self.commits_ahead - len(self.commits)

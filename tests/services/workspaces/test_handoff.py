@@ -20,6 +20,7 @@ from tests.services.coding.gaterepo import gated_repo
 from tests.services.workspaces.gitrepo import commit
 from tests.workq_cli import workq
 from workq.config import Settings
+from workq.domain import dates
 from workq.domain.authority import Authority
 from workq.errors import InvalidInput
 from workq.schemas import Briefing, Event, Status
@@ -141,7 +142,7 @@ def test_a_released_claim_saves_its_edits_and_briefs_the_next(queue: Queue, repo
     assert [n.body for n in b.notes] == ["The lexer still chokes on tabs"]
     assert (b.worktree, b.branch, b.edits_ref) == (str(path), taken.worktree.branch, ref)
     assert b.edits_in_worktree and b.restore is None and "still holds" in b.where
-    assert any("agent-a released" in line for line in b.lines())
+    assert any("agent-a released" in line for line in b.lines(str))
     # The attempts, from the history.
     tried = handoff.attempts(notes.history(queue, number, limit=200))
     assert [(t.holder, t.ended) for t in tried] == [("agent-a", "released"), ("agent-b", None)]
@@ -361,8 +362,8 @@ def test_briefing_lines_say_who_how_what_and_where() -> None:
             "where": "In the worktree /w on branch b",
         }
     )
-    said = b.lines()
-    assert said[0].startswith("Previous claim by agent-a stall released at 2026-01-01T12:00:00")
+    said = b.lines(dates.stamp)
+    assert said[0] == "Previous claim by agent-a stall released at 2026-01-01 12:00:00Z"
     assert said[1] == "3 commit(s) ahead: One; and 2 more"
     assert said[-1] == "In the worktree /w on branch b"
 

@@ -66,7 +66,7 @@ def _briefed(claim: Claim) -> str:
     schema-less answer: the text)."""
     if claim.briefing is None:
         return ""
-    return "\n\nBefore you:\n" + "\n".join(f"- {line}" for line in claim.briefing.lines())
+    return "\n\nBefore you:\n" + "\n".join(f"- {line}" for line in claim.briefing.lines(when))
 
 
 def _filter(
