@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import SkipJsonSchema
@@ -216,6 +217,97 @@ class ReadyFilter(_Model):
 FENCE_DOC = "Pass as fence to complete/release/block/heartbeat: refused once stale"
 
 
+class BriefGate(_Model):
+    """The newest run of one gate."""
+
+    gate: str
+    passed: bool
+    commit: str
+    finished_at: datetime
+
+
+class BriefNote(_Model):
+    """One of the newest comments, cut short."""
+
+    kind: CommentKind
+    author: str | None
+    body: str
+    created_at: datetime
+
+
+class Briefing(_Model):
+    """What the claim before this one left: who held it, how and when it ended, its work
+    and where that is (services/workspaces/handoff.py)."""
+
+    previous_holder: str | None
+    ended: str = Field(
+        description="released, blocked, lapsed, taken_over, stall_released or forced"
+    )
+    ended_at: datetime
+    reason: str | None = None
+    commits: list[str] = Field(
+        default_factory=list, description="Subjects ahead of the default branch, newest first"
+    )
+    commits_ahead: int = 0
+    gates: list[BriefGate] = Field(default_factory=list, description="The newest run of each")
+    notes: list[BriefNote] = Field(default_factory=list, description="The newest comments")
+    worktree: str | None = Field(default=None, description="The issue's worktree now")
+    branch: str | None = None
+    edits_ref: str | None = Field(default=None, description="The saved uncommitted edits")
+    edits_in_worktree: bool = Field(default=False, description="The worktree still has them")
+    restore: str | None = Field(
+        default=None, description="Run in the worktree: brings the saved edits back"
+    )
+    where: str = Field(description="Where the work is, in words")
+
+    def lines(self, when: Callable[[datetime], str]) -> list[str]:
+        """The briefing in words, a line each (the CLI's and the tools' text), its moment
+        written by ``when`` (each face's own way)."""
+        why = f": {self.reason}" if self.reason else ""
+        said = [
+            f"Previous claim by {self.previous_holder or 'someone'} "
+            f"{self.ended.replace('_', ' ')} at {when(self.ended_at)}{why}"
+        ]
+        if self.commits_ahead:
+            more = self.commits_ahead - len(self.commits)
+            shown = "; ".join(self.commits) + (f"; and {more} more" if more > 0 else "")
+            said.append(f"{self.commits_ahead} commit(s) ahead: {shown}")
+        if self.gates:
+            said.append(
+                "gates: "
+                + ", ".join(f"{g.gate} {'passed' if g.passed else 'failed'}" for g in self.gates)
+            )
+        said.extend(f"note by {n.author or 'someone'}: {n.body}" for n in self.notes)
+        said.append(self.where)
+        return said
+
+
+class SavedWork(_Model):
+    """The work a claim left that its repository's default branch lacks, as saved when the
+    claim ended (handoff.save): nothing of it deleted, nothing in the worktree touched."""
+
+    number: int
+    how: str
+    holder: str | None
+    worktree: str
+    branch: str | None
+    head: str
+    commits: list[str] = Field(default_factory=list, description="Subjects, newest first")
+    commits_ahead: int = 0
+    edits_ref: str | None = Field(default=None, description="The uncommitted edits' commit")
+    files_changed: list[str] = Field(default_factory=list)
+
+
+class Attempt(_Model):
+    """One claim of an issue, from its history (the board's "Attempts")."""
+
+    holder: str | None
+    claimed_at: datetime
+    ended: str | None = Field(default=None, description="None: still held")
+    ended_at: datetime | None = None
+    saved: str | None = Field(default=None, description="The work it left, in words")
+
+
 class Claim(_Model):
     """A claim: what issue_claim answers, and issue_claim_next with the issue's own fields."""
 
@@ -237,6 +329,9 @@ class Claim(_Model):
     worktree: WorkspaceInfo | None = Field(
         default=None, description="Made with worktree=true", exclude_if=_unset
     )
+    # What the claim before, which did not complete, left (left out of the schema, as a
+    # merge's landing: the answer's text says it, and every claim tool would carry it).
+    briefing: SkipJsonSchema[Briefing | None] = Field(default=None, exclude_if=_unset)
 
 
 class ReadyIssue(_Model):
@@ -258,8 +353,11 @@ class ClaimedIssue(Claim):
     agent: str
 
 
-def _or_none(annotation: Any) -> Any:
-    return annotation | None
+def _or_none(annotation: Any, metadata: list[Any]) -> Any:
+    """``annotation`` or None; still left out of the schema if it was (SkipJsonSchema)."""
+    skipped = [m for m in metadata if type(m).__name__ == "SkipJsonSchema"]
+    wider = annotation | None
+    return Annotated[(wider, *skipped)] if skipped else wider
 
 
 def _as_claimed_issue(schema: dict[str, Any]) -> None:
@@ -282,7 +380,7 @@ ClaimedNext = create_model(
     "ClaimedNext",
     __config__=ConfigDict(frozen=True, json_schema_extra=_as_claimed_issue),
     **{
-        name: (_or_none(field.annotation), Field(default=None))
+        name: (_or_none(field.annotation, field.metadata), Field(default=None))
         for name, field in ClaimedIssue.model_fields.items()
     },  # type: ignore[call-overload]
 )

@@ -46,7 +46,7 @@ from workq.services.notices import delivery
 from workq.services.plans import plan_mode
 from workq.services.queue import issues, listing, notes, overview, search
 from workq.services.sync import mirror
-from workq.services.workspaces import landings
+from workq.services.workspaces import handoff, landings
 
 HERE = Path(__file__).parent
 KEEPALIVE = 15.0
@@ -250,6 +250,7 @@ class Board:
             "titles": titles,
             "comments": notes.comments(self.queue, number, limit=200),
             "history": history,
+            "attempts": handoff.attempts(history),
             "link": mirror.github_link(self.queue, number),
             "landing": landings.get(self.queue, number),
             "priorities": list(Priority),

@@ -167,6 +167,10 @@ def _claimed(claim: Claim | ClaimedIssue, json_: bool) -> None:
         _waiting(claim)
     if claim.worktree is not None:
         output.line(f"worktree: {claim.worktree.path} (branch {claim.worktree.branch})")
+    if claim.briefing is not None:
+        output.line("Before you:")
+        for said in claim.briefing.lines(output.when):
+            output.line(f"  {said}")
 
 
 def claim(

@@ -4,12 +4,14 @@ the rooms above the queue act inside its changes.
 The queue is the floor: no module of ``services/queue`` imports a room above it. A room that
 must act when the queue changes registers a hook here, where it is wired up
 (``services/runtime.py``): the GitHub outbox is a :class:`ChangeHook`, the worktrees'
-"unmerged work" refusal is an ``ending`` hook.
+"unmerged work" refusal is an ``ending`` hook, the hand-off that saves a claim's work when
+it ends is an ``ended`` hook.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +27,8 @@ from workq.db.tables import IssueRecord, events, issues
 from workq.domain import dates, leases
 from workq.errors import NotFound
 from workq.schemas import Issue, IssueType, Priority, Status
+
+log = logging.getLogger("workq.services")
 
 
 def utcnow() -> datetime:
@@ -50,6 +54,13 @@ class ChangeHook(Protocol):
 # that refusal must win). A hook refuses by raising.
 Ending = Callable[["Queue", int, str, Callable[[], None]], None]
 
+# Called after a claim ended without completing, once the change that ended it has
+# committed (outside any transaction: a hook may ask git): the issue's number, how it
+# ended and who held it. How: "released", "blocked", "taken_over" (a lapsed lease taken by
+# the next claim), "forced" (force_claim). A hook that fails is logged, never raised: the
+# change it follows is done (``claim_ended``). The hand-off saves the claim's work here.
+Ended = Callable[["Queue", int, str, "str | None"], None]
+
 # Called inside the transaction of every audit event of one kind (``Queue.on_event``): the
 # connection, the event's kind and its issue's number (None: an event of the queue, not of
 # an issue). The notices' outbox hangs here. Never asked for a claim's own events
@@ -68,6 +79,8 @@ class Queue:
     on_change: list[ChangeHook] = field(default_factory=list)
     # Before a claim ends (the worktrees refuse to lose unmerged commits). Empty by default.
     ending: list[Ending] = field(default_factory=list)
+    # After a claim ended without completing (the hand-off saves its work). Empty by default.
+    ended: list[Ended] = field(default_factory=list)
     # After the audit event of a kind in the map (the notices' outbox). Empty by default.
     on_event: dict[str, list[EventHook]] = field(default_factory=dict)
     # "enforce" or "warn": what another holder's reserved paths do to a claim.
@@ -83,6 +96,19 @@ class Queue:
 
     def lease_until(self, now: datetime) -> datetime:
         return leases.until(now, self.lease_seconds)
+
+
+def claim_ended(q: Queue, number: int, how: str, holder: str | None) -> None:
+    """Tell ``q``'s ``ended`` hooks that ``holder``'s claim of issue ``number`` ended
+    (``how``), after the change committed. A hook's failure (git broken, a disk full) is
+    logged and the next hook asked: the change it follows stands."""
+    for hook in q.ended:
+        try:
+            hook(q, number, how, holder)
+        except Exception:  # logged: the claim that ended is not undone by it
+            log.warning(
+                "after issue #%s's claim ended (%s): a hook failed", number, how, exc_info=True
+            )
 
 
 def new_id() -> str:

@@ -9,7 +9,7 @@ from workq.db.migrate import ensure_schema
 from workq.services.handle import Queue
 from workq.services.notices import outbox as notice_outbox
 from workq.services.sync import outbox
-from workq.services.workspaces import worktrees
+from workq.services.workspaces import handoff, worktrees
 
 
 def check_driver(settings: Settings) -> None:
@@ -51,5 +51,6 @@ def open_queue(settings: Settings, *, migrate: bool | None = None) -> Queue:
     )
     outbox.install(queue)  # feeds the GitHub mirror; writes nothing while none is configured
     worktrees.install(queue)  # a claim does not end leaving unmerged commits behind
+    handoff.install(queue)  # a claim that ends unfinished leaves its work saved
     notice_outbox.install(queue)  # the events people asked to be told of queue a notice
     return queue

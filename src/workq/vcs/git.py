@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -498,3 +499,73 @@ def commit(
         timeout=timeout,
     )
     return head(path)
+
+
+# --- saving a work tree's edits without touching it (the hand-off) ------------------------
+
+
+def has_edits(path: Path) -> bool:
+    """Whether the work tree at ``path`` holds uncommitted changes (staged, unstaged, or
+    untracked files git does not ignore). Without optional locks: a status that refreshes
+    the index would write it, and this only looks."""
+    args = ["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"]
+    return bool(run(args, cwd=path).stdout.strip("\0"))
+
+
+def edits_tree(path: Path, head: str, *, timeout: float = 300.0) -> str:
+    """The tree of what the work tree at ``path`` holds (its tracked files as they are now,
+    and the untracked files git does not ignore), built in a temporary index from ``head``:
+    the work tree, its own index and HEAD are left as they are."""
+    with tempfile.TemporaryDirectory(prefix="workq-index-") as folder:
+        env = {"GIT_INDEX_FILE": os.path.join(folder, "index")}
+        run(["read-tree", head], cwd=path, env=env)
+        # No file monitor: the repository's configuration could name a program for it.
+        run(["-c", "core.fsmonitor=false", "add", "--all"], cwd=path, env=env, timeout=timeout)
+        return run(["write-tree"], cwd=path, env=env).stdout.strip()
+
+
+def tree_of(path: Path, commit: str) -> str:
+    return run(["rev-parse", "--verify", "--quiet", commit + "^{tree}"], cwd=path).stdout.strip()
+
+
+def resolve(path: Path, ref: str) -> str | None:
+    """The commit ``ref`` (a full ref name) points at, or None when there is none."""
+    done = run(["rev-parse", "--verify", "--quiet", ref + "^{commit}"], cwd=path, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def refs_under(path: Path, prefix: str) -> list[str]:
+    """The full names of the refs under ``prefix`` (``refs/workq/...``)."""
+    args = ["for-each-ref", "--format=%(refname)", prefix.rstrip("/") + "/"]
+    return run(args, cwd=path).lines
+
+
+def create_ref(path: Path, ref: str, commit: str) -> bool:
+    """Point the new ref ``ref`` at ``commit``; False if ``ref`` already exists (nothing
+    changed). An empty old value tells git the ref must not exist yet."""
+    done = run(["update-ref", "--no-deref", ref, commit, ""], cwd=path, check=False)
+    if done.returncode == 0:
+        return True
+    if resolve(path, ref) is not None:
+        return False
+    raise GitFailed(
+        f"git update-ref failed: {done.stderr.strip()[-MESSAGE_LIMIT:]}", command="update-ref"
+    )
+
+
+def subjects(path: Path, base: str, tip: str, limit: int) -> list[str]:
+    """The subjects of the commits ``tip`` has and ``base`` lacks, newest first, at most
+    ``limit`` (both full ref names or commit ids)."""
+    args = ["log", "--format=%s", f"--max-count={limit}", f"{base}..{tip}", "--"]
+    return run(args, cwd=path).lines
+
+
+def count_between(path: Path, base: str, tip: str) -> int:
+    """How many commits ``tip`` has that ``base`` lacks (full ref names or commit ids)."""
+    return int(run(["rev-list", "--count", f"{base}..{tip}", "--"], cwd=path).stdout.strip() or 0)
+
+
+def files_between(path: Path, base: str, tip: str) -> list[str]:
+    """The files ``tip`` changes since its merge base with ``base``, NUL-safe, sorted."""
+    out = run(["diff", "--name-only", "-z", "--no-renames", f"{base}...{tip}", "--"], cwd=path)
+    return sorted({name for name in out.stdout.split("\0") if name})

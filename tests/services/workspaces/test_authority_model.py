@@ -364,8 +364,10 @@ class AuthorityMachine(RuleBasedStateMachine):
     def _now(self) -> datetime:
         return self.clock.now
 
-    def _latest_event(self, number: int) -> int:
-        return notes.history(self.q, number, limit=PAGE_MAX)[-1].id
+    def _latest_event(self, number: int, kind: str) -> int:
+        """The newest event of ``kind`` (the hand-off may record ``work_saved`` after it)."""
+        found = [e for e in notes.history(self.q, number, limit=PAGE_MAX) if e.kind == kind]
+        return found[-1].id
 
     # --- setting up ---------------------------------------------------------------------
 
@@ -579,7 +581,7 @@ class AuthorityMachine(RuleBasedStateMachine):
         if reasons:
             return
         if item.holder is not None and item.holder != actor and not live:
-            self.lapsed_blocks.add(self._latest_event(n))
+            self.lapsed_blocks.add(self._latest_event(n, "blocked"))
         item.status, item.blocked = "open", True
         item.end_claim()
 
@@ -781,7 +783,7 @@ class AuthorityMachine(RuleBasedStateMachine):
         if reasons or isinstance(got, WorkqError) or tree.state != "active":
             return
         if lapsed:  # a lapsed claim's worktree: anyone may remove it
-            self.lapsed_blocks.add(self._latest_event(tree.number))
+            self.lapsed_blocks.add(self._latest_event(tree.number, "worktree_removed"))
         tree.state, item.worktree = "removed", None
 
     @precondition(lambda self: self.model.trees)

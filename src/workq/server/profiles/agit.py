@@ -210,7 +210,7 @@ def _register_repositories(reg: Registry) -> None:
         def call() -> CallToolResult:
             by = state.authority(agent)
             holder = by.acts_as or state.run_id
-            number, info = claiming.spawn_task(
+            number, info, _briefing = claiming.spawn_task(
                 state.queue(),
                 repo,
                 task_number(task) if task else None,

@@ -61,6 +61,14 @@ def _workspace(info: WorkspaceInfo | None) -> str:
     return f"\nworktree: {info.path} (branch {info.branch})" if info else ""
 
 
+def _briefed(claim: Claim) -> str:
+    """The briefing of the claim before, which did not complete (its only place in the
+    schema-less answer: the text)."""
+    if claim.briefing is None:
+        return ""
+    return "\n\nBefore you:\n" + "\n".join(f"- {line}" for line in claim.briefing.lines(when))
+
+
 def _filter(
     agent: str | None,
     include_types: Sequence[str] | None,
@@ -146,7 +154,7 @@ def _register_claiming(reg: Registry) -> None:
             claim = claiming.claim(state.queue(), number, by, worktree=worktree)
             state.claimed_with(claim.claimed_by)
         text = f"Claimed issue #{number}" + _waiting(number, claim.waits_on)
-        return ok(text + _workspace(claim.worktree), claim)
+        return ok(text + _workspace(claim.worktree) + _briefed(claim), claim)
 
     @reg.tool(writes(idempotent=False))
     async def issue_claim_next(
@@ -187,7 +195,7 @@ def _register_claiming(reg: Registry) -> None:
         text += _workspace(issue.worktree)
         if issue.description:
             text += f"\n\n{issue.description}"
-        return ok(text, issue)
+        return ok(text + _briefed(issue), issue)
 
 
 def _register_holding(reg: Registry) -> None:

@@ -202,10 +202,25 @@ def _release(q: Queue, p: progress.Progress) -> bool:
     by = Authority.overriding(reason, who=WATCH, fence=p.fence)
     _save(q, p.number, "stall_released", p.holder)
     try:
-        claims.release(q, p.number, by, reason=reason, actor=WATCH)
+        released = claims.release(q, p.number, by, reason=reason, actor=WATCH)
     except WorkqError as exc:  # it moved on meanwhile (progress, a completion, a new claim)
         log.info("workq watch: #%d not released: %s", p.number, exc.describe())
         return False
+
+    def tell(conn: Connection) -> None:
+        record(
+            q,
+            conn,
+            kind="stall_released",
+            issue_id=released.id,
+            number=p.number,
+            actor=WATCH,
+            now=q.now(),
+            before={"claimed_by": p.holder},
+            after={"holder": p.holder, "since": dates.iso(p.progress_at), "reason": reason},
+        )
+
+    q.db.write(tell)
     return True
 
 
@@ -258,6 +273,7 @@ def _record_lapse(q: Queue, conn: Connection, *, r: Any) -> bool:
         number=r.number,
         actor=WATCH,
         now=now,
+        before={"claimed_by": r.claimed_by},
         after={
             "holder": r.claimed_by,
             "fence": r.fence,

@@ -10,7 +10,7 @@ from workq.domain import fields, readiness
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.schemas import Issue
-from workq.services.handle import Queue, load, record, to_issue
+from workq.services.handle import Queue, claim_ended, load, record, to_issue
 from workq.services.queue import claims, door
 
 
@@ -30,18 +30,25 @@ def block(
     fields.fence(by.fence)
     why = fields.reason(reason)
 
+    held: list[str | None] = []
+
     def work(conn: Connection) -> Issue:
-        block_in(q, conn, number, why, by=by, actor=actor)
+        held[:] = [block_in(q, conn, number, why, by=by, actor=actor)]
         return to_issue(load(conn, number))
 
-    return q.db.write(work)
+    blocked = q.db.write(work)
+    if held and held[0] is not None:  # a claim (live or lapsed) ended with it
+        claim_ended(q, number, "blocked", held[0])
+    return blocked
 
 
 def block_in(
     q: Queue, conn: Connection, number: int, why: str, *, by: Authority, actor: str | None
-) -> None:
+) -> str | None:
     """``block`` in the caller's transaction (``why`` already checked with
-    ``fields.reason``): a refusal of the door is raised before anything is written."""
+    ``fields.reason``): a refusal of the door is raised before anything is written. The
+    holder of the claim it ended (live or lapsed), if any: the caller tells the ``ended``
+    hooks once its transaction committed (``handle.claim_ended``)."""
     let = door.admit(q, conn, Action.BLOCK, number, by)
     row, now = let.row, let.now
     overridden = let.overridden and readiness.claim_live(row, now)
@@ -57,6 +64,7 @@ def block_in(
         before={"claimed_by": row.claimed_by, "status": row.status},
         after={"blocked_reason": why, **(by.recorded() if overridden else {})},
     )
+    return row.claimed_by
 
 
 def unblock(q: Queue, number: int, *, actor: str | None = None) -> Issue:

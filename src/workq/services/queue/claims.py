@@ -42,7 +42,7 @@ from workq.schemas import (
     ReadyFilter,
     Status,
 )
-from workq.services.handle import Queue, load, record, to_issue
+from workq.services.handle import Queue, claim_ended, load, record, to_issue
 from workq.services.queue import (
     blockers,
     claim_statement,
@@ -155,7 +155,18 @@ def claim(q: Queue, number: int, by: Authority) -> Claim:
         return taken
 
     done = q.db.write(work)
-    return done.claim() if isinstance(done, _Taken) else done
+    if not isinstance(done, _Taken):
+        return done
+    taken = done.claim()
+    _took_over(q, taken)
+    return taken
+
+
+def _took_over(q: Queue, taken: Claim, how: str = "taken_over") -> None:
+    """After a claim that took another holder's (a lapsed lease, or forced) committed: that
+    holder's claim ended (the ``ended`` hooks: its work is saved)."""
+    if taken.previous_holder is not None and not taken.already_held:
+        claim_ended(q, taken.number, how, taken.previous_holder)
 
 
 def claimer(by: Authority) -> str:
@@ -225,8 +236,11 @@ def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> Claimed
 
     if q.db.dialect == "postgresql" and claim_statement.chainable(q):
         claimed = claim_statement.claim_next_alone(q, by, run_id, f, gate)
-        if claimed is not None or not _touching_ready(q, f):
+        if claimed is not None:
+            _took_over(q, claimed)  # the one statement's takeover: after its commit too
             return claimed
+        if not _touching_ready(q, f):
+            return None
         # The one statement leaves issues that declare paths alone: claim with the checks.
 
     def work(conn: Connection) -> ClaimedIssue | tuple[ready_queue.ReadyRow, _Taken] | None:
@@ -246,7 +260,9 @@ def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> Claimed
 
     done = q.db.write(work)
     if isinstance(done, tuple):  # built after COMMIT: the write lock is not held for it
-        return claim_statement.claimed(done[0], done[1].claim())
+        claimed = claim_statement.claimed(done[0], done[1].claim())
+        _took_over(q, claimed)
+        return claimed
     return done
 
 
@@ -467,8 +483,11 @@ def release(
     if not discard and by.override is None:
         _keeps_work(q, number, by, Action.RELEASE)
 
+    held: list[str | None] = []
+
     def work(conn: Connection) -> Issue:
         let = door.admit(q, conn, Action.RELEASE, number, by)
+        held[:] = [let.holder]
         clear_claim(conn, let.row.id, now=let.now)
         record(
             q,
@@ -483,7 +502,10 @@ def release(
         )
         return to_issue(load(conn, number))
 
-    return q.db.write(work)
+    released = q.db.write(work)
+    if held and held[0] is not None:
+        claim_ended(q, number, "released", held[0])
+    return released
 
 
 def _why(reason: str | None, by: Authority) -> dict[str, Any] | None:
@@ -520,4 +542,6 @@ def force_claim(
             notes.add(q, conn, let.row, text, author=run_id)
         return taken
 
-    return q.db.write(work).claim()
+    taken = q.db.write(work).claim()
+    _took_over(q, taken, "forced")
+    return taken

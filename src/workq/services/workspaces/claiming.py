@@ -4,6 +4,7 @@ transaction); if it cannot be made, a new claim is given back and the error repo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import bindparam, select
 
@@ -12,13 +13,22 @@ from workq.db.tables import issues, repositories
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import Conflict, InvalidInput, WorkqError
-from workq.schemas import Claim, ClaimedIssue, ReadyFilter, RepoOverview, WorkspaceInfo
+from workq.schemas import (
+    Briefing,
+    Claim,
+    ClaimedIssue,
+    ReadyFilter,
+    RepoOverview,
+    WorkspaceInfo,
+)
 from workq.services.handle import Queue
 from workq.services.queue import claims, door, ready_queue
 from workq.services.queue import issues as issue_service
-from workq.services.workspaces import conflicts, worktrees
+from workq.services.workspaces import conflicts, handoff, worktrees
 from workq.services.workspaces import repositories as repository_service
 from workq.services.workspaces.worktrees import check_branch, get_for_issue, spawn
+
+C = TypeVar("C", Claim, ClaimedIssue)
 
 # Asked after every claim_next: prepared (db/prepared.py).
 _placed = Prepared(
@@ -67,11 +77,12 @@ def spawn_task(
     title: str,
     by: Authority,
     branch: str | None = None,
-) -> tuple[int, WorkspaceInfo]:
+) -> tuple[int, WorkspaceInfo, Briefing | None]:
     """agit's spawn: issue ``number`` (None: a new one titled ``title``) claimed under
-    ``by``'s run id, put in ``repo``, with its worktree on ``branch``. Every check that can
-    refuse comes first, so a refused spawn creates, assigns and claims nothing; a claim
-    taken here is given back if the worktree then cannot be made."""
+    ``by``'s run id, put in ``repo``, with its worktree on ``branch``, and the briefing
+    of an earlier claim that did not complete. Every check that can refuse comes first,
+    so a refused spawn creates, assigns and claims nothing; a claim taken here is given
+    back if the worktree then cannot be made."""
     holder = claims.claimer(by)
     found = repository_service.get(q, repo)
     if branch is not None:
@@ -95,7 +106,26 @@ def spawn_task(
         if taken.already_held:
             raise
         raise given_back(q, number, by, exc) from None
-    return number, info
+    return number, info, _briefing(q, taken)
+
+
+def _briefing(q: Queue, taken: Claim) -> Briefing | None:
+    """The briefing for a new claim of an issue claimed before (its fence counts every
+    claim: a first claim reads nothing more); none for a claim renewed by its holder."""
+    if taken.already_held or taken.fence <= 1:
+        return None
+    return handoff.briefing(q, taken.number)
+
+
+def _with(q: Queue, taken: C, info: WorkspaceInfo | None) -> C:
+    """``taken`` with its worktree and its briefing, when it has them."""
+    extra: dict[str, object] = {}
+    if info is not None:
+        extra["worktree"] = info
+    briefed = _briefing(q, taken)
+    if briefed is not None:
+        extra["briefing"] = briefed
+    return taken.model_copy(update=extra) if extra else taken
 
 
 def _no_repository(number: int) -> InvalidInput:
@@ -148,7 +178,7 @@ def claim(
         if taken.already_held:
             raise
         raise given_back(q, number, by, exc) from None
-    return taken.model_copy(update={"worktree": info}) if info else taken
+    return _with(q, taken, info)
 
 
 def claim_next(
@@ -168,14 +198,14 @@ def claim_next(
     if worktree is None and not (f and f.repository):
         placed = _repository_of(q, taken.number)
         if placed is None or not placed[1]:  # in no repository, or one without auto worktrees
-            return taken
+            return _with(q, taken, None)
     try:
         info = attach(q, taken.number, by, worktree)
     except WorkqError as exc:
         if taken.already_held:
             raise
         raise given_back(q, taken.number, by, exc) from None
-    return taken.model_copy(update={"worktree": info}) if info else taken
+    return _with(q, taken, info)
 
 
 def claimable(q: Queue, f: ReadyFilter | None, *, worktree: bool | None) -> bool:

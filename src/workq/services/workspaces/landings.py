@@ -31,7 +31,7 @@ from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import NotFound, Step, WorkqError
 from workq.schemas import REASON_MAX, CommentKind, LandingFailure, LandingStatus
-from workq.services.handle import Queue, load, record
+from workq.services.handle import Queue, claim_ended, load, record
 from workq.services.queue import blocking, door, notes, policies, predicates
 
 # What the worker still has to move; "landed" and "refused" wait for nobody.
@@ -330,8 +330,10 @@ def refuse(
     stored; None when the landing had moved meanwhile (a new tip queued): nothing changed.
     A block the door refuses (the issue done, or claimed again since) is left out."""
     reason = failures.line(why, failures.REASON_LIMIT) or "refused"
+    ended: list[str] = []  # the holder whose claim the block ended
 
     def work(conn: Connection) -> LandingFailure | None:
+        ended.clear()
         now = q.now()
         current = conn.execute(
             select(landings.c.rounds, landings.c.pr_number, landings.c.pr_url)
@@ -365,7 +367,10 @@ def refuse(
         )
         _record_refusal(q, conn, item, failure, actor=actor, now=now)
         if rounds >= cap or item.on_refused == "block":
-            failure = failure.model_copy(update={"blocked": _block(q, conn, item, failure, actor)})
+            holder = _block(q, conn, item, failure, actor)
+            failure = failure.model_copy(update={"blocked": holder is not False})
+            if isinstance(holder, str):
+                ended.append(holder)
         conn.execute(
             update(landings)
             .where(landings.c.issue_id == item.issue_id)
@@ -376,7 +381,10 @@ def refuse(
         notes.add(q, conn, row, text, kind=CommentKind.BLOCKER, author=actor)
         return failure
 
-    return q.db.write(work)
+    refused = q.db.write(work)
+    for holder in ended:  # its work is saved for the next agent (workspaces/handoff.py)
+        claim_ended(q, item.number, "blocked", holder)
+    return refused
 
 
 def _as_read(item: Due) -> tuple[Any, ...]:
@@ -388,20 +396,24 @@ def _as_read(item: Due) -> tuple[Any, ...]:
     )
 
 
-def _block(q: Queue, conn: Connection, item: Due, failure: LandingFailure, actor: str) -> bool:
-    """Block the issue for ``failure`` in the caller's transaction; False when the door
-    refuses (nothing written)."""
+def _block(
+    q: Queue, conn: Connection, item: Due, failure: LandingFailure, actor: str
+) -> str | bool:
+    """Block the issue for ``failure`` in the caller's transaction: the holder of the claim
+    it ended (True: none); False when the door refuses (nothing written)."""
     if failure.round >= failure.max_rounds:
         why = failures.block_reason(failure)
     else:
         why = failures.line(f"Landing refused: {failure.reason}", REASON_MAX) or "refused"
     upstream = Authority.overriding("its landing was refused", who=actor, fence=item.fence)
     try:
-        blocking.block_in(q, conn, item.number, fields.reason(why), by=upstream, actor=actor)
+        holder = blocking.block_in(
+            q, conn, item.number, fields.reason(why), by=upstream, actor=actor
+        )
     except WorkqError as exc:  # the issue moved on meanwhile (done, claimed again)
         log.info("landing #%d: not blocked: %s", item.number, exc.message)
         return False
-    return True
+    return holder if holder is not None else True
 
 
 def _record_refusal(

@@ -212,7 +212,10 @@ def spawn(
 ) -> WorkspaceInfo:
     """The worktree of issue ``number`` in ``repo``: made now, or the one it has. While
     the issue is claimed only its holder (``by``) or an override may make it (the door,
-    ``reshape``); the worktree is its holder's."""
+    ``reshape``); the worktree is its holder's. Without ``branch``, a new worktree of an
+    issue whose earlier worktree was removed starts from that worktree's branch while it
+    holds work the default branch lacks (the hand-off), else on a branch named from it."""
+    earlier = None if branch is not None else _earlier_branch(q, repo, number)
 
     def reserve(conn: Connection) -> tuple[Any, Any, bool]:
         r = repository_row(conn, repo)
@@ -238,7 +241,7 @@ def spawn(
             return r, existing, True
         name = check_branch(
             Path(r.path),
-            branch or branches.issue_branch(issue.issue_type, number, issue.title),
+            branch or earlier or branches.issue_branch(issue.issue_type, number, issue.title),
             r.default_branch,
         )
         path = safe_path(Path(r.worktree_dir), name)
@@ -301,6 +304,44 @@ def spawn(
 
     q.db.write(activate)
     return _info(w)
+
+
+@retry_lost_read
+def _earlier_branch(q: Queue, repo: str, number: int) -> str | None:
+    """The branch of issue ``number``'s newest removed worktree in ``repo``, if git still has
+    it with commits the default branch lacks and no active worktree is on it."""
+    with q.db.read() as conn:
+        if active_row(conn, number) is not None:
+            return None
+        found = conn.execute(
+            select(worktrees.c.branch)
+            .where(
+                worktrees.c.number == number,
+                worktrees.c.repository == repo,
+                worktrees.c.state == "removed",
+            )
+            .order_by(worktrees.c.created_at.desc())
+            .limit(1)
+        ).first()
+        if found is None:
+            return None
+        busy = conn.execute(
+            select(worktrees.c.id).where(
+                worktrees.c.repository == repo,
+                worktrees.c.state.in_(ACTIVE),
+                worktrees.c.branch == found.branch,
+            )
+        ).first()
+        try:
+            r = repository_row(conn, repo)
+        except NotFound:  # reserve says so
+            return None
+    root = Path(r.path)
+    if busy is not None or git.branch_tip(root, r.default_branch) is None:
+        return None
+    if git.branch_tip(root, found.branch) is None:
+        return None
+    return str(found.branch) if git.commits_ahead(root, found.branch, r.default_branch) else None
 
 
 def _make(root: Path, path: Path, branch: str, default_branch: str) -> tuple[str, bool]:
