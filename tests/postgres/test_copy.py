@@ -49,7 +49,7 @@ def _fill(queue: Queue) -> None:
 
 def _fill_the_rest(queue: Queue) -> None:
     """Rows in the tables the export leaves out: the GitHub mirror's, plans, workflows, pull
-    requests."""
+    requests, notice sinks and their outbox, policies."""
     now = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
     issue_id = issues.get(queue, 2).id
     comment_id = notes.comments(queue, 4)[0].id
@@ -187,6 +187,40 @@ def _fill_the_rest(queue: Queue) -> None:
             "next_attempt_at": now,
             "created_at": now,
             "updated_at": now,
+            "failure": '{"reason": "ci failed"}',
+            "rounds": 2,
+        },
+        models.notify_sinks: {
+            "id": "s1",
+            "name": "ops",
+            "kind": "webhook",
+            "target": "https://hooks.example.org/x",
+            "secret_env": "OPS_SECRET",
+            "events": "stalled,blocked",
+            "created_by": "admin",
+            "created_at": now,
+        },
+        models.notices: {
+            "sink_id": "s1",
+            "event_id": 1,
+            "event": "blocked",
+            "number": 4,
+            "delivery_id": "5f0c9a64-1f8e-4a53-9d55-7d0f0e7d2a11",
+            "state": "failed",
+            "attempts": 8,
+            "next_attempt_at": now,
+            "holder": None,
+            "lease_until": None,
+            "last_error": "HTTP 500",
+            "created_at": now,
+            "delivered_at": None,
+        },
+        models.policies: {
+            "scope": "",
+            "name": "stall_after",
+            "value": "20m",
+            "set_by": "admin",
+            "set_at": now,
         },
         models.agents: {
             "id": "agent-1",
