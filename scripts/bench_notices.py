@@ -22,7 +22,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,7 +100,7 @@ def answering_receiver(handler: type[_Answering]) -> Iterator[str]:
 
 def prepare(db: Path, issues: int, url: str | None) -> None:
     from workq.config import Settings
-    from workq.db.tables import notify_sinks
+    from workq.services.notices import sinks
     from workq.services.queue import issues as issue_service
     from workq.services.runtime import open_queue
 
@@ -109,18 +108,8 @@ def prepare(db: Path, issues: int, url: str | None) -> None:
     try:
         for n in range(issues):
             issue_service.create(queue, title=f"benchmark issue {n}")
-        if url is not None:
-            with queue.db.engine.begin() as conn:
-                conn.execute(
-                    notify_sinks.insert().values(
-                        id=uuid.uuid4().hex,
-                        name="bench",
-                        kind="webhook",
-                        target=url,
-                        events="blocked",
-                        created_at=queue.now(),
-                    )
-                )
+        if url is not None:  # not checked: the hanging receiver takes the connection
+            sinks.add(queue, "bench", url=url, events="blocked", check=False)
     finally:
         queue.db.dispose()
 

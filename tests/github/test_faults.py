@@ -14,13 +14,14 @@ from sqlalchemy import select
 from tests.conftest import ADMIN
 from tests.github.mirror_helpers import FAST, REPO, Mirror, env_for, markers, mirrored
 from tests.github_fake.server import FakeGitHub
-from workq.db.tables import events, notices, notify_sinks
+from workq.db.tables import events, notices
 from workq.errors import Conflict
 from workq.github.auth import GitHubUnreachable, SyncSetupError
 from workq.github.failures import AuthFailed
 from workq.github.sync import connect, watch
 from workq.github.worker import Options, WorkerBusy
 from workq.services.handle import utcnow
+from workq.services.notices import sinks
 from workq.services.queue import issues, notes
 from workq.services.sync import mirror_target, outbox_rows, sync_status, worker_lease
 from workq.services.sync.mirror import github_link
@@ -168,17 +169,7 @@ def test_a_worker_stopped_by_a_refused_token_tells_a_person(
     tmp_path: Path, fake_github: FakeGitHub
 ) -> None:
     with mirrored(tmp_path, fake_github) as m:
-        with m.q.db.engine.begin() as conn:
-            conn.execute(
-                notify_sinks.insert().values(
-                    id="s1",
-                    name="ops",
-                    kind="command",
-                    target='["true"]',
-                    events="github_stopped",
-                    created_at=utcnow(),
-                )
-            )
+        sinks.add(m.q, "ops", command="true", events="github_stopped")
         issues.create(m.q, title="x")
         m.fake.set_token("ghp_rotated")
         with pytest.raises(AuthFailed):

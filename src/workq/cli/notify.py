@@ -4,17 +4,12 @@ sinks, ``deliveries`` shows how the notices stand, ``run`` delivers them where n
 
 from __future__ import annotations
 
-import logging
-import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
 from typing import Annotated
 
 import typer
 
-from workq.cli import output
+from workq.cli import foreground, output
 from workq.cli.state import state
 from workq.domain.notices import NOTICES
 from workq.errors import InvalidInput
@@ -221,13 +216,13 @@ def run_command(
                 f"{report.delivered} delivered, {report.retrying} to retry, {report.failed} failed"
             )
         return
-    _log_to_stderr()
+    foreground.log_to_stderr("workq.notices", "workq.watch")
     output.errors().print("Delivering notices (Ctrl-C stops)", markup=False)
     stop = threading.Event()
     watcher = threading.Thread(
         target=watch.run, args=(q, stop, s.settings().watch_seconds), daemon=True
     )
-    with _stop_on_signals(stop):
+    with foreground.stop_on_signals(stop):
         watcher.start()
         delivery.run(q, stop, holder, interval)
     watcher.join(timeout=10)
@@ -235,29 +230,6 @@ def run_command(
 
 def _events(names: list[str]) -> str:
     return "all" if set(names) == set(NOTICES) else ",".join(names)
-
-
-def _log_to_stderr() -> None:
-    logger = logging.getLogger("workq.notices")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    except KeyboardInterrupt:
-        stop.set()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def register(app: typer.Typer) -> None:

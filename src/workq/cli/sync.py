@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from workq.cli import output
+from workq.cli import foreground, output
 from workq.cli.state import state
 from workq.errors import InvalidInput
 from workq.github.sync import PassResult, connect, run_pass, watch
@@ -66,9 +63,9 @@ def github(
             if not watch_:
                 _summary(run_pass(session, with_import=import_))
                 return
-            _log_to_stderr()
+            foreground.log_to_stderr("workq.github")
             output.line(f"Watching the queue for changes to push to {session.repo} (Ctrl-C stops)")
-            with _stop_on_sigterm(stop):
+            with foreground.stop_on_signals(stop):
                 watch(session, with_import=import_, on_pass=_quiet_summary)
         finally:
             session.close()
@@ -169,29 +166,6 @@ def _quiet_summary(result: PassResult) -> None:
         _summary(result)
     elif result.landed.landed or result.landed.refused:
         _landings(result)
-
-
-def _log_to_stderr() -> None:
-    logger = logging.getLogger("workq.github")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-
-
-@contextmanager
-def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    except KeyboardInterrupt:
-        stop.set()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @sync_app.command()

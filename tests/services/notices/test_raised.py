@@ -4,7 +4,6 @@ a notice for a sink that takes it, once per streak or step."""
 
 from __future__ import annotations
 
-import uuid
 from contextlib import chdir
 from pathlib import Path
 
@@ -16,27 +15,18 @@ from sqlalchemy import select
 from tests.server.conftest import call_ok
 from tests.services.coding.gaterepo import commit, gated_repo
 from workq.config import Settings
-from workq.db.tables import events, notices, notify_sinks
+from workq.db.tables import events, notices
 from workq.server.app import build_server
 from workq.services.handle import Queue
+from workq.services.notices import sinks
 from workq.services.plans import plan_mode
 from workq.services.queue import policies
 from workq.services.runtime import open_queue
 from workq.vcs import git
 
 
-def _sink(q: Queue, events_: str) -> None:
-    with q.db.engine.begin() as conn:
-        conn.execute(
-            notify_sinks.insert().values(
-                id=uuid.uuid4().hex,
-                name="people",
-                kind="command",
-                target='["true"]',
-                events=events_,
-                created_at=q.now(),
-            )
-        )
+def _sink(q: Queue, events: str) -> None:
+    sinks.add(q, "people", command="true", events=events)
 
 
 def _notices(q: Queue) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,8 @@ from tests.conftest import ENGINES, PG_URL, drop_pg_database, fresh_pg_database
 from tests.server.conftest import call_ok
 from tests.workq_cli import workq
 from workq.config import Settings
-from workq.db.tables import notices, notify_sinks
+from workq.db.tables import notices
+from workq.services.notices import sinks
 from workq.services.runtime import open_queue
 
 
@@ -37,17 +37,7 @@ def _settings(where: list[str]) -> Settings:
 def _subscribe(where: list[str], events: str) -> None:
     q = open_queue(_settings(where))
     try:
-        with q.db.engine.begin() as conn:
-            conn.execute(
-                notify_sinks.insert().values(
-                    id=uuid.uuid4().hex,
-                    name="people",
-                    kind="command",
-                    target='["true"]',
-                    events=events,
-                    created_at=q.now(),
-                )
-            )
+        sinks.add(q, "people", command="true", events=events)
     finally:
         q.db.dispose()
 

@@ -5,15 +5,14 @@ for, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import uuid
 
 from sqlalchemy import select
 
 from tests.conftest import FakeClock
-from workq.db.tables import events, notices, notify_sinks
+from workq.db.tables import events, notices
 from workq.domain.authority import Authority
 from workq.services.handle import Queue
-from workq.services.notices import watch
+from workq.services.notices import sinks, watch
 from workq.services.queue import claims, notes, policies
 from workq.services.queue import issues as issue_service
 
@@ -21,20 +20,8 @@ AGENT = Authority.of({"agent-a"})
 OTHER = Authority.of({"agent-b"})
 
 
-def _sink(q: Queue, events_: str) -> str:
-    sink = uuid.uuid4().hex
-    with q.db.engine.begin() as conn:
-        conn.execute(
-            notify_sinks.insert().values(
-                id=sink,
-                name=f"s{sink[:6]}",
-                kind="command",
-                target='["true"]',
-                events=events_,
-                created_at=q.now(),
-            )
-        )
-    return sink
+def _sink(q: Queue, events: str) -> None:
+    sinks.add(q, f"people-{len(sinks.list_sinks(q))}", command="true", events=events)
 
 
 def _kinds(q: Queue, number: int | None = None) -> list[str]:
