@@ -6,6 +6,8 @@ complete pair (figures, no asserts).
 In one run, each server a process of its own on 127.0.0.1, driven by the SDK's client in
 both protocol eras (legacy: initialize, a session; modern: stateless):
 - ``workq serve --http`` on a SQLite file, each pair a real claim and completion;
+- the same-work floor (scripts/floor_server.py): the same claim and completion with raw
+  sqlite3 in a bare MCPServer, JSON answers;
 - the SDK's floor: a bare MCPServer whose ``issue_claim_next`` and ``issue_complete`` do
   nothing but answer a number, answering each request as one JSON body (as workq does)
   and as the SDK does by default (an SSE stream per request).
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import anyio
 from mcp import Client
+
+FLOOR = Path(__file__).with_name("floor_server.py")  # the same claim and completion, raw
 
 # The SDK's floor: a bare MCPServer whose tools only answer a number (bench_writers.py
 # serves the same tools over stdio).
@@ -121,8 +125,11 @@ def servers(folder: Path) -> dict[str, list[str]]:
     db = folder / "queue.db"
     workq = [sys.executable, "-m", "workq.cli.main", "--db", str(db)]
     subprocess.run([*workq, "init"], check=True, capture_output=True)
+    floor_db = folder / "floor.db"
+    subprocess.run([*workq[:-1], str(floor_db), "init"], check=True, capture_output=True)
     return {
         "workq": [*workq, "serve", "--http", "--port", "{port}", "--run-id", "bench"],
+        "same-work floor, JSON": [sys.executable, str(FLOOR), str(floor_db), "{port}", "json"],
         "bare, JSON answers": [sys.executable, str(script), "{port}", "json"],
         "bare, SSE answers": [sys.executable, str(script), "{port}", "sse"],
     }
@@ -170,9 +177,11 @@ async def main(pairs: int, rounds: int) -> None:
         print(f"| {name} | {medians[name, 'legacy']:.2f} ms | {medians[name, 'modern']:.2f} ms |")
     for era in ERAS:
         floor = medians["bare, JSON answers", era]
+        same = medians["same-work floor, JSON", era]
         print(
-            f"ratio to the bare JSON floor, {era}: workq {ratio(medians['workq', era], floor)}, "
-            f"bare SSE {ratio(medians['bare, SSE answers', era], floor)}"
+            f"{era}: workq {ratio(medians['workq', era], same)} the same-work floor (target"
+            f" 1.15x), {ratio(medians['workq', era], floor)} the bare JSON floor; bare SSE"
+            f" {ratio(medians['bare, SSE answers', era], floor)} the bare JSON floor"
         )
 
 

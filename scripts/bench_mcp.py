@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+FLOOR = Path(__file__).with_name("floor_server.py")
 BARE_SERVER = """\
 from mcp.server.mcpserver import MCPServer
 
@@ -72,27 +74,68 @@ async def spawn_to_initialized(params: StdioServerParameters, log: Any) -> float
         return time.perf_counter() - started
 
 
+# The three servers of the round trip: each answers a claim and a completion.
+CALLS = {
+    "bare noop": ("noop", "noop"),
+    "same-work floor": ("issue_claim_next", "issue_complete"),
+    "workq": ("issue_claim_next", "issue_complete"),
+}
+Samples = dict[str, dict[str, list[float]]]
+
+
+async def _pair(client: Client, claim: str, complete: str) -> tuple[float, float]:
+    """One claim and the completion of what it claimed: how long each took."""
+    started = time.perf_counter()
+    claimed = await client.call_tool(claim, {})
+    took = time.perf_counter() - started
+    assert not claimed.is_error, claimed.content
+    data = claimed.structured_content or {}
+    arguments = {} if complete == "noop" else {"number": data["number"], "fence": data["fence"]}
+    started = time.perf_counter()
+    done = await client.call_tool(complete, arguments)
+    finished = time.perf_counter() - started
+    assert not done.is_error, done.content
+    return took, finished
+
+
 async def round_trips(
-    bare: StdioServerParameters, workq: StdioServerParameters, log: Any, calls: int, warmup: int
-) -> tuple[list[float], list[float]]:
-    """Both servers open at once, calls alternating, so load on a shared machine hits both."""
-    samples: tuple[list[float], list[float]] = ([], [])
-    async with (
-        Client(stdio_client(bare, errlog=log), mode="legacy") as first,
-        Client(stdio_client(workq, errlog=log), mode="legacy") as second,
-    ):
+    servers: dict[str, StdioServerParameters], log: Any, calls: int, warmup: int
+) -> Samples:
+    """Every server open at once, a claim and a completion on each in turn, so load on a
+    shared machine hits them alike."""
+    samples: Samples = {name: {"claim": [], "complete": []} for name in servers}
+    async with AsyncExitStack() as stack:
+        clients = {
+            name: await stack.enter_async_context(
+                Client(stdio_client(params, errlog=log), mode="legacy")
+            )
+            for name, params in servers.items()
+        }
         for i in range(warmup + calls):
-            for client, tool, kept in (
-                (first, "noop", samples[0]),
-                (second, "issue_claim_next", samples[1]),
-            ):
-                started = time.perf_counter()
-                result = await client.call_tool(tool, {})
-                elapsed = time.perf_counter() - started
-                assert not result.is_error, result.content
+            for name, client in clients.items():
+                took, finished = await _pair(client, *CALLS[name])
                 if i >= warmup:
-                    kept.append(elapsed)
+                    samples[name]["claim"].append(took)
+                    samples[name]["complete"].append(finished)
     return samples
+
+
+def report_round_trips(samples: Samples) -> None:
+    for name, by_call in samples.items():
+        for call, found in by_call.items():
+            print(
+                f"  {name:16} {call:8} p50 {percentile(found, 0.5) * 1000:6.2f} ms"
+                f"   p99 {percentile(found, 0.99) * 1000:6.2f} ms"
+                f"   mean {statistics.fmean(found) * 1000:6.2f} ms"
+            )
+    for call in ("claim", "complete"):
+        mine = percentile(samples["workq"][call], 0.5)
+        floor = percentile(samples["same-work floor"][call], 0.5)
+        noop = percentile(samples["bare noop"][call], 0.5)
+        print(
+            f"  workq {call:8} p50 {mine / floor:.2f}x the same-work floor (target 1.10x),"
+            f" {mine / noop:.2f}x the bare no-op"
+        )
 
 
 async def unknown_tools(
@@ -156,23 +199,23 @@ async def main(calls: int, spawns: int) -> None:
     ):
         folder = Path(tmp)
         bare = bare_params(folder)
-        db = folder / "bench.db"
+        db, floor_db = folder / "bench.db", folder / "floor.db"
         warmup = min(50, calls)
         fill(db, calls + warmup + 10)
+        fill(floor_db, calls + warmup + 10)
         workq = workq_params(db)
+        floor = StdioServerParameters(
+            command=sys.executable, args=[str(FLOOR), str(floor_db)], env=dict(os.environ)
+        )
 
-        print(f"round trip over stdio, {calls} calls each (alternating) after {warmup} warm-up")
-        bare_rt, workq_rt = await round_trips(bare, workq, log, calls, warmup)
-        for name, samples in (("bare noop", bare_rt), ("issue_claim_next", workq_rt)):
-            print(
-                f"  {name:17} p50 {percentile(samples, 0.5) * 1000:6.2f} ms"
-                f"   p99 {percentile(samples, 0.99) * 1000:6.2f} ms"
-                f"   mean {statistics.fmean(samples) * 1000:6.2f} ms"
-            )
         print(
-            f"  ratio             p50 {percentile(workq_rt, 0.5) / percentile(bare_rt, 0.5):.2f}x"
-            f"   p99 {percentile(workq_rt, 0.99) / percentile(bare_rt, 0.99):.2f}x"
-            "   (target: p50 within 1.5x)"
+            f"round trip over stdio, {calls} claims and completions on each server (in turn)"
+            f" after {warmup} warm-up"
+        )
+        report_round_trips(
+            await round_trips(
+                {"bare noop": bare, "same-work floor": floor, "workq": workq}, log, calls, warmup
+            )
         )
 
         print(f"spawn to initialized (initialize handshake), {spawns} runs each, interleaved")

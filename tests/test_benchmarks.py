@@ -8,9 +8,17 @@ import importlib.util
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client
+from sqlalchemy import event
+
+from workq.config import Settings
+from workq.server.app import build_server
 
 pytestmark = pytest.mark.slow
 
@@ -109,3 +117,63 @@ def test_the_suite_says_why_its_first_minutes_are_slow() -> None:
         check=False,
     )
     assert "tests marked slow" in done.stdout and "run first" in done.stdout, done.stdout
+
+
+# SQL statements SQLite runs for one `issue_claim_next` and one `issue_complete` through the
+# tools, transaction control included (counted 2026-11-27 with SQLite's trace callback,
+# which sees the hot path's statements on the driver's cursor too, and shows a statement
+# again when a trigger of it runs: the guard that an issue in progress has a holder and a
+# lease). A count may only go down: write the new one here when it does.
+STATEMENTS = {"claim": 11, "complete": 13}
+
+
+def _traced(db: Any, sent: list[str]) -> Callable[[], None]:
+    """Record every statement SQLite runs on ``db``'s connections (each thread's kept one,
+    and any opened meanwhile) until the returned function is called."""
+
+    def seen(statement: str) -> None:
+        if not threading.current_thread().name.startswith("workq-"):  # not a server's own
+            sent.append(statement)  # background work (renewals, the watch, notices)
+
+    def trace(dbapi: Any, *_: Any) -> None:
+        dbapi.set_trace_callback(seen)
+
+    engines = [e for e in (db.engine, db._read_engine) if e is not None]
+    kept = [c.connection.dbapi_connection for c in db._reader_conns]
+    for engine in engines:
+        event.listen(engine, "connect", trace)
+    for dbapi in kept:
+        trace(dbapi)
+
+    def stop() -> None:
+        for engine in engines:
+            event.remove(engine, "connect", trace)
+        for dbapi in kept:
+            dbapi.set_trace_callback(None)
+
+    return stop
+
+
+@pytest.mark.anyio
+async def test_statements_per_claim_and_completion_do_not_grow(db_path: Path) -> None:
+    server = build_server(Settings(db_path=db_path, plans_dir=db_path.parent / "plans"))
+    sent: list[str] = []
+    async with Client(server) as client:
+        for title in ("one", "two", "three"):
+            await client.call_tool("issue_create", {"title": title})
+        database = server.state.queue().db
+        first = await client.call_tool("issue_claim_next", {})  # warm: caches, prepared
+        await client.call_tool("issue_complete", {"number": first.structured_content["number"]})
+        stop = _traced(database, sent)
+        try:
+            claimed = await client.call_tool("issue_claim_next", {})
+            claim = len(sent)
+            number = (claimed.structured_content or {})["number"]
+            await client.call_tool("issue_complete", {"number": number})
+            complete = len(sent) - claim
+        finally:
+            stop()
+    counted = {"claim": claim, "complete": complete}
+    print(f"\n{counted}", *sent, sep="\n  ")
+    grew = {k: v for k, v in counted.items() if v > STATEMENTS[k]}
+    assert not grew, f"more SQL statements than {STATEMENTS}: {counted}\n" + "\n".join(sent)

@@ -1,0 +1,161 @@
+"""The same-work floor: a bare MCPServer whose tools do a claim and a completion on a workq
+SQLite file with the standard library's sqlite3 and nothing else, for the benchmarks to
+measure workq against (figures, not a product).
+
+    python scripts/floor_server.py DB_FILE                 # over stdio
+    python scripts/floor_server.py DB_FILE PORT json|sse   # over Streamable HTTP
+
+Its tools are named as workq's, so a benchmark drives both alike. ``issue_create(title)``:
+one row, its number the next. ``issue_claim_next(run_id)``: in one transaction, the first
+ready issue by priority, age and number, taken by a compare-and-set that grows its fence
+and sets a lease, and its audit event. ``issue_complete(number, run_id, fence)``: in one
+transaction, the holder's check by compare-and-set, done, the issues it blocked counted
+down, the audit event. WAL,
+``synchronous=NORMAL``, the calls in the SDK's worker thread as workq's are. What it leaves
+out is workq's own: the door's decision table, reservations, plan mode, worktrees, the
+hooks, the outbox, run id bindings, models and events beyond these.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from mcp.server.mcpserver import MCPServer
+
+LEASE = timedelta(minutes=30)
+server = MCPServer("floor")
+_local = threading.local()
+
+
+def _conn() -> sqlite3.Connection:
+    conn: sqlite3.Connection | None = getattr(_local, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        _local.conn = conn
+    return conn
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _event(
+    conn: sqlite3.Connection, issue_id: str, number: int, kind: str, actor: str, now: str
+) -> None:
+    conn.execute(
+        "INSERT INTO events (issue_id, number, kind, actor, before, after, created_at)"
+        " VALUES (?, ?, ?, ?, NULL, ?, ?)",
+        (issue_id, number, kind, actor, json.dumps({"status": kind}), now),
+    )
+
+
+@server.tool()
+def noop() -> str:
+    return "ok"
+
+
+@server.tool()
+def issue_create(title: str) -> dict[str, object]:
+    conn = _conn()
+    now = _stamp(datetime.now(UTC))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        number = conn.execute("SELECT coalesce(max(number), 0) + 1 FROM issues").fetchone()[0]
+        conn.execute(
+            "INSERT INTO issues (id, number, title, description, status, priority, issue_type,"
+            " agent, is_blocked, open_blockers, created_at, updated_at, fence)"
+            " VALUES (?, ?, ?, '', 'open', 2, 'task', 'claude', 0, 0, ?, ?, 0)",
+            (uuid.uuid4().hex, number, title, now, now),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return {"number": number, "title": title}
+
+
+@server.tool()
+def issue_claim_next(run_id: str = "floor") -> dict[str, object]:
+    conn = _conn()
+    moment = datetime.now(UTC)
+    now, until = _stamp(moment), _stamp(moment + LEASE)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(
+            "SELECT id, number, title FROM issues WHERE status = 'open' AND is_blocked = 0"
+            " AND open_blockers = 0 ORDER BY priority, created_at, number LIMIT 1"
+        ).fetchone()
+        if row is None:
+            conn.execute("COMMIT")
+            return {"claimed": False}
+        issue_id, number, title = row
+        fence = conn.execute(
+            "UPDATE issues SET status = 'in_progress', claimed_by = ?, claimed_at = ?,"
+            " lease_expires_at = ?, fence = fence + 1, updated_at = ?"
+            " WHERE id = ? AND status = 'open' RETURNING fence",
+            (run_id, now, until, now, issue_id),
+        ).fetchone()[0]
+        _event(conn, issue_id, number, "claimed", run_id, now)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return {"claimed": True, "number": number, "title": title, "fence": fence, "claimed_by": run_id}
+
+
+@server.tool()
+def issue_complete(
+    number: int, run_id: str = "floor", fence: int | None = None
+) -> dict[str, object]:
+    conn = _conn()
+    now = _stamp(datetime.now(UTC))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(
+            "UPDATE issues SET status = 'done', closed_at = ?, updated_at = ?, claimed_by = NULL,"
+            " lease_expires_at = NULL WHERE number = ? AND claimed_by = ?"
+            " AND (? IS NULL OR fence = ?) RETURNING id, title",
+            (now, now, number, run_id, fence, fence),
+        ).fetchone()
+        if row is None:
+            conn.execute("ROLLBACK")
+            raise ValueError(f"issue #{number} is not held by {run_id}")
+        issue_id, title = row
+        conn.execute(
+            "UPDATE issues SET open_blockers = open_blockers - 1 WHERE id IN"
+            " (SELECT blocked_id FROM dependencies WHERE blocker_id = ?)",
+            (issue_id,),
+        )
+        _event(conn, issue_id, number, "completed", run_id, now)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return {"number": number, "title": title, "unblocked": []}
+
+
+def serve_http(port: int, answers: str) -> None:
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    app = server.streamable_http_app(
+        host="127.0.0.1",
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        json_response=answers == "json",
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        serve_http(int(sys.argv[2]), sys.argv[3])
+    else:
+        server.run()
