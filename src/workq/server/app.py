@@ -38,6 +38,7 @@ from workq.server.results import (
 )
 from workq.server.spelling import spelling
 from workq.server.state import ServerState
+from workq.server.tasks import TasksExtension
 
 log = logging.getLogger("workq.server")
 
@@ -72,6 +73,7 @@ class WorkqServer(MCPServer[ServerState]):
             finally:
                 state.stop()
 
+        tasks = TasksExtension(state)
         super().__init__(
             "workq",
             version=workq.__version__,
@@ -80,10 +82,12 @@ class WorkqServer(MCPServer[ServerState]):
             lifespan=lifespan,
             log_level="WARNING",
             middleware=[handshake.explain, sessions.identify(state)],
+            extensions=[tasks],
         )
         self.state = state
         self.workq_tools = tools
         self.spell = spelling(tools)
+        tasks.spell = self.spell
         self.opening = Opening(state.wait_open, state.is_open)
         self._homes: dict[str, str] | None = None
 

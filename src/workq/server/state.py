@@ -329,6 +329,7 @@ class ServerState:
     def _keepers_of(self, queue: Queue) -> list[threading.Thread]:
         from workq.services.notices import delivery, watch
         from workq.services.queue.processes import this_process
+        from workq.services.tasks import waker
 
         def thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
             return threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -337,6 +338,7 @@ class ServerState:
             thread("workq-renew", self._renew_loop, queue),
             thread("workq-watch", watch.run, queue, self._stop, self.settings.watch_seconds),
             thread("workq-notices", delivery.run, queue, self._stop, this_process()),
+            thread("workq-tasks", waker.run, queue, self._stop),
         ]
 
     def _bind_own(self, queue: Queue) -> None:
