@@ -63,6 +63,7 @@ THIRD_PARTY: dict[str, frozenset[str]] = {
     "psycopg": frozenset({"db"}),
     "pysqlite3": frozenset({"db"}),
     "mcp": frozenset({"server"}),
+    "mcp_types": frozenset({"server"}),  # the SDK's wire types (mcp's own package)
     "starlette": frozenset({"server", "board"}),
     "sse_starlette": frozenset({"server"}),
     "uvicorn": frozenset({"server", "board"}),

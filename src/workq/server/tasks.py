@@ -41,9 +41,9 @@ from mcp_types import methods as wire
 from pydantic import Field
 
 from workq.errors import Spelling, TaskExpired, TaskNotFound, WorkqError, revived, tool_call
+from workq.schemas import TaskStatus, TaskView
 from workq.server.results import OBJECT_FAILURES, SPELLING, failure, object_failure
 from workq.server.state import ServerState
-from workq.task_schemas import TaskStatus, TaskView
 
 if TYPE_CHECKING:
     from workq.services.handle import Queue

@@ -180,4 +180,4 @@ def key(task: TaskRecord) -> str:
     return store.dump({"filter": args.get("filter"), "worktree": bool(args.get("worktree"))})
 
 
-kinds.register(kinds.Kind(KIND, advance=advance, release=release, ready=ready, key=key))
+KIND_OF = kinds.Kind(KIND, advance=advance, release=release, ready=ready, key=key)

@@ -1,8 +1,8 @@
 """Which tool calls may become tasks, and how a task of each kind advances.
 
-A kind is registered once (``register``) by the module that knows its work (claim_next.py
-for ``issue_claim_next``). Everything else about a task (its row, polling, cancelling,
-expiry, the waker) is the same for every kind.
+A kind is defined by the module that knows its work (claim_next.py for
+``issue_claim_next``) and listed in catalog.py. Everything else about a task (its row,
+polling, cancelling, expiry, the waker) is the same for every kind.
 
 - ``advance(q, task)``: try to move a working task on, now: complete it (``store.complete``,
   in the transaction of the work that completes it) if it can, else leave it working. Safe
@@ -38,26 +38,3 @@ class Kind:
     key: Callable[[TaskRecord], Hashable] | None = None
     on_change: bool = True
     every_seconds: float | None = None
-
-
-KINDS: dict[str, Kind] = {}
-
-
-def register(kind: Kind) -> Kind:
-    KINDS[kind.name] = kind
-    return kind
-
-
-def of(name: str) -> Kind | None:
-    _load()
-    return KINDS.get(name)
-
-
-def every() -> list[Kind]:
-    _load()
-    return list(KINDS.values())
-
-
-def _load() -> None:
-    """The kinds workq ships register when their module is imported."""
-    from workq.services.tasks import claim_next  # noqa: F401

@@ -14,10 +14,10 @@ import logging
 from datetime import timedelta
 
 from workq.errors import StorageError, TaskExpired, TaskNotFound, WorkqError
+from workq.schemas import TaskStatus, TaskView
 from workq.services.handle import Queue
-from workq.services.tasks import kinds, store
+from workq.services.tasks import catalog, store
 from workq.services.tasks.store import COMPLETED, WORKING, TaskRecord
-from workq.task_schemas import TaskStatus, TaskView
 
 log = logging.getLogger("workq.tasks")
 
@@ -38,7 +38,7 @@ def poll(q: Queue, task_id: str, owner: str) -> TaskView:
         TaskExpired: its time to live is over.
     """
     task = store.owned(q, task_id, owner)
-    kind = kinds.of(task.kind)
+    kind = catalog.of(task.kind)
     if kind is not None and _advancing(q, task):
         try:
             kind.advance(q, task)
@@ -87,7 +87,7 @@ def cancel(q: Queue, task_id: str, owner: str) -> TaskView:
 
 
 def _give_back(q: Queue, task: TaskRecord, reason: str) -> None:
-    kind = kinds.of(task.kind)
+    kind = catalog.of(task.kind)
     if kind is not None and kind.release is not None:
         kind.release(q, task, reason)
     store.mark_released(q, task.id)

@@ -28,8 +28,8 @@ from workq.db.engine import retry_lost_read
 from workq.db.tables import tasks
 from workq.domain import dates
 from workq.errors import TaskExpired, TaskNotFound
+from workq.schemas import TaskStatus, TaskView
 from workq.services.handle import Queue
-from workq.task_schemas import TaskStatus, TaskView
 
 WORKING, COMPLETED, FAILED, CANCELLED = (
     TaskStatus.WORKING.value,

@@ -26,7 +26,7 @@ from datetime import datetime
 from workq.errors import WorkqError
 from workq.services.handle import Queue
 from workq.services.queue.waiting import LEASE_RECHECK_SECONDS, next_lapse
-from workq.services.tasks import kinds, lifecycle, store
+from workq.services.tasks import catalog, lifecycle, store
 from workq.services.tasks.store import TaskRecord
 
 log = logging.getLogger("workq.tasks")
@@ -64,7 +64,7 @@ class Waker:
 
     def _round(self) -> None:
         self._chores()
-        names = [k.name for k in kinds.every() if k.on_change]
+        names = [k.name for k in catalog.every() if k.on_change]
         if not names or not store.any_working(self.q, names):
             self.stop.wait(IDLE_SECONDS)
             return
@@ -95,7 +95,7 @@ class Waker:
         if clock - self._swept >= SWEEP_SECONDS:
             self._swept = clock
             lifecycle.sweep(self.q)
-        for kind in kinds.every():
+        for kind in catalog.every():
             if kind.every_seconds is None:
                 continue
             if clock - self._timed.get(kind.name, 0.0) >= kind.every_seconds:
@@ -115,7 +115,7 @@ def advance_all(q: Queue, names: list[str]) -> int:
     there: dict[tuple[str, Hashable], bool] = {}
     now = q.now()
     for task in working:
-        kind = kinds.of(task.kind)
+        kind = catalog.of(task.kind)
         if kind is None:
             continue
         if not _due(task, now):
