@@ -5,6 +5,7 @@ capabilities); ``tasks=True`` declares the Tasks extension."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -70,23 +71,29 @@ class Client:
 
 
 class Stdio(Client):
-    """A ``workq serve`` subprocess on ``db`` (its own tree's code), spoken to line by line."""
+    """A ``workq serve`` subprocess (this tree's code) on the database ``where`` names
+    (``--db PATH`` or ``--database-url URL``), spoken to line by line; its stderr goes to
+    ``log``."""
 
-    def __init__(self, db: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, where: list[str], log: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
         environment = {**os.environ, "PYTHONPATH": SRC, **(env or {})}
+        self.log = log.open("a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "workq.cli.main", "--db", str(db), "serve", *args],
+            [sys.executable, "-m", "workq.cli.main", *where, "serve", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=(db.parent / f"{db.stem}.stderr").open("a"),
-            cwd=db.parent,
+            stderr=self.log,
+            cwd=log.parent,
             env=environment,
             text=True,
         )
         self._answers: dict[Any, queue.Queue[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.notifications: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _box(self, request_id: Any) -> queue.Queue[dict[str, Any]]:
         with self._lock:
@@ -124,17 +131,21 @@ class Stdio(Client):
     def kill(self) -> None:
         """kill -9."""
         self.process.kill()
-        self.process.wait(timeout=10)
+        self.close()
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        if not self.process.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self._reader.join(timeout=10)
+        self.process.stdout.close()
+        self.log.close()
 
     def __enter__(self) -> Stdio:
         return self
