@@ -31,6 +31,7 @@ from workq.config import Settings
 from workq.services.handle import Queue
 from workq.services.queue import issues, notes
 from workq.services.runtime import open_queue
+from workq.services.tasks import store
 
 TERMINAL = {"completed", "failed", "cancelled"}
 TASK_FIELDS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
@@ -147,6 +148,21 @@ def test_a_task_outlives_its_killed_server(
         done = settled(restarted, task_id)
     assert done["result"]["structuredContent"]["claimed_by"] == "run-k"
     assert issues.get(queue_of, 1).claimed_by == "run-k"
+
+
+def test_a_client_that_ends_its_input_leaves_no_task_to_claim_for_it(
+    where: list[str], tmp_path: Path, queue_of: Queue
+) -> None:
+    """Without a chosen run id no later server can read its tasks: they are cancelled as
+    it exits. With one (the kill -9 test above), they wait for the restarted server."""
+    with Stdio(where, tmp_path / "gone.log") as gone:
+        task_id = a_task(gone.call("issue_claim_next", {"wait_seconds": 120}))
+    with agent(where, tmp_path, "run-b"):  # a server whose waker would claim for it
+        issues.create(queue_of, title="work")
+        time.sleep(1.0)
+    assert issues.get(queue_of, 1).claimed_by is None
+    row = store.load(queue_of, task_id)
+    assert row is not None and row.status == "cancelled"
 
 
 def test_a_cancelled_task_claims_nothing(where: list[str], tmp_path: Path, queue_of: Queue) -> None:

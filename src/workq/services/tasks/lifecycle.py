@@ -86,6 +86,18 @@ def cancel(q: Queue, task_id: str, owner: str) -> TaskView:
     return store.owned(q, task_id, owner).view()
 
 
+def abandon(q: Queue, owner: str, message: str) -> int:
+    """``owner`` is gone for good (a stdio client that ended, whose run id no later server
+    can take): its waiting tasks are cancelled and the claims made for them and not read
+    go back to the queue. How many tasks it had."""
+    found = store.unsettled_of(q, owner)
+    for task_id in found:
+        cancelled = store.cancel(q, task_id, message)
+        if cancelled is not None and cancelled.number is not None:
+            _give_back(q, cancelled, CANCELLED_UNREAD)
+    return len(found)
+
+
 def _give_back(q: Queue, task: TaskRecord, reason: str) -> None:
     kind = catalog.of(task.kind)
     if kind is not None and kind.release is not None:
@@ -117,4 +129,4 @@ def sweep(q: Queue) -> int:
     return released
 
 
-__all__ = ["TaskExpired", "TaskNotFound", "cancel", "poll", "sweep"]
+__all__ = ["TaskExpired", "TaskNotFound", "abandon", "cancel", "poll", "sweep"]

@@ -292,6 +292,22 @@ def cancel(q: Queue, task_id: str, message: str) -> TaskRecord | None:
 
 
 @retry_lost_read
+def unsettled_of(q: Queue, owner: str) -> list[str]:
+    """The ids of ``owner``'s tasks still working, or completed and not read."""
+    with q.db.read() as conn:
+        rows = conn.execute(
+            select(tasks.c.id).where(
+                tasks.c.owner == owner,
+                or_(
+                    tasks.c.status == WORKING,
+                    and_(tasks.c.status == COMPLETED, tasks.c.read_at.is_(None)),
+                ),
+            )
+        )
+        return [r.id for r in rows]
+
+
+@retry_lost_read
 def working(q: Queue, kinds: Collection[str], *, limit: int = 10_000) -> list[TaskRecord]:
     """The working tasks of ``kinds``, oldest first (who waited longest is served first)."""
     with q.db.read() as conn:

@@ -38,6 +38,7 @@ IDLE_SECONDS = 2.0
 WAKE_MAX_SECONDS = 5.0
 SWEEP_SECONDS = 5.0
 RETRY_SECONDS = 1.0
+RETRY_MAX_SECONDS = 30.0
 # How long one wait on the feed lasts at most, so that a stop is seen soon.
 SLICE_SECONDS = 0.5
 
@@ -52,15 +53,19 @@ class Waker:
         self._timed: dict[str, float] = {}
 
     def run(self) -> None:
+        delay = RETRY_SECONDS
         while not self.stop.is_set():
             try:
                 self._round()
             except WorkqError as exc:
                 log.warning("workq: tasks could not advance (will retry): %s", exc.describe())
-                self.stop.wait(RETRY_SECONDS)
             except Exception:  # never let the loop die: tasks would wait until polled
                 log.exception("workq: tasks could not advance (will retry)")
-                self.stop.wait(RETRY_SECONDS)
+            else:
+                delay = RETRY_SECONDS
+                continue
+            self.stop.wait(delay)
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
 
     def _round(self) -> None:
         self._chores()
