@@ -30,6 +30,7 @@ from workq.domain import dates
 from workq.errors import TaskExpired, TaskNotFound
 from workq.schemas import TaskStatus, TaskView
 from workq.services.handle import Queue
+from workq.services.tasks import kicks
 
 WORKING, COMPLETED, FAILED, CANCELLED = (
     TaskStatus.WORKING.value,
@@ -171,7 +172,9 @@ def create(
         conn.execute(tasks.insert().values(**values))
         return TaskRecord(**values)
 
-    return q.db.write(work)
+    made = q.db.write(work)
+    kicks.kick()
+    return made
 
 
 @retry_lost_read

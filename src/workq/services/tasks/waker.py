@@ -26,7 +26,7 @@ from datetime import datetime
 from workq.errors import WorkqError
 from workq.services.handle import Queue
 from workq.services.queue.waiting import LEASE_RECHECK_SECONDS, next_lapse
-from workq.services.tasks import catalog, lifecycle, store
+from workq.services.tasks import catalog, kicks, lifecycle, store
 from workq.services.tasks.store import TaskRecord
 
 log = logging.getLogger("workq.tasks")
@@ -70,20 +70,30 @@ class Waker:
     def _round(self) -> None:
         self._chores()
         names = [k.name for k in catalog.every() if k.on_change]
+        kicked = kicks.count()
         if not names or not store.any_working(self.q, names):
-            self.stop.wait(IDLE_SECONDS)
+            self._sleep(IDLE_SECONDS, kicked)
             return
         feed = self.q.db.changes
         with feed.watching():
             while not self.stop.is_set():
-                seen = feed.work()
+                seen, kicked = feed.work(), kicks.count()
                 if not advance_all(self.q, names):
                     return
                 self._chores()
                 end = time.monotonic() + self._pause(names)
                 while not self.stop.is_set() and (left := end - time.monotonic()) > 0:
-                    if feed.wait_work_past(seen, min(left, SLICE_SECONDS)):
+                    if feed.wait_work_past(seen, min(left, SLICE_SECONDS / 10)):
                         break
+                    if kicks.count() != kicked:  # a task of this process: its deadline counts
+                        break
+
+    def _sleep(self, seconds: float, kicked: int) -> None:
+        """Up to ``seconds``, until this process makes a task or the loop is stopped."""
+        end = time.monotonic() + seconds
+        while not self.stop.is_set() and (left := end - time.monotonic()) > 0:
+            if kicks.wait_past(kicked, min(left, SLICE_SECONDS)):
+                return
 
     def _pause(self, names: list[str]) -> float:
         """Until the earliest wait ends or the next live lease lapses, within bounds."""
