@@ -128,6 +128,28 @@ def test_a_waiting_claim_is_a_task_completed_when_another_agent_creates_work(
         assert a.task("tasks/get", task_id)["result"]["result"] == result
 
 
+def test_a_refusal_met_while_waiting_is_the_tasks_answer_as_the_call_words_it(
+    where: list[str], tmp_path: Path
+) -> None:
+    with agent(where, tmp_path, "run-a") as a, agent(where, tmp_path, "run-b") as b:
+        task_id = a_task(a.call("issue_claim_next", {"wait_seconds": 120}))
+        entered = a.call("enter_plan_mode", {"slug": "think", "goal": "first"}, tasks=False)
+        assert not entered.get("isError"), entered
+        b.call("issue_create", {"title": "work"}, tasks=False)
+        done = settled(a, task_id)
+        assert done["status"] == "completed"  # a tool error is a result, not a failed task
+        refused = done["result"]
+        at_once = a.call("issue_claim_next", {"wait_seconds": 120})  # refused at once
+        assert refused["isError"] and at_once["isError"]
+        assert refused["content"] == at_once["content"]
+        assert refused["content"][0]["text"].startswith(
+            "Could not claim the next issue: PLAN_MODE_ACTIVE"
+        )
+        assert refused["_meta"]["workq/error"] == at_once["_meta"]["workq/error"]
+        shown = b.call("issue_get", {"number": 1}, tasks=False)["structuredContent"]
+        assert shown["claimed_by"] is None
+
+
 def test_the_wait_ends_with_nothing_claimed(where: list[str], tmp_path: Path) -> None:
     with agent(where, tmp_path, "run-a") as a:
         task_id = a_task(a.call("issue_claim_next", {"wait_seconds": 1}))

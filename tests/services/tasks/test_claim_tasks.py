@@ -6,15 +6,16 @@ recorded; the waker serves the oldest waiting task first."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
 from tests.conftest import FakeClock
 from workq.domain.authority import Authority
 from workq.errors import TaskExpired, TaskNotFound
-from workq.schemas import ReadyFilter, TaskStatus
+from workq.schemas import ClaimedIssue, ReadyFilter, TaskStatus
 from workq.services.handle import Queue
-from workq.services.queue import issues, notes
+from workq.services.queue import claims, issues, notes
 from workq.services.tasks import claim_next, lifecycle, store, waker
 from workq.services.tasks.store import READ_GRACE_SECONDS
 
@@ -182,3 +183,42 @@ def test_racing_completers_give_a_task_one_claim(queue: Queue) -> None:
     assert len(held) == 1
     done = store.load(queue, task_id)
     assert done is not None and done.number == held[0]
+
+
+def test_an_answer_left_unfinished_by_a_crash_is_finished_by_a_later_poll(
+    queue: Queue, clock: FakeClock
+) -> None:
+    """The claim committed with the task's completion, and the process stopped before the
+    worktree and briefing were added: the task shows working for a grace period (its
+    process may still be finishing), then the next poll finishes it."""
+    task_id = start(queue)
+    issues.create(queue, title="work")
+
+    def receive(conn: Any, claimed: ClaimedIssue) -> None:  # claim_next.py's, then a crash
+        answer = {"value": claimed.model_dump(mode="json"), store.UNFINISHED: True}
+        assert store.complete(
+            conn, task_id, queue.now(), answer, number=claimed.number, fence=claimed.fence
+        )
+
+    assert claims.claim_next(queue, A, then=receive) is not None
+    shown = lifecycle.poll(queue, task_id, "run-a")
+    assert shown.status is TaskStatus.WORKING and shown.answer is None
+    clock.advance(lifecycle.FINISH_GRACE_SECONDS + 1)
+    done = lifecycle.poll(queue, task_id, "run-a")
+    assert done.status is TaskStatus.COMPLETED and done.answer is not None
+    assert done.answer["value"]["number"] == 1 and store.UNFINISHED not in done.answer
+    row = store.load(queue, task_id)
+    assert row is not None and not row.unfinished() and row.read_at is not None
+    assert issues.get(queue, 1).claimed_by == "run-a"
+
+
+def test_a_claim_taken_back_when_its_task_was_settled_meanwhile(queue: Queue) -> None:
+    """A completer that lost the race to a cancel rolls its claim back: no event, no claim."""
+    task_id = start(queue)
+    row = store.load(queue, task_id)
+    assert row is not None
+    lifecycle.cancel(queue, task_id, "run-a")
+    issues.create(queue, title="work")
+    claim_next._claim(queue, row, None, None)  # as a waker that read the task before
+    assert issues.get(queue, 1).claimed_by is None
+    assert [k for k, _ in history(queue, 1)] == ["created"]
