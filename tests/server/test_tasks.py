@@ -9,6 +9,7 @@ a client without the extension, or a legacy session, is answered as before."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -25,7 +26,7 @@ import pytest
 from mcp import Client
 
 from tests.server.conftest import CALL_TIMEOUT, server_params
-from tests.server.raw_modern import SRC, TASKS, Http, Stdio
+from tests.server.raw_modern import SRC, TASKS, VERSION, Http, Stdio, message
 from tests.server.test_http import START_TIMEOUT, free_port
 from workq.config import Settings
 from workq.services.handle import Queue
@@ -228,6 +229,36 @@ def test_another_caller_is_told_the_task_does_not_exist(where: list[str], tmp_pa
         assert a.task("tasks/get", task_id)["result"]["status"] == "working"
 
 
+def next_notification(client: Stdio, method: str) -> dict[str, Any]:
+    while True:
+        found = client.notifications.get(timeout=CALL_TIMEOUT)
+        if found.get("method") == method:
+            return found
+
+
+def test_task_status_notifications_on_a_listen_stream(where: list[str], tmp_path: Path) -> None:
+    with agent(where, tmp_path, "run-a") as a, agent(where, tmp_path, "run-b") as b:
+        task_id = a_task(a.call("issue_claim_next", {"wait_seconds": 120}))
+        theirs = a_task(b.call("issue_claim_next", {"wait_seconds": 120}))
+        refused = a.request(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}, tasks=False
+        )
+        assert refused["error"]["code"] == -32021
+        asked = {"taskIds": [task_id, theirs, "x" * 32], "toolsListChanged": True}
+        a.send(900, "subscriptions/listen", {"notifications": asked})
+        ack = next_notification(a, "notifications/subscriptions/acknowledged")["params"]
+        assert ack["notifications"] == {"taskIds": [task_id], "toolsListChanged": True}
+        assert ack["_meta"]["io.modelcontextprotocol/subscriptionId"] == 900
+        first = next_notification(a, "notifications/tasks")["params"]
+        assert first["taskId"] == task_id and first["status"] == "working"
+        b.call("issue_create", {"title": "work"}, tasks=False)
+        done = next_notification(a, "notifications/tasks")["params"]
+        assert done["status"] == "completed" and done["taskId"] == task_id
+        assert done["result"]["structuredContent"]["claimed_by"] == "run-a"
+        assert done["result"] == a.task("tasks/get", task_id)["result"]["result"]
+        assert done["_meta"]["io.modelcontextprotocol/subscriptionId"] == 900
+
+
 def test_tasks_methods_need_the_capability(where: list[str], tmp_path: Path) -> None:
     with agent(where, tmp_path, "run-a") as a:
         task_id = a_task(a.call("issue_claim_next", {"wait_seconds": 120}))
@@ -329,3 +360,40 @@ def test_over_http_a_task_is_its_sessions_and_any_worker_answers_it(
         finally:
             for client in (mine, other, *polls):
                 client.close()
+
+
+def test_task_status_notifications_over_http(
+    where: list[str], tmp_path: Path, queue_of: Queue
+) -> None:
+    """The listen stream over Streamable HTTP is an SSE response of its own."""
+    with http_serving(where, tmp_path) as url:
+        mine = Http(url, session="session-one")
+        try:
+            task_id = a_task(mine.call("issue_claim_next", {"wait_seconds": 120}))
+            asked = {"notifications": {"taskIds": [task_id]}}
+            headers = {
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": VERSION,
+                "mcp-method": "subscriptions/listen",
+                "mcp-session-id": "session-one",
+            }
+            body = message(7, "subscriptions/listen", asked, tasks=True)
+            seen: list[dict[str, Any]] = []
+            with mine.http.stream("POST", url, json=body, headers=headers) as stream:
+                assert stream.headers["content-type"].startswith("text/event-stream")
+                for line in stream.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    seen.append(json.loads(line[5:]))
+                    status = seen[-1]["params"].get("status")
+                    if status == "working":
+                        issues.create(queue_of, title="work")
+                    if status == "completed":
+                        break
+            methods = [m["method"] for m in seen]
+            assert methods[0] == "notifications/subscriptions/acknowledged"
+            assert methods[1:] == ["notifications/tasks", "notifications/tasks"]
+            assert seen[-1]["params"]["result"]["structuredContent"]["number"] == 1
+        finally:
+            mine.close()

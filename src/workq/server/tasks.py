@@ -99,7 +99,7 @@ def declares(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared) and TASKS in (declared or {})
 
 
-def _require(ctx: ServerRequestContext[Any, Any]) -> None:
+def require(ctx: ServerRequestContext[Any, Any]) -> None:
     if not declares(ctx):
         raise MCPError(
             code=MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -213,7 +213,7 @@ class TasksExtension(Extension):
 
     # -- the methods ---------------------------------------------------------------------
 
-    def _owner(self) -> str:
+    def owner(self) -> str:
         """The caller asking, as tasks are owned: its run id, checked as every call's is
         (another live caller's binding of it is refused)."""
         return self.state.authority().acts_as or self.state.run_id
@@ -223,7 +223,7 @@ class TasksExtension(Extension):
     ) -> TaskView:
         def run() -> TaskView:
             try:
-                owner = self._owner()
+                owner = self.owner()
             except WorkqError as exc:  # this caller cannot act as itself: it owns nothing
                 raise TaskNotFound() from exc
             return act(self.state.queue(), task_id, owner)
@@ -238,7 +238,7 @@ class TasksExtension(Extension):
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> HandlerResult:
         from workq.services.tasks import lifecycle
 
-        _require(ctx)
+        require(ctx)
         view = await self._as_owner("retrieve", lifecycle.poll, params.task_id)
         return {"resultType": "complete", **detailed(view, ctx.protocol_version, self.spell)}
 
@@ -249,7 +249,7 @@ class TasksExtension(Extension):
         (every key is one not outstanding)."""
         from workq.services.tasks import store
 
-        _require(ctx)
+        require(ctx)
 
         def look(q: Queue, task_id: str, owner: str) -> TaskView:
             return store.owned(q, task_id, owner).view()
@@ -262,7 +262,7 @@ class TasksExtension(Extension):
     ) -> HandlerResult:
         from workq.services.tasks import lifecycle
 
-        _require(ctx)
+        require(ctx)
         await self._as_owner("cancel", lifecycle.cancel, params.task_id)
         return {"resultType": "complete"}
 
@@ -281,4 +281,5 @@ __all__ = [
     "hand_over",
     "offer",
     "offered",
+    "require",
 ]
