@@ -36,6 +36,7 @@ TOY: dict[str, tuple[str, ...]] = {
     "bench_mcp.py": ("--calls", "10", "--spawns", "1"),
     "bench_notices.py": ("--calls", "5"),
     "bench_reserve.py": ("--claims", "20"),
+    "bench_tasks.py": ("--waiters", "3", "--wakes", "2", "--idle", "0.5"),
     "bench_sync.py": ("--ops", "50", "--rounds", "1", "--issues", "50"),
     "bench_transfer.py": ("--issues", "200"),
     "bench_writers.py": ("--writers", "1,2", "--seconds", "0.5", "--held", "20", "--issues", "50"),

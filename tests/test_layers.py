@@ -63,6 +63,7 @@ THIRD_PARTY: dict[str, frozenset[str]] = {
     "psycopg": frozenset({"db"}),
     "pysqlite3": frozenset({"db"}),
     "mcp": frozenset({"server"}),
+    "mcp_types": frozenset({"server"}),  # the SDK's wire types (mcp's own package)
     "starlette": frozenset({"server", "board"}),
     "sse_starlette": frozenset({"server"}),
     "uvicorn": frozenset({"server", "board"}),
@@ -203,6 +204,8 @@ SERVICE_ARROWS: dict[str, frozenset[str]] = {
     "maintenance": frozenset({"queue"}),
     # Telling people: reads the queue, saves a stalled claim's work (workspaces).
     "notices": frozenset({"queue", "workspaces"}),
+    # Tool calls answered later: a task's claim is claim_next's (workspaces), with a hook.
+    "tasks": frozenset({"queue", "workspaces"}),
     # Opening a queue hangs the rooms' hooks on it: the GitHub outbox, the worktrees' refusal,
     # the notice outbox.
     "runtime": frozenset({"sync", "workspaces", "notices"}),

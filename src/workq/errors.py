@@ -482,3 +482,52 @@ class OnDefaultBranch(Conflict):
 
     code = "ON_DEFAULT_BRANCH"
     next_step = ("start a branch first: ", Step.START_WORK, " or ", Step.CREATE_BRANCH)
+
+
+class TaskNotFound(NotFound):
+    """Task not found."""
+
+    code = "TASK_NOT_FOUND"
+    hint = "poll only the task ids this caller was given; an expired task is gone"
+
+
+class TaskExpired(TaskNotFound):
+    """Task has expired."""
+
+    code = "TASK_EXPIRED"
+    hint = "call the tool again"
+
+
+class TaskSettled(Conflict):
+    """The task was settled (cancelled or completed) meanwhile: what would have completed it
+    is taken back."""
+
+    code = "TASK_SETTLED"
+
+
+def stored(error: WorkqError) -> dict[str, Any]:
+    """``error`` as a JSON object, to answer it later (a task's result): ``revived``."""
+    return {
+        "code": error.code,
+        "message": error.message,
+        "facts": error.facts,
+        "hint": error.hint,
+    }
+
+
+_REVIVED: dict[str, type[WorkqError]] = {}
+
+
+def revived(data: Mapping[str, Any]) -> WorkqError:
+    """The error ``stored`` kept: its code, message, facts and hint (as first rendered)."""
+    code = str(data.get("code") or WorkqError.code)
+    kind = _REVIVED.get(code)
+    if kind is None:
+        kind = _REVIVED[code] = type(f"Stored_{code}", (WorkqError,), {"code": code})
+    facts = data.get("facts")
+    kept = {}
+    if isinstance(facts, dict):
+        kept = {k: v for k, v in facts.items() if k not in ("message", "hint")}
+    hint = data.get("hint")
+    message = str(data.get("message") or "")
+    return kind(message, hint=hint if isinstance(hint, str) else None, **kept)

@@ -969,3 +969,40 @@ class MergedToMain(_Model):
     # Through a pull request: where the landing stands (left out of the schema: the
     # answer's text says it, and three merge tools would carry its schema).
     landing: SkipJsonSchema[LandingStatus | None] = Field(default=None, exclude_if=_unset)
+
+
+# Tool calls answered later (services/tasks; the MCP Tasks extension, server/tasks.py).
+
+
+class TaskStatus(StrEnum):
+    """A task's status, as the Tasks extension names them."""
+
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
+class TaskView(BaseModel):
+    """One task. ``answer`` (completed): the kind's answer, which the face renders as the
+    tool's result: ``{"value": ...}`` for a success, ``{"refused": ...}`` for a refusal (a
+    stored workq error, ``errors.revived``). ``error`` (failed): the JSON-RPC error."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: str
+    status: TaskStatus
+    status_message: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    ttl_ms: int | None
+    poll_interval_ms: int
+    answer: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    number: int | None = None
+    fence: int | None = None

@@ -49,7 +49,7 @@ def _fill(queue: Queue) -> None:
 
 def _fill_the_rest(queue: Queue) -> None:
     """Rows in the tables the export leaves out: the GitHub mirror's, plans, workflows, pull
-    requests, notice sinks and their outbox, policies."""
+    requests, notice sinks and their outbox, policies, tasks."""
     now = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
     issue_id = issues.get(queue, 2).id
     comment_id = notes.comments(queue, 4)[0].id
@@ -221,6 +221,25 @@ def _fill_the_rest(queue: Queue) -> None:
             "value": "20m",
             "set_by": "admin",
             "set_at": now,
+        },
+        models.tasks: {
+            "id": "x" * 32,
+            "owner": "run-b",
+            "kind": "claim_next",
+            "arguments": '{"run_id": "run-b"}',
+            "status": "completed",
+            "status_message": "Claimed issue #2",
+            "result": '{"value": {"claimed": true, "number": 2}}',
+            "error": None,
+            "created_at": now,
+            "updated_at": now,
+            "ttl_ms": 2**33,
+            "poll_interval_ms": 1000,
+            "deadline": now,
+            "number": 2,
+            "fence": 1,
+            "read_at": now,
+            "released": True,
         },
         models.agents: {
             "id": "agent-1",

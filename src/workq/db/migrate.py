@@ -36,6 +36,7 @@ REVISIONS: tuple[str, ...] = (
     "0014_notify_event_kind",
     "0015_landings",
     "0016_notices",
+    "0017_tasks",
 )
 HEAD = REVISIONS[-1]
 

@@ -505,3 +505,34 @@ policies = Table(
     Column("set_by", String(128)),
     Column("set_at", UTCDateTime, nullable=False),
 )
+
+# Tool calls answered later (migration 0017_tasks): the MCP Tasks extension
+# (services/tasks). ``id`` is the unguessable task id a client polls with; ``owner`` the
+# caller it belongs to (its run id: another caller is told no such task exists); ``kind``
+# which tool call it stands for, with its ``arguments`` (JSON). ``result`` (JSON) is the
+# tool's answer once ``status`` is completed, ``error`` (JSON) a JSON-RPC error once it
+# failed. A claim made for the task is ``number`` at ``fence``, in the claim's own
+# transaction; ``read_at`` says a client read it; ``released`` that a claim nobody read
+# (or a cancelled one) went back to the queue. ``deadline``: when a wait ends.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("owner", String(200), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("arguments", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("status_message", Text),
+    Column("result", Text),
+    Column("error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("ttl_ms", BigInteger),
+    Column("poll_interval_ms", Integer, nullable=False),
+    Column("deadline", UTCDateTime),
+    Column("number", Integer),
+    Column("fence", Integer),
+    Column("read_at", UTCDateTime),
+    Column("released", Boolean, nullable=False, default=False, server_default=text("false")),
+    Index("ix_tasks_status", "status", "kind", "created_at"),
+)

@@ -17,6 +17,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 import workq
 from workq.config import Settings
 from workq.errors import InvalidInput, WorkqError
-from workq.server import handshake, prompts, resources, sessions, stdio, toolsets
+from workq.server import handshake, prompts, resources, sessions, stdio, task_listen, toolsets
 from workq.server.opening import Opening
 from workq.server.registry import Catalog, Registry
 from workq.server.results import (
@@ -38,6 +39,7 @@ from workq.server.results import (
 )
 from workq.server.spelling import spelling
 from workq.server.state import ServerState
+from workq.server.tasks import TasksExtension
 
 log = logging.getLogger("workq.server")
 
@@ -72,6 +74,8 @@ class WorkqServer(MCPServer[ServerState]):
             finally:
                 state.stop()
 
+        tasks = TasksExtension(state)
+        bus = InMemorySubscriptionBus()
         super().__init__(
             "workq",
             version=workq.__version__,
@@ -79,11 +83,18 @@ class WorkqServer(MCPServer[ServerState]):
             tools=list(tools.values()),
             lifespan=lifespan,
             log_level="WARNING",
-            middleware=[handshake.explain, sessions.identify(state)],
+            middleware=[
+                handshake.explain,
+                sessions.identify(state),
+                task_listen.listening(state, tasks, bus),
+            ],
+            extensions=[tasks],
+            subscriptions=bus,
         )
         self.state = state
         self.workq_tools = tools
         self.spell = spelling(tools)
+        tasks.spell = self.spell
         self.opening = Opening(state.wait_open, state.is_open)
         self._homes: dict[str, str] | None = None
 

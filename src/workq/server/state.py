@@ -249,9 +249,24 @@ class ServerState:
         for keeper in keepers:
             keeper.join(timeout=10)
         if future.done() and future.exception() is None:
+            self._abandon_tasks(future.result())
             self._unbind(future.result())
             future.result().db.dispose()
         self.github.close()
+
+    def _abandon_tasks(self, queue: Queue) -> None:
+        """The client ended its input and this server's run id was made up for this process
+        (no later server can act under it, so none could read its tasks): its waiting tasks
+        are cancelled, and claims made for them and not read go back to the queue. With a
+        chosen run id (``--run-id``, ``WORKQ_RUN_ID``) a restarted client may poll them."""
+        if not self._waits_ended.is_set() or self.settings.run_id:
+            return
+        from workq.services.tasks import lifecycle
+
+        try:
+            lifecycle.abandon(queue, self.own.run_id, "Its client went away")
+        except WorkqError as exc:  # they expire with their ttl instead
+            log.warning("workq: could not cancel this client's tasks: %s", exc.describe())
 
     def _unbind(self, queue: Queue) -> None:
         """The run ids this server acted under are free for another server at once."""
@@ -329,6 +344,7 @@ class ServerState:
     def _keepers_of(self, queue: Queue) -> list[threading.Thread]:
         from workq.services.notices import delivery, watch
         from workq.services.queue.processes import this_process
+        from workq.services.tasks import waker
 
         def thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
             return threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -337,6 +353,7 @@ class ServerState:
             thread("workq-renew", self._renew_loop, queue),
             thread("workq-watch", watch.run, queue, self._stop, self.settings.watch_seconds),
             thread("workq-notices", delivery.run, queue, self._stop, this_process()),
+            thread("workq-tasks", waker.run, queue, self._stop),
         ]
 
     def _bind_own(self, queue: Queue) -> None:

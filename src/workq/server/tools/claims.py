@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from workq.domain.authority import Authority
 from workq.errors import InvalidInput, Step, render
 from workq.schemas import (
     NOTHING_CLAIMED,
@@ -19,6 +21,7 @@ from workq.schemas import (
     ReadyFilter,
     WorkspaceInfo,
 )
+from workq.server import tasks as tasking
 from workq.server.outputs import Ready, Renewed, Waiting
 from workq.server.params import (
     Agent,
@@ -36,6 +39,7 @@ from workq.server.params import (
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import numbers, ready_text
 from workq.server.results import SPELLING, ok, when, worded
+from workq.server.state import ServerState
 from workq.server.waits import Look, until_found
 
 NOTHING_READY = "No ready issues available"
@@ -172,30 +176,95 @@ def _register_claiming(reg: Registry) -> None:
         from workq.services.workspaces import claiming
 
         wanted = _filter(agent, include_types, exclude_types, labels, repository)
-        with worded("Could not claim the next issue"):
+        with worded(CLAIM_NEXT_REFUSED):
             by = state.authority(run_id)
 
         def attempt() -> ClaimedIssue | None:
             return claiming.claim_next(state.queue(), by, wanted, worktree=worktree)
 
-        look = Look(
-            (wanted.model_dump_json() if wanted else None, bool(worktree)),
-            lambda: claiming.claimable(state.queue(), wanted, worktree=worktree),
+        chance = tasking.offered()
+        if chance is not None and wait_seconds:
+            # The client takes tasks: try once; if nothing is there, answer with a task
+            # that claims when work comes (services/tasks/claim_next.py).
+            with worded(CLAIM_NEXT_REFUSED):
+                issue = await anyio.to_thread.run_sync(attempt)
+                if issue is None:
+                    return await _claim_later(state, chance, by, wanted, worktree, wait_seconds)
+        else:
+            look = Look(
+                (wanted.model_dump_json() if wanted else None, bool(worktree)),
+                lambda: claiming.claimable(state.queue(), wanted, worktree=worktree),
+            )
+            with worded(CLAIM_NEXT_REFUSED):
+                issue = await until_found(state, attempt, wait_seconds or 0, look)
+        if issue is not None:
+            with worded(CLAIM_NEXT_REFUSED):
+                state.claimed_with(issue.claimed_by)
+        return claimed_next(issue)
+
+    tasking.offer(
+        tasking.ToolTask(
+            tool="issue_claim_next",
+            kind="claim_next",
+            render=lambda value: claimed_next(_claimed_issue(value)),
+            refused=CLAIM_NEXT_REFUSED,
         )
-        with worded("Could not claim the next issue"):
-            issue = await until_found(state, attempt, wait_seconds or 0, look)
-        if issue is None:
-            return ok(NOTHING_READY, NOTHING_CLAIMED)
-        with worded("Could not claim the next issue"):
-            state.claimed_with(issue.claimed_by)
-        text = f"Claimed issue #{issue.number}: {issue.title}"
-        text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
-        if issue.previous_holder:
-            text += f" · taken over from {issue.previous_holder} (lease expired)"
-        text += _workspace(issue.worktree)
-        if issue.description:
-            text += f"\n\n{issue.description}"
-        return ok(text + _briefed(issue), issue)
+    )
+
+
+CLAIM_NEXT_REFUSED = "Could not claim the next issue"
+
+
+async def _claim_later(
+    state: ServerState,
+    chance: tasking.Offer,
+    by: Authority,
+    wanted: ReadyFilter | None,
+    worktree: bool | None,
+    wait_seconds: int,
+) -> CallToolResult:
+    """Answer an issue_claim_next that would wait with a task that claims for it: its run
+    id is bound now (as a claim binds it), and the task is durable before it is handed
+    over. What is returned here stands in for the task's handle (tasks.py answers that)."""
+    from workq.services.queue import waiting
+    from workq.services.tasks import claim_next as claim_task
+
+    waiting.seconds(wait_seconds)
+    if by.acts_as is not None and by.acts_as != state.run_id:
+        state.claimed_with(by.acts_as)
+    task = await anyio.to_thread.run_sync(
+        lambda: claim_task.start(
+            state.queue(),
+            owner=state.run_id,
+            by=by,
+            f=wanted,
+            worktree=worktree,
+            wait_seconds=wait_seconds,
+        )
+    )
+    tasking.hand_over(chance, task.view())
+    return ok(NOTHING_READY, NOTHING_CLAIMED)
+
+
+def _claimed_issue(value: Any) -> ClaimedIssue | None:
+    """A task's stored answer: the claimed issue, or None (``{"claimed": false}``)."""
+    if not isinstance(value, dict) or not value.get("claimed", True):
+        return None
+    return ClaimedIssue.model_validate(value)
+
+
+def claimed_next(issue: ClaimedIssue | None) -> CallToolResult:
+    """issue_claim_next's answer: the claimed issue, or that none was ready."""
+    if issue is None:
+        return ok(NOTHING_READY, NOTHING_CLAIMED)
+    text = f"Claimed issue #{issue.number}: {issue.title}"
+    text += f"\npriority: {issue.priority.value} · type: {issue.issue_type.value}"
+    if issue.previous_holder:
+        text += f" · taken over from {issue.previous_holder} (lease expired)"
+    text += _workspace(issue.worktree)
+    if issue.description:
+        text += f"\n\n{issue.description}"
+    return ok(text + _briefed(issue), issue)
 
 
 def _register_holding(reg: Registry) -> None:

@@ -13,7 +13,7 @@ Statements are built once at import; only their parameters change per call.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -225,16 +225,29 @@ def clear_claim(
     )
 
 
-def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> ClaimedIssue | None:
+# Called inside claim_next's transaction with the claim it made, before it commits (a room
+# above the queue that must receive the claim in the same transaction: a task, see
+# services/tasks). It may raise to take the claim back: the whole transaction rolls back.
+Received = Callable[[Connection, ClaimedIssue], None]
+
+
+def claim_next(
+    q: Queue,
+    by: Authority,
+    f: ReadyFilter | None = None,
+    *,
+    then: Received | None = None,
+) -> ClaimedIssue | None:
     """Ready and claim in one transaction, under ``by``'s run id. None when nothing is
     ready (a normal result). The claim comes with the issue it took, as ``ready`` shows it.
+    ``then``: called with the claim inside its transaction (see ``Received``).
 
     Refused (PlanModeActive) while one of ``by``'s run ids is in plan mode, unless ``by``
     overrides (an admin's ``--ignore-plan-mode``)."""
     run_id = claimer(by)
     gate = () if by.override is not None else sorted(door.planners(by))
 
-    if q.db.dialect == "postgresql" and claim_statement.chainable(q):
+    if q.db.dialect == "postgresql" and then is None and claim_statement.chainable(q):
         claimed = claim_statement.claim_next_alone(q, by, run_id, f, gate)
         if claimed is not None:
             _took_over(q, claimed)  # the one statement's takeover: after its commit too
@@ -251,11 +264,16 @@ def claim_next(q: Queue, by: Authority, f: ReadyFilter | None = None) -> Claimed
             if not rows:
                 return None
             if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
-                return claim_statement.claimed(
+                renewed = claim_statement.claimed(
                     rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True)
                 )
+                if then is not None:
+                    then(conn, renewed)
+                return renewed
             taken = _claim_row(q, conn, rows[0], run_id, now)
             if taken is not None:
+                if then is not None:
+                    then(conn, claim_statement.claimed(rows[0], taken.claim()))
                 return rows[0], taken
 
     done = q.db.write(work)

@@ -187,14 +187,32 @@ def claim_next(
     f: ReadyFilter | None,
     *,
     worktree: bool | None = None,
+    then: claims.Received | None = None,
 ) -> ClaimedIssue | None:
     """``claims.claim_next`` under ``by``'s run id, with the claimed issue's worktree as
     ``claim`` makes it (when ``worktree``, or when its repository makes one per claim).
-    Asked for a worktree, only issues that belong to a repository are considered."""
+    Asked for a worktree, only issues that belong to a repository are considered.
+    ``then``: called with the claim inside its transaction (``claims.Received``)."""
     f = _for_worktree(f, worktree)
-    taken = claims.claim_next(q, by, f)
+    taken = claims.claim_next(q, by, f, then=then)
     if taken is None:
         return None
+    return finish_claim_next(q, by, f, taken, worktree=worktree)
+
+
+def finish_claim_next(
+    q: Queue,
+    by: Authority,
+    f: ReadyFilter | None,
+    taken: ClaimedIssue,
+    *,
+    worktree: bool | None = None,
+) -> ClaimedIssue:
+    """What ``claim_next`` adds to the claim ``taken`` after it committed: its worktree
+    (made if asked for, or if its repository makes one per claim; on failure the claim is
+    given back and the error raised) and the briefing of the claim before. Safe to run
+    again for the same claim (a crash between the claim and this): the worktree made is
+    the one it has."""
     if worktree is None and not (f and f.repository):
         placed = _repository_of(q, taken.number)
         if placed is None or not placed[1]:  # in no repository, or one without auto worktrees
