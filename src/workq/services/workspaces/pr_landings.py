@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
+from workq.db.tables import landings as landing_rows
 from workq.db.tables import worktrees
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import Conflict, NotFound, NothingToMerge, WorktreeDirty
-from workq.schemas import MergeResult
+from workq.schemas import LandingStatus, MergeResult
 from workq.services.coding.gates import MergeCandidate
 from workq.services.handle import Queue
 from workq.services.queue import claims, door
@@ -92,16 +93,43 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
         by=by,
         actor=actor,
     )
+    return _answer(q, r, status)
+
+
+def answer(q: Queue, status: LandingStatus) -> MergeResult:
+    """What a merge answers for the landing ``status`` (as ``queue_landing`` answers when it
+    queues one): merged once landed (``commit``: the commit GitHub merged it as), the
+    landing as it stands (refused: with its ``failure``), and, while it still moves, what
+    to start when no GitHub worker moves it."""
+    with q.db.read() as conn:
+        r = repository_row(conn, status.repository)
+    return _answer(q, r, status)
+
+
+def _answer(q: Queue, r: Any, status: LandingStatus) -> MergeResult:
+    landed = status.state == "landed"
     return MergeResult(
-        merged=status.state == "landed",
-        branch=b.name,
+        merged=landed,
+        branch=status.branch,
         into=r.default_branch,
-        worktree_cleaned=False,
+        worktree_cleaned=landed and _cleaned(q, status.number),
         commit=status.merge_sha,
-        number=b.number,
-        note=_unmoved(q, r.github_repo),
+        number=status.number,
+        note=_unmoved(q, r.github_repo) if status.state in landings.ACTIVE else None,
         landing=status,
     )
+
+
+def _cleaned(q: Queue, number: int) -> bool:
+    """Whether the worktree issue ``number``'s landing came from was removed once it landed
+    (one holding uncommitted edits is kept)."""
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(worktrees.c.state, worktrees.c.path)
+            .join(landing_rows, landing_rows.c.worktree_id == worktrees.c.id)
+            .where(landing_rows.c.number == number)
+        ).first()
+    return found is not None and found.state == "merged" and not Path(found.path).is_dir()
 
 
 def _unmoved(q: Queue, github_repo: str) -> str | None:
