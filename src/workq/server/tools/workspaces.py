@@ -18,8 +18,9 @@ from workq.server import tasks as tasking
 from workq.server.params import Fence, Number, RunId
 from workq.server.registry import READ_ONLY, Registry, writes
 from workq.server.render import landing_text
-from workq.server.results import ok, worded
+from workq.server.results import SPELLING, ok, worded
 from workq.server.state import ServerState
+from workq.server.task_answers import refusable
 
 log = logging.getLogger("workq.server")
 
@@ -70,30 +71,44 @@ def register(reg: Registry) -> None:
         """Merge the issue's worktree into its repository's default branch (refused with
         the conflicting files, or the failing gates), complete the issue, remove the
         worktree and branch. Only its holder may. Merges queue; call again after a crash."""
+        from workq.services.tasks import merge as merge_task
         from workq.services.workspaces import merges
 
-        with worded(f"Could not merge issue #{number}"):
-            done = merges.merge_issue(
-                state.queue(),
-                number,
-                by=state.authority(run_id, fence=fence),
-                actor=run_id or state.run_id,
-                lease_seconds=state.settings.merge_lease_seconds,
-                strategy=strategy,
-            )
         chance = tasking.offered()
+        with worded(f"Could not merge issue #{number}"):
+            by = state.authority(run_id, fence=fence)
+            actor = run_id or state.run_id
+            lease = state.settings.merge_lease_seconds
+            if chance is not None:  # gates to run longer than a moment: a task runs them
+                task = merge_task.start_if_long(
+                    state.queue(),
+                    owner=state.run_id,
+                    number=number,
+                    by=by,
+                    actor=actor,
+                    lease_seconds=lease,
+                    strategy=strategy,
+                    spell=SPELLING.get(),
+                )
+                if task is not None:
+                    tasking.hand_over(chance, task.view())
+                    return ok(f"Merging issue #{number}", {})
+            done = merges.merge_issue(
+                state.queue(), number, by=by, actor=actor, lease_seconds=lease, strategy=strategy
+            )
         if chance is not None:
             _follow(state, chance, done)
         return merge_answer(done)
 
-    tasking.offer(
-        tasking.ToolTask(
-            tool="issue_merge",
-            kind="landing",
-            render=lambda value: merge_answer(MergeResult.model_validate(value)),
-            refused="Could not merge issue",
+    for kind in ("landing", "merge"):
+        tasking.offer(
+            tasking.ToolTask(
+                tool="issue_merge",
+                kind=kind,
+                render=refusable(lambda value: merge_answer(MergeResult.model_validate(value))),
+                refused="Could not merge issue",
+            )
         )
-    )
 
 
 def _follow(state: ServerState, chance: tasking.Offer, done: MergeResult) -> None:

@@ -89,28 +89,41 @@ def said(landing: LandingStatus) -> str:
 def advance(q: Queue, task: TaskRecord) -> None:
     """Complete ``task`` once its landing landed, was refused, was queued again with
     another tip or its wait is over; else say where it stands."""
+    args = task.args()
+    follow(q, task, int(args["number"]), str(args["head_sha"]))
+
+
+def follow(q: Queue, task: TaskRecord, number: int, head_sha: str) -> None:
+    """``advance`` of a task that follows issue ``number``'s landing of ``head_sha`` (a
+    merge task follows the landing its merge queued, merge.py)."""
     if task.status != WORKING:
         return
-    args = task.args()
     try:
-        landing = landings.require(q, int(args["number"]))
+        landing = landings.require(q, number)
     except StorageError:
         raise  # the next round or poll reads it again
     except WorkqError as exc:  # the issue was deleted: nothing lands
-        _complete(q, task, {"refused": stored(exc)}, f"Refused: {exc.code}")
+        _complete(q, task, refusal(exc, number), f"Refused: {exc.code}")
         return
     over = task.deadline is not None and q.now() >= task.deadline
-    if landing.state in DONE or landing.head_sha != args["head_sha"] or over:
-        _complete(q, task, _answer(q, landing), _ended(landing, args["head_sha"]))
+    if landing.state in DONE or landing.head_sha != head_sha or over:
+        _complete(q, task, _answer(q, landing), _ended(landing, head_sha))
     elif said(landing) != task.status_message:
         _describe(q, task.id, said(landing))
+
+
+def refusal(exc: WorkqError, number: int, kept: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A merge's refusal as a task's answer, worded as the call words it (``kept``: the
+    error as kept, when not ``stored(exc)``)."""
+    refused = kept if kept is not None else stored(exc)
+    return {"value": {"refused": refused, "prefix": f"Could not merge issue #{number}"}}
 
 
 def _answer(q: Queue, landing: LandingStatus) -> dict[str, Any]:
     try:
         found: MergeResult = pr_landings.answer(q, landing)
     except NotFound as exc:  # its repository was removed
-        return {"refused": stored(exc)}
+        return refusal(exc, landing.number)
     return {"value": found.model_dump(mode="json")}
 
 

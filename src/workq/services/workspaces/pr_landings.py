@@ -5,6 +5,7 @@ by the GitHub worker (github/landing.py), and finished here once GitHub merged i
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,13 @@ from workq.services.workspaces.worktrees import (
 )
 from workq.vcs import git
 
+# Asked last before a merge's point of no return; raises to stop it there (merges.merge).
+Proceed = Callable[[], None]
 
-def through_pull_request(q: Queue, r: Any, w: Any, actor: str | None, by: Authority) -> MergeResult:
+
+def through_pull_request(
+    q: Queue, r: Any, w: Any, actor: str | None, by: Authority, *, proceed: Proceed | None = None
+) -> MergeResult:
     if w.number is None:
         raise Conflict(
             f"worktree {w.id} belongs to no issue: only an issue's work lands through a pull "
@@ -44,7 +50,7 @@ def through_pull_request(q: Queue, r: Any, w: Any, actor: str | None, by: Author
     if w.state != "active":
         raise Conflict(f"worktree {w.id} is {w.state}: nothing to land", worktree_id=w.id)
     branch = Branch(w.number, w.branch, w.base_commit, Path(w.path), w.id)
-    return queue_landing(q, r, branch, actor, by)
+    return queue_landing(q, r, branch, actor, by, proceed=proceed)
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,15 @@ class Branch:
     worktree_id: str | None  # None: a shared checkout (contract E's merge_to_main)
 
 
-def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority) -> MergeResult:
+def queue_landing(
+    q: Queue,
+    r: Any,
+    b: Branch,
+    actor: str | None,
+    by: Authority,
+    *,
+    proceed: Proceed | None = None,
+) -> MergeResult:
     """Queue ``b`` to land through a pull request (its repository ``r`` lands with "pr"):
     checked here as a local merge is (clean, ahead, no conflict with the default branch as
     this checkout knows it, the gates on its tip), then answered at once; the GitHub
@@ -83,6 +97,8 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
     if head is not None:
         refuse_conflicts(root, head, tip, b.name)
     check_gates(q, MergeCandidate(root, b.checkout, tip, None, b.number, actor, by))
+    if proceed is not None:
+        proceed()
     status = landings.queue(
         q,
         b.number,
