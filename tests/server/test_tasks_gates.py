@@ -15,7 +15,7 @@ import pytest
 
 from tests.server.raw_modern import Stdio
 from tests.server.test_tasks import TASK_FIELDS, settled, until
-from tests.services.tasks.test_gate_tasks import Gated
+from tests.services.tasks.gated import Gated
 from tests.services.workspaces.gitrepo import commit
 from workq.config import Settings
 from workq.domain.authority import Authority

@@ -7,7 +7,6 @@ runs nothing, and a merge cancelled while its gates run does not land."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -19,8 +18,8 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from tests.services.coding.gaterepo import PY
-from tests.services.workspaces.gitrepo import commit, make_repo
+from tests.services.tasks.gated import Gated
+from tests.services.workspaces.gitrepo import commit
 from workq.db.tables import tasks
 from workq.domain.authority import Authority
 from workq.errors import NotHolder
@@ -36,31 +35,6 @@ from workq.vcs import git
 AGENT = Authority.of({"agent-a"})
 OWNER = "agent-a"
 LIMIT = 30.0
-
-# Runs until the file its first argument names exists: passes if it says "pass".
-WAIT = """\
-import pathlib, sys, time
-release = pathlib.Path(sys.argv[1])
-deadline = time.time() + 50
-while not release.exists() and time.time() < deadline:
-    time.sleep(0.02)
-sys.exit(0 if release.exists() and release.read_text() == "pass" else 1)
-"""
-
-
-class Gated:
-    """A repository whose one gate runs until ``release`` is called."""
-
-    def __init__(self, root: Path) -> None:
-        self.flag = root / "release"
-        toml = f'[gates.wait]\ncommand = [{PY}, "checks/wait.py", {json.dumps(str(self.flag))}]\n'
-        self.repo = make_repo(
-            root / "app",
-            {"workq.toml": toml + "timeout = 60\n", "checks/wait.py": WAIT, "src/app.py": "x\n"},
-        )
-
-    def release(self, word: str = "pass") -> None:
-        self.flag.write_text(word)
 
 
 @pytest.fixture
