@@ -7,6 +7,7 @@ ends; a cancel stops the following and nothing else; the waker advances it on it
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -205,3 +206,54 @@ def test_a_merge_already_landed_or_a_local_one_has_nothing_to_follow(landing: La
     assert again.already_merged and again.landing is None
     assert not landing_task.follows(again.landing)
     assert not landing_task.follows(landings.require(landing.q, number))
+
+
+def test_a_merge_whose_gates_run_long_then_follows_the_landing_it_queued(
+    landing: Landing, tmp_path: Path
+) -> None:
+    from tests.services.tasks.gated import WAIT
+    from workq.services.coding import gates
+    from workq.services.tasks import merge
+
+    # The owner's gate table on the checkout's main: one gate that runs until released.
+    release = tmp_path / "release"
+    flag = str(release)
+    (landing.work / "checks").mkdir()
+    (landing.work / "checks" / "wait.py").write_text(WAIT)
+    (landing.work / "workq.toml").write_text(
+        f'[gates.wait]\ncommand = ["{sys.executable}", "checks/wait.py", "{flag}"]\ntimeout = 60\n'
+    )
+    git(landing.work, "add", ".")
+    git(landing.work, "commit", "-q", "-m", "gates")
+    # On GitHub's main too (where a landing's gates are read): fetched into the bare
+    # repository, which no pre-receive hook guards.
+    git(landing.bare, "fetch", "-q", str(landing.work), "main:main")
+    git(landing.work, "fetch", "-q", "origin")
+    landing.q.tests_gate = gates.EVIDENCE
+    number = landing.issue("Gated landing", "gated.py", "g = 1\n")
+    try:
+        made = merge.start_if_long(
+            landing.q,
+            owner=AGENT,
+            number=number,
+            by=Authority.of([AGENT]),
+            actor=AGENT,
+            lease_seconds=60,
+            strategy=None,
+        )
+        assert made is not None and made.kind == "merge"
+        release.write_text("pass")
+        deadline = time.monotonic() + 30
+        while landings.get(landing.q, number) is None:  # the gates passed: queued
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        following = poll(landing, made.id)
+        assert following.status is TaskStatus.WORKING
+        assert following.status_message == f"Landing #{number} queued"
+        assert following.poll_interval_ms == landing_task.POLL_MS
+        assert landing.land_pass().landed == [number]
+        done = answer(poll(landing, made.id))
+        assert done.merged and done.commit == git(landing.bare, "rev-parse", "main")
+        assert done.landing is not None and done.landing.state == "landed"
+    finally:
+        release.write_text("stop")
