@@ -204,8 +204,9 @@ SERVICE_ARROWS: dict[str, frozenset[str]] = {
     "maintenance": frozenset({"queue"}),
     # Telling people: reads the queue, saves a stalled claim's work (workspaces).
     "notices": frozenset({"queue", "workspaces"}),
-    # Tool calls answered later: a task's claim is claim_next's (workspaces), with a hook.
-    "tasks": frozenset({"queue", "workspaces"}),
+    # Tool calls answered later: a task's claim is claim_next's (workspaces), with a hook;
+    # gates and merges run as tasks (coding, workspaces).
+    "tasks": frozenset({"queue", "workspaces", "coding"}),
     # Opening a queue hangs the rooms' hooks on it: the GitHub outbox, the worktrees' refusal,
     # the notice outbox.
     "runtime": frozenset({"sync", "workspaces", "notices"}),

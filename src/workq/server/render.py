@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from workq.domain import landing_failures
 from workq.schemas import LandingStatus, ReadyIssue
 
 # Contract A shows issue_get, issue_list and issue_ready answering JSON: its keys, in its
@@ -80,6 +81,10 @@ def landing_text(landing: LandingStatus) -> str:
             "The GitHub worker pushes, waits for checks and merges it, then completes the "
             "issue; claim your next issue meanwhile."
         )
+    elif landing.state == "landed":
+        text += f"Merged as {(landing.merge_sha or '')[:12]}; the issue is done."
+    elif landing.failure is not None:  # refused: why, and what to repair
+        text += "\n\n" + landing_failures.comment(landing.failure)
     elif landing.state == "refused":
         text += "Fix what it says, commit, and merge again."
     return text

@@ -28,7 +28,9 @@ import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp.types import (
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -105,6 +107,19 @@ def require(ctx: ServerRequestContext[Any, Any]) -> None:
             code=MISSING_REQUIRED_CLIENT_CAPABILITY,
             message="Missing required client capability",
             data={"requiredCapabilities": {"extensions": {TASKS: {}}}},
+        )
+
+
+def _routed(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+    """Over Streamable HTTP a ``tasks/*`` request names its task in ``Mcp-Name`` too (for
+    routing intermediaries, SEP-2663): a header that says another task is refused with
+    -32020 (HeaderMismatch, SEP-2243), as the SDK refuses it on ``tools/call``."""
+    headers = getattr(ctx.request, "headers", None)
+    named = headers.get(MCP_NAME_HEADER) if headers is not None else None
+    if named is not None and decode_header_value(named) != task_id:
+        raise MCPError(
+            code=HEADER_MISMATCH,
+            message=f"{MCP_NAME_HEADER} header does not match the request body's 'taskId'",
         )
 
 
@@ -239,6 +254,7 @@ class TasksExtension(Extension):
         from workq.services.tasks import lifecycle
 
         require(ctx)
+        _routed(ctx, params.task_id)
         view = await self._as_owner("retrieve", lifecycle.poll, params.task_id)
         return {"resultType": "complete", **detailed(view, ctx.protocol_version, self.spell)}
 
@@ -250,6 +266,7 @@ class TasksExtension(Extension):
         from workq.services.tasks import store
 
         require(ctx)
+        _routed(ctx, params.task_id)
 
         def look(q: Queue, task_id: str, owner: str) -> TaskView:
             return store.owned(q, task_id, owner).view()
@@ -263,6 +280,7 @@ class TasksExtension(Extension):
         from workq.services.tasks import lifecycle
 
         require(ctx)
+        _routed(ctx, params.task_id)
         await self._as_owner("cancel", lifecycle.cancel, params.task_id)
         return {"resultType": "complete"}
 

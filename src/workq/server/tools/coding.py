@@ -6,17 +6,19 @@ through the same functions under its own names."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from workq.errors import InvalidInput
 from workq.schemas import DocResults, GateReport, WorkContext
+from workq.server import tasks as tasking
 from workq.server.params import Flag, Number, RunId
 from workq.server.registry import Registry, writes
-from workq.server.results import clip, ok, worded
+from workq.server.results import SPELLING, clip, ok, worded
 from workq.server.state import ServerState
+from workq.server.task_answers import refusable
 
 if TYPE_CHECKING:
     from workq.schemas import GateResult
@@ -73,6 +75,7 @@ def gates_answer(
     (instead of ``files``), an empty change running no gate."""
     from workq.services.coding import changes
     from workq.services.coding import gates as service
+    from workq.services.tasks import gates as gate_task
 
     q = state.queue()
     prefix = "Could not run the quality gates"
@@ -92,6 +95,24 @@ def gates_answer(
             if not files:  # no gate runs (files=[] would mean the whole checkout)
                 gates = []
                 verdict = f"no file changed against {found.against}, so no gate ran"
+        chance = tasking.offered()
+        if chance is not None:  # longer than a moment: a task runs them
+            task = gate_task.start_if_long(
+                q,
+                owner=state.run_id,
+                number=chosen,
+                checkout=checkout,
+                by=by,
+                files=files,
+                include_tests=include_tests,
+                gates=gates,
+                actor=run_id or state.run_id,
+                said={"prefix": prefix, "verdict": verdict, "files": taken},
+                spell=SPELLING.get(),
+            )
+            if task is not None:
+                tasking.hand_over(chance, task.view())
+                return ok(f"Running the quality gates of issue #{chosen}", {})
         report = service.run(
             q,
             chosen,
@@ -103,6 +124,13 @@ def gates_answer(
             actor=run_id or state.run_id,
         )
     return ok(_text(report, verdict=verdict, files=taken), report)
+
+
+def gates_rendered(value: dict[str, Any]) -> CallToolResult:
+    """A gates task's answer (services/tasks/gates.py) as gates_answer gives it."""
+    report = GateReport.model_validate(value["report"])
+    text = _text(report, verdict=value.get("verdict"), files=value.get("files"))
+    return ok(text, report)
 
 
 def _line(gate: GateResult) -> str:
@@ -179,3 +207,12 @@ def register(reg: Registry) -> None:
             changed=changed,
             run_id=run_id,
         )
+
+    tasking.offer(
+        tasking.ToolTask(
+            tool="issue_gates",
+            kind="gates",
+            render=refusable(gates_rendered),
+            refused="Could not run the quality gates",
+        )
+    )

@@ -3,10 +3,12 @@ own module, defining a ``Kind``, and one line here."""
 
 from __future__ import annotations
 
-from workq.services.tasks import claim_next
+from workq.services.tasks import claim_next, gates, landing, merge
 from workq.services.tasks.kinds import Kind
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in (claim_next.KIND_OF,)}
+KINDS: dict[str, Kind] = {
+    kind.name: kind for kind in (claim_next.KIND_OF, landing.KIND_OF, gates.KIND_OF, merge.KIND_OF)
+}
 
 
 def of(name: str) -> Kind | None:

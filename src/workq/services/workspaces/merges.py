@@ -42,7 +42,7 @@ from workq.services.workspaces.merge_lease import (
     merge_lease,
 )
 from workq.services.workspaces.merge_records import record_merge
-from workq.services.workspaces.pr_landings import through_pull_request
+from workq.services.workspaces.pr_landings import Proceed, through_pull_request
 from workq.services.workspaces.repositories import row as repository_row
 from workq.services.workspaces.worktree_cleanup import discard, drop_branch
 from workq.services.workspaces.worktrees import (
@@ -65,11 +65,14 @@ def merge(
     wait_seconds: float = DEFAULT_WAIT_SECONDS,
     strategy: Strategy | None = None,
     keep_branch: bool = False,
+    proceed: Proceed | None = None,
 ) -> MergeResult:
     """Merge worktree ``worktree_id`` of ``repo`` into the default branch, complete its
     issue, then clean up. Only the holder of its issue (``by``) or an override may (the
     door, ``merge``). ``strategy`` None merges as the repository is configured
     (fast-forward when possible); ``no-ff`` and ``squash`` always add a commit.
+    ``proceed`` is asked last before the default branch moves (or the landing is queued),
+    after the gates: it raises to stop the merge there (a task cancelled meanwhile).
 
     A merge whose commit is on the default branch finishes whatever refused it after
     (its completion, its cleanup): asked again, it lands nothing twice and does what is
@@ -78,14 +81,14 @@ def merge(
         r = repository_row(conn, repo)
         w = by_id(conn, worktree_id, repo)
     if r.land == "pr" and w.state != "merged":
-        return through_pull_request(q, r, w, actor, by)
+        return through_pull_request(q, r, w, actor, by, proceed=proceed)
     if w.number is not None and w.state != "merged" and not _done_and_landed(q, r, w):
         actor = acted_as(door.ask(q, Action.MERGE, w.number, by), by, actor)
     if w.state == "active":
         root, path = Path(r.path), Path(w.path)
         early(root, r.default_branch, w.branch, path, gates_for(q, root, path, w.number, actor, by))
     with merge_lease(q, repo, lease_seconds=lease_seconds, wait_seconds=wait_seconds):
-        return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch)
+        return _merge_locked(q, repo, worktree_id, actor, by, strategy, keep_branch, proceed)
 
 
 def _done_and_landed(q: Queue, r: Any, w: Any) -> bool:
@@ -111,6 +114,7 @@ def merge_issue(
     actor: str | None = None,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
     strategy: Strategy | None = None,
+    proceed: Proceed | None = None,
 ) -> MergeResult:
     """Merge issue ``number``'s worktree (its newest, active or merged: a merge to finish
     or report), as ``merge`` does.
@@ -133,6 +137,7 @@ def merge_issue(
         actor=actor,
         lease_seconds=lease_seconds,
         strategy=strategy,
+        proceed=proceed,
     )
 
 
@@ -144,6 +149,7 @@ def _merge_locked(
     by: Authority,
     strategy: Strategy | None,
     keep_branch: bool,
+    proceed: Proceed | None = None,
 ) -> MergeResult:
     with q.db.read() as conn:
         r = repository_row(conn, repo)
@@ -182,6 +188,8 @@ def _merge_locked(
     def intend(new: str) -> None:
         """Record the commit the default branch moves to, once the door lets ``by`` merge
         (in that transaction: the last word before the branch moves)."""
+        if proceed is not None:
+            proceed()
 
         def work(conn: Connection) -> None:
             if w.number is not None:

@@ -5,17 +5,19 @@ by the GitHub worker (github/landing.py), and finished here once GitHub merged i
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
+from workq.db.tables import landings as landing_rows
 from workq.db.tables import worktrees
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import Conflict, NotFound, NothingToMerge, WorktreeDirty
-from workq.schemas import MergeResult
+from workq.schemas import LandingStatus, MergeResult
 from workq.services.coding.gates import MergeCandidate
 from workq.services.handle import Queue
 from workq.services.queue import claims, door
@@ -32,8 +34,13 @@ from workq.services.workspaces.worktrees import (
 )
 from workq.vcs import git
 
+# Asked last before a merge's point of no return; raises to stop it there (merges.merge).
+Proceed = Callable[[], None]
 
-def through_pull_request(q: Queue, r: Any, w: Any, actor: str | None, by: Authority) -> MergeResult:
+
+def through_pull_request(
+    q: Queue, r: Any, w: Any, actor: str | None, by: Authority, *, proceed: Proceed | None = None
+) -> MergeResult:
     if w.number is None:
         raise Conflict(
             f"worktree {w.id} belongs to no issue: only an issue's work lands through a pull "
@@ -43,7 +50,7 @@ def through_pull_request(q: Queue, r: Any, w: Any, actor: str | None, by: Author
     if w.state != "active":
         raise Conflict(f"worktree {w.id} is {w.state}: nothing to land", worktree_id=w.id)
     branch = Branch(w.number, w.branch, w.base_commit, Path(w.path), w.id)
-    return queue_landing(q, r, branch, actor, by)
+    return queue_landing(q, r, branch, actor, by, proceed=proceed)
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,15 @@ class Branch:
     worktree_id: str | None  # None: a shared checkout (contract E's merge_to_main)
 
 
-def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority) -> MergeResult:
+def queue_landing(
+    q: Queue,
+    r: Any,
+    b: Branch,
+    actor: str | None,
+    by: Authority,
+    *,
+    proceed: Proceed | None = None,
+) -> MergeResult:
     """Queue ``b`` to land through a pull request (its repository ``r`` lands with "pr"):
     checked here as a local merge is (clean, ahead, no conflict with the default branch as
     this checkout knows it, the gates on its tip), then answered at once; the GitHub
@@ -82,6 +97,8 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
     if head is not None:
         refuse_conflicts(root, head, tip, b.name)
     check_gates(q, MergeCandidate(root, b.checkout, tip, None, b.number, actor, by))
+    if proceed is not None:
+        proceed()
     status = landings.queue(
         q,
         b.number,
@@ -92,16 +109,43 @@ def queue_landing(q: Queue, r: Any, b: Branch, actor: str | None, by: Authority)
         by=by,
         actor=actor,
     )
+    return _answer(q, r, status)
+
+
+def answer(q: Queue, status: LandingStatus) -> MergeResult:
+    """What a merge answers for the landing ``status`` (as ``queue_landing`` answers when it
+    queues one): merged once landed (``commit``: the commit GitHub merged it as), the
+    landing as it stands (refused: with its ``failure``), and, while it still moves, what
+    to start when no GitHub worker moves it."""
+    with q.db.read() as conn:
+        r = repository_row(conn, status.repository)
+    return _answer(q, r, status)
+
+
+def _answer(q: Queue, r: Any, status: LandingStatus) -> MergeResult:
+    landed = status.state == "landed"
     return MergeResult(
-        merged=status.state == "landed",
-        branch=b.name,
+        merged=landed,
+        branch=status.branch,
         into=r.default_branch,
-        worktree_cleaned=False,
+        worktree_cleaned=landed and _cleaned(q, status.number),
         commit=status.merge_sha,
-        number=b.number,
-        note=_unmoved(q, r.github_repo),
+        number=status.number,
+        note=_unmoved(q, r.github_repo) if status.state in landings.ACTIVE else None,
         landing=status,
     )
+
+
+def _cleaned(q: Queue, number: int) -> bool:
+    """Whether the worktree issue ``number``'s landing came from was removed once it landed
+    (one holding uncommitted edits is kept)."""
+    with q.db.read() as conn:
+        found = conn.execute(
+            select(worktrees.c.state, worktrees.c.path)
+            .join(landing_rows, landing_rows.c.worktree_id == worktrees.c.id)
+            .where(landing_rows.c.number == number)
+        ).first()
+    return found is not None and found.state == "merged" and not Path(found.path).is_dir()
 
 
 def _unmoved(q: Queue, github_repo: str) -> str | None:
