@@ -20,7 +20,7 @@ from workq.domain.authority import Authority
 from workq.errors import Spelling, StorageError, WorkqError, stored, tool_call
 from workq.services.coding import gate_estimates, gate_runs
 from workq.services.handle import Queue
-from workq.services.tasks import kinds, runner, store
+from workq.services.tasks import kinds, runner
 from workq.services.tasks.store import TaskRecord
 
 KIND = "gates"
@@ -82,30 +82,25 @@ def start_if_long(
     )
     if not gate_estimates.longer_than_a_moment(q, number, specs):
         return None
-    longest = gate_estimates.longest_seconds(specs)
-    arguments = {
-        "number": number,
-        "checkout": str(checkout),
-        "by": authority(by),
-        "files": files,
-        "include_tests": include_tests,
-        "gates": gates,
-        "actor": actor,
-        "said": said,
-        "runner": runner.me(),
-        "longest_seconds": longest,
-    }
-    with runner.starting():
-        task = store.create(
-            q,
-            owner=owner,
-            kind=KIND,
-            arguments=arguments,
-            wait_seconds=longest,
-            status_message=WAITING,
-        )
-        runner.submit(q, task, lambda: run(q, task, spell), running=RUNNING)
-    return store.load(q, task.id) or task
+    return runner.start(
+        q,
+        owner=owner,
+        kind=KIND,
+        arguments={
+            "number": number,
+            "checkout": str(checkout),
+            "by": authority(by),
+            "files": files,
+            "include_tests": include_tests,
+            "gates": gates,
+            "actor": actor,
+            "said": said,
+        },
+        longest=gate_estimates.longest_seconds(specs),
+        waiting=WAITING,
+        running=RUNNING,
+        work=lambda task: run(q, task, spell),
+    )
 
 
 def run(q: Queue, task: TaskRecord, spell: Spelling = tool_call) -> runner.Answer:

@@ -58,27 +58,22 @@ def start_if_long(
     specs = _gates_to_run(q, number)
     if not gate_estimates.longer_than_a_moment(q, number, specs):
         return None
-    longest = gate_estimates.longest_seconds(specs)
-    arguments = {
-        "number": number,
-        "by": authority(by),
-        "actor": actor,
-        "lease_seconds": lease_seconds,
-        "strategy": strategy,
-        "runner": runner.me(),
-        "longest_seconds": longest,
-    }
-    with runner.starting():
-        task = store.create(
-            q,
-            owner=owner,
-            kind=KIND,
-            arguments=arguments,
-            wait_seconds=longest,
-            status_message=WAITING,
-        )
-        runner.submit(q, task, lambda: run(q, task, spell), running=RUNNING)
-    return store.load(q, task.id) or task
+    return runner.start(
+        q,
+        owner=owner,
+        kind=KIND,
+        arguments={
+            "number": number,
+            "by": authority(by),
+            "actor": actor,
+            "lease_seconds": lease_seconds,
+            "strategy": strategy,
+        },
+        longest=gate_estimates.longest_seconds(specs),
+        waiting=WAITING,
+        running=RUNNING,
+        work=lambda task: run(q, task, spell),
+    )
 
 
 def _gates_to_run(q: Queue, number: int) -> list[Any]:

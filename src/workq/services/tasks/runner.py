@@ -137,6 +137,33 @@ def starting() -> Iterator[None]:
             _POOL.starting -= 1
 
 
+def start(
+    q: Queue,
+    *,
+    owner: str,
+    kind: str,
+    arguments: dict[str, Any],
+    longest: float,
+    waiting: str,
+    running: str,
+    work: Callable[[TaskRecord], Answer],
+) -> TaskRecord:
+    """A task of ``owner`` and ``kind`` run here: made naming this process its runner
+    (``arguments`` plus ``runner`` and ``longest_seconds``), its ``work`` submitted to the
+    pool at once; the task as it stands."""
+    with starting():
+        task = store.create(
+            q,
+            owner=owner,
+            kind=kind,
+            arguments={**arguments, "runner": me(), "longest_seconds": longest},
+            wait_seconds=longest,
+            status_message=waiting,
+        )
+        submit(q, task, lambda: work(task), running=running)
+    return store.load(q, task.id) or task
+
+
 def submit(q: Queue, task: TaskRecord, work: Callable[[], Answer], *, running: str) -> None:
     """Run ``work`` for ``task`` (made with ``runner=me()``) in the pool; complete the task
     with what it answers (a job turns the call's refusals into the answer itself)."""
