@@ -32,6 +32,11 @@ def iso_z(moment: datetime) -> str:
     return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def iso_ms(moment: datetime) -> str:
+    """``2026-11-27T18:06:07.250Z`` (MCP task timestamps)."""
+    return utc(moment).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def day(moment: datetime) -> str:
     """``2026-11-27``."""
     return utc(moment).strftime("%Y-%m-%d")

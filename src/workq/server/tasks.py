@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -42,6 +41,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_types import methods as wire
 from pydantic import Field
 
+from workq.domain import dates
 from workq.errors import Spelling, TaskExpired, TaskNotFound, WorkqError, revived, tool_call
 from workq.schemas import TaskStatus, TaskView
 from workq.server.results import OBJECT_FAILURES, SPELLING, failure, object_failure
@@ -123,18 +123,13 @@ def _routed(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
         )
 
 
-def _iso(moment: datetime) -> str:
-    """ISO 8601 in UTC, to the millisecond: ``2026-12-04T10:30:00.250Z``."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def task_fields(view: TaskView) -> dict[str, Any]:
     """The ``Task`` of the schema: every field it has for ``view``."""
     fields: dict[str, Any] = {
         "taskId": view.id,
         "status": view.status.value,
-        "createdAt": _iso(view.created_at),
-        "lastUpdatedAt": _iso(view.updated_at),
+        "createdAt": dates.iso_ms(view.created_at),
+        "lastUpdatedAt": dates.iso_ms(view.updated_at),
         "ttlMs": view.ttl_ms,
         "pollIntervalMs": view.poll_interval_ms,
     }

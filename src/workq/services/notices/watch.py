@@ -176,7 +176,7 @@ def _tell(q: Queue, conn: Connection, *, p: progress.Progress) -> bool:
     if row.fence != p.fence or again is None or not again.stalled(now):
         return False
     last = _last(conn, p.number, ("stalled",))
-    if last is not None and _aware(last.created_at) > again.progress_at:
+    if last is not None and progress.when(last.created_at) > again.progress_at:
         return False
     record(
         q,
@@ -340,10 +340,6 @@ def _lock(q: Queue, conn: Connection) -> None:
     conn.execute(
         update(counters).where(counters.c.name == _LOCK).values(value=counters.c.value + 1)
     )
-
-
-def _aware(value: Any) -> datetime:
-    return progress.when(value)
 
 
 def run(q: Queue, stop: threading.Event, every: float) -> None:
