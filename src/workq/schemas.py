@@ -351,6 +351,9 @@ class ClaimedIssue(Claim):
     priority: Priority
     issue_type: IssueType
     agent: str
+    # Where the issue is (its repository, whether that makes a worktree per claim), as the
+    # claim's own statement read it; None when not read (then asked). Not in the answer.
+    placement: SkipJsonSchema[tuple[str | None, bool] | None] = Field(default=None, exclude=True)
 
 
 def _or_none(annotation: Any, metadata: list[Any]) -> Any:

@@ -63,7 +63,7 @@ class Prepared(Generic[R]):
         self.row = cast("Callable[..., R] | None", row)
         self.times = [i for i, c in enumerate(columns) if isinstance(c.type, UTCDateTime)]
         self._compiled: dict[str, tuple[str, dict[str, Any]]] = {}
-        self._literal: tuple[str, ...] | None = None  # post-compile names, once compiled
+        self._sqlite: tuple[str, tuple[str, ...]] | None = None  # SQL, post-compile names
         self._by_value: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
 
     def compiled(self, dialect: Dialect) -> tuple[str, dict[str, Any]]:
@@ -108,14 +108,20 @@ class Prepared(Generic[R]):
     def sqlite_call(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The SQLite SQL and parameters to run this statement with ``params``: the hot
         path's, and a benchmark's running the very same statement on the raw driver."""
-        sql, bound = self.sql, self.sqlite_params(params)
-        if self._literal is None:
-            self._literal = limits.expand(sql, _Names())[1] if limits.has_literals(sql) else ()
-        if self._literal:
-            sql, names = self._expanded(sql, bound, self._literal)
+        sql, literal = self._sqlite or self._sqlite_once()
+        bound = self.sqlite_params(params)
+        if literal:
+            sql, names = self._expanded(sql, bound, literal)
             for name in names:
                 del bound[name]
         return sql, bound
+
+    def _sqlite_once(self) -> tuple[str, tuple[str, ...]]:
+        """The SQLite SQL and the names of its post-compile tokens (LIMIT, OFFSET), kept."""
+        sql = self.sql
+        literal = limits.expand(sql, _Names())[1] if limits.has_literals(sql) else ()
+        self._sqlite = (sql, literal)
+        return self._sqlite
 
     def _raw(self, conn: Connection, params: Mapping[str, Any]) -> Any:
         driver = conn.connection.driver_connection

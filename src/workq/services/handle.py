@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Connection, Select, bindparam, insert, select
 from sqlalchemy.sql.dml import Insert
@@ -48,11 +48,19 @@ class ChangeHook(Protocol):
         ...
 
 
-# Called before a claim ends by completion or release (outside the change's transaction:
-# a hook may ask git): the issue's number, what ends it ("completing", "releasing"), and a
-# check to run first, only if the hook finds something to refuse (who holds the claim:
-# that refusal must win). A hook refuses by raising.
-Ending = Callable[["Queue", int, str, Callable[[], None]], None]
+class Ending(NamedTuple):
+    """Asked before a claim ends by completion or release. ``concerns``, inside the change's
+    transaction once the door let it through: whether the hook has anything to look at for
+    the issue (one small read; a change whose issue concerns no hook asks nothing more and
+    commits). If it has, the transaction is left unwritten and ``ask`` is called outside
+    any (it may ask git) with the issue's number, what ends it ("completing",
+    "releasing") and a check to run first, only if it finds something to refuse (who holds
+    the claim: that refusal must win); it refuses by raising, else the change runs again.
+    """
+
+    concerns: Callable[[Connection, int], bool]
+    ask: Callable[[Queue, int, str, Callable[[], None]], None]
+
 
 # Called after a claim ended without completing, once the change that ended it has
 # committed (outside any transaction: a hook may ask git): the issue's number, how it
@@ -186,8 +194,12 @@ def load(conn: Connection, number: int, *, for_update: bool = False) -> IssueRec
     stmt = _load_locked if for_update and conn.dialect.name != "sqlite" else _load
     found = stmt.rows(conn, {"number": number})
     if not found:
-        raise NotFound(f"Issue #{number} not found", number=number)
+        raise not_found(number)
     return found[0]
+
+
+def not_found(number: int) -> NotFound:
+    return NotFound(f"Issue #{number} not found", number=number)
 
 
 def to_issue(

@@ -15,7 +15,7 @@ from tests.conftest import ADMIN
 from workq.domain.authority import Authority
 from workq.errors import Conflict, NotHolder
 from workq.schemas import Status
-from workq.services.handle import Queue
+from workq.services.handle import Ending, Queue
 from workq.services.queue import claims, issues
 from workq.services.sync import outbox
 from workq.services.workspaces import worktrees
@@ -38,7 +38,7 @@ class Recorder:
 
 def test_the_rooms_hooks_are_on_every_opened_queue(queue: Queue) -> None:
     assert outbox.hook_of(queue) is not None
-    assert worktrees.refuse_unmerged in queue.ending
+    assert worktrees.UNMERGED in queue.ending
 
 
 def test_a_change_hook_sees_every_change_even_without_a_statement_form(queue: Queue) -> None:
@@ -51,13 +51,13 @@ def test_a_change_hook_sees_every_change_even_without_a_statement_form(queue: Qu
     assert hook.seen == [(n, "created"), (n, "claimed"), (n, "completed")]
 
 
-def _refusing(calls: list[str]) -> Callable[[Queue, int, str, Callable[[], None]], None]:
-    def ending(q: Queue, number: int, doing: str, first: Callable[[], None]) -> None:
+def _refusing(calls: list[str]) -> Ending:
+    def ask(q: Queue, number: int, doing: str, first: Callable[[], None]) -> None:
         calls.append(doing)
         first()
         raise Conflict(f"not {doing} #{number}: kept by the test's room")
 
-    return ending
+    return Ending(concerns=lambda conn, number: True, ask=ask)
 
 
 @pytest.mark.parametrize("end", ["complete", "release"])
@@ -109,3 +109,46 @@ def test_the_claim_statement_feeds_the_outbox_as_a_part(queue: Queue) -> None:
             select(github_outbox.c.version, github_outbox.c.kind).where(github_outbox.c.number == n)
         ).one()
     assert after.kind == "claimed" and after.version == (before or 0) + 1
+
+
+def test_an_ending_hook_that_does_not_concern_the_issue_is_not_asked(queue: Queue) -> None:
+    asked: list[str] = []
+
+    def ask(q: Queue, number: int, doing: str, first: Callable[[], None]) -> None:
+        asked.append(doing)
+
+    looked: list[int] = []
+
+    def concerns(conn: Connection, number: int) -> bool:
+        looked.append(number)
+        return False
+
+    queue.ending.append(Ending(concerns=concerns, ask=ask))
+    n = issues.create(queue, title="nothing to keep").number
+    claims.claim(queue, n, ME)
+    claims.complete(queue, n, ME)
+    assert looked == [n] and asked == []
+    assert issues.get(queue, n).status == Status.DONE
+
+
+@pytest.mark.parametrize("end", ["complete", "release"])
+def test_an_ending_hook_is_asked_outside_the_transaction_then_the_change_runs(
+    queue: Queue, end: str
+) -> None:
+    """The hook may take its time (git) and even write: the change's transaction was left
+    before it was asked, and the change runs again (asking the door again) after it."""
+    asked: list[str] = []
+
+    def ask(q: Queue, number: int, doing: str, first: Callable[[], None]) -> None:
+        first()
+        assert issues.get(q, number).claimed_by == "me"  # a read of its own
+        issues.update_issue(q, number, title="looked at by the room", by=ADMIN)  # a write
+        asked.append(doing)
+
+    queue.ending.append(Ending(concerns=lambda conn, number: True, ask=ask))
+    n = issues.create(queue, title="kept").number
+    claims.claim(queue, n, ME)
+    getattr(claims, end)(queue, n, ME)
+    after = issues.get(queue, n)
+    assert asked == [f"{end[:-1]}ing"] and after.title == "looked at by the room"
+    assert after.status == (Status.DONE if end == "complete" else Status.OPEN)

@@ -12,7 +12,7 @@ its run id and the exact lease end it sent (see _SETTLED).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -61,6 +61,8 @@ class ChainRow(NamedTuple):
     previous: str | None
     claimed_at: datetime
     fence: int
+    repository: str | None
+    worktree_per_claim: bool | None
 
 
 _PICK_COLUMNS = (
@@ -147,6 +149,7 @@ def _chain(shape: ready_queue.Shape, hooks: list[ChangeHook]) -> Prepared[ChainR
             chosen.c.status.label("previous_status"),
             issues.c.claimed_at,
             issues.c.fence,
+            issues.c.repository,
         )
         .cte("taken")
     )
@@ -201,6 +204,8 @@ def _chain(shape: ready_queue.Shape, hooks: list[ChangeHook]) -> Prepared[ChainR
         taken.c.previous,
         taken.c.claimed_at,
         taken.c.fence,
+        taken.c.repository,
+        ready_queue.worktree_per_claim(taken.c.repository).label("worktree_per_claim"),
     ).add_cte(*extra)
     cached = _chains[key] = Prepared(result, ChainRow)
     return cached
@@ -213,6 +218,7 @@ _SETTLED = (
         *ready_queue.ISSUE_COLUMNS,
         issues.c.claimed_at,
         issues.c.fence,
+        *ready_queue.PLACEMENT_COLUMNS,
         events.c.before,
         events.c.id.label("event"),
     )
@@ -269,7 +275,14 @@ def claim_next_alone(
         else:
             before = json.loads(row.before) if row.before else None
             previous = before.get("claimed_by") if before else None
-        chained = ChainRow(*row[:8], previous, row.claimed_at, row.fence)
+        chained = ChainRow(
+            *row[:8],
+            previous,
+            row.claimed_at,
+            row.fence,
+            row.repository,
+            row.worktree_per_claim,
+        )
         return _claim_of(chained, run_id, sent["now"], sent["until"])
 
     claimed = q.db.write_alone(run, settle)
@@ -304,11 +317,13 @@ def _claim_of(row: ChainRow, run_id: str, now: datetime, until: datetime) -> Cla
     return claimed(row, taken)
 
 
-def claimed(row: ready_queue.ReadyRow | ChainRow, taken: Claim) -> ClaimedIssue:
+def claimed(row: ready_queue.ReadyRow | ChainRow, taken: Claim | Mapping[str, Any]) -> ClaimedIssue:
+    """The claim ``taken`` (a Claim, or its fields) of ``row``, with what the issue asks."""
     return ClaimedIssue(
-        **dict(taken),
+        **(dict(taken) if isinstance(taken, Claim) else taken),
         description=row.description,
         priority=Priority.from_rank(row.priority),
         issue_type=IssueType(row.issue_type),
         agent=row.agent,
+        placement=(row.repository, bool(row.worktree_per_claim)),
     )

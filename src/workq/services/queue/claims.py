@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, bindparam, or_, select, update
 
@@ -54,6 +54,7 @@ from workq.services.queue import (
 )
 
 OPEN, IN_PROGRESS, DONE = Status.OPEN.value, Status.IN_PROGRESS.value, Status.DONE.value
+T = TypeVar("T")
 
 
 _take = Prepared(
@@ -256,32 +257,52 @@ def claim_next(
             return None
         # The one statement leaves issues that declare paths alone: claim with the checks.
 
+    # The plan gate inside the scan (one statement less); asked alone when the scan finds
+    # nothing (to tell which), or first when there are more run ids than the gate holds.
+    closed = door.gate(gate) if gate else None
+
     def work(conn: Connection) -> ClaimedIssue | tuple[ready_queue.ReadyRow, _Taken] | None:
         now = q.now()
-        door.refuse_planning(conn, by, Action.CLAIM)
+        if closed is None:  # (an override's asks nothing)
+            door.refuse_planning(conn, by, Action.CLAIM)
         while True:
-            rows = ready_queue.claimable_rows(q, conn, f, 1, now, run_id, lock=True)
+            rows = ready_queue.claimable_rows(q, conn, f, 1, now, run_id, lock=True, gate=closed)
             if not rows:
+                if closed is not None:
+                    door.refuse_planning(conn, by, Action.CLAIM)
                 return None
-            if rows[0].claimed_by == run_id:  # its own expired claim: a renewal, as claim's
-                renewed = claim_statement.claimed(
-                    rows[0], _renewal(q, conn, rows[0], run_id, now, refence=True)
-                )
-                if then is not None:
-                    then(conn, renewed)
-                return renewed
-            taken = _claim_row(q, conn, rows[0], run_id, now)
-            if taken is not None:
-                if then is not None:
-                    then(conn, claim_statement.claimed(rows[0], taken.claim()))
-                return rows[0], taken
+            found = _claim_first(q, conn, rows[0], run_id, now, then)
+            if found is not None:
+                return found
 
     done = q.db.write(work)
     if isinstance(done, tuple):  # built after COMMIT: the write lock is not held for it
-        claimed = claim_statement.claimed(done[0], done[1].claim())
+        claimed = claim_statement.claimed(done[0], done[1]._asdict())
         _took_over(q, claimed)
         return claimed
     return done
+
+
+def _claim_first(
+    q: Queue,
+    conn: Connection,
+    row: ready_queue.ReadyRow,
+    run_id: str,
+    now: datetime,
+    then: Received | None,
+) -> ClaimedIssue | tuple[ready_queue.ReadyRow, _Taken] | None:
+    """claim_next's claim of ``row``, the first ready one; None if another got there."""
+    if row.claimed_by == run_id:  # its own expired claim: a renewal, as claim's
+        renewed = claim_statement.claimed(row, _renewal(q, conn, row, run_id, now, refence=True))
+        if then is not None:
+            then(conn, renewed)
+        return renewed
+    taken = _claim_row(q, conn, row, run_id, now)
+    if taken is None:
+        return None
+    if then is not None:
+        then(conn, claim_statement.claimed(row, taken._asdict()))
+    return row, taken
 
 
 def _touching_ready(q: Queue, f: ReadyFilter | None) -> bool:
@@ -399,17 +420,18 @@ def complete(
     fields.number(number)
     fields.fence(by.fence)
     text = fields.comment(note) if note else None
-    if by.override is None:  # an override (an admin, GitHub) knows where the work went
-        _keeps_work(q, number, by, Action.COMPLETE)
+    # An override (an admin, GitHub) knows where the work went: no ending hook is asked.
+    ending = _Ending(q, number, by, Action.COMPLETE, asked=by.override is not None)
 
     def work(conn: Connection) -> Completed:
-        row = load(conn, number, for_update=True)
+        row, read = door.load(conn, number, Action.COMPLETE, by)
         if row.status == DONE:
-            door.check(q, conn, row, Action.COMPLETE, by)  # a stale fence is still refused
+            door.check(q, conn, row, Action.COMPLETE, by, read)  # a stale fence is refused
             return Completed(number=number, title=row.title, already_done=True)
         # An override may complete an issue nobody holds (an admin, GitHub closing it).
         if not (by.override is not None and row.claimed_by is None):
-            door.check(q, conn, row, Action.COMPLETE, by)
+            door.check(q, conn, row, Action.COMPLETE, by, read)
+        ending.check(conn)
         holder = row.claimed_by
         waiting = blockers.waits_on(conn, row)
         now = q.now()
@@ -431,28 +453,53 @@ def complete(
         )
         return Completed(number=number, title=row.title, unblocked=unblocked)
 
-    return q.db.write(work)
+    return ending.write(work)
 
 
-def _keeps_work(q: Queue, number: int, by: Authority, action: Action) -> None:
-    """Ask the queue's ``ending`` hooks (the worktrees: unmerged commits) whether the claim
-    may end, once the door lets ``by`` do ``action`` (the change asks again in its
-    transaction)."""
-    if not q.ending:
-        return
+class _AskFirst(Exception):
+    """The claim's end concerns an ``ending`` hook: ask it outside the transaction first."""
 
-    def held() -> None:
+
+class _Ending:
+    """The queue's ``ending`` hooks (the worktrees: unmerged commits) for one change that
+    ends a claim: asked only when one of them concerns the issue, which the change's own
+    transaction reads (``check``, once the door let it through); then the transaction is
+    left unwritten, the hooks asked outside it, and the change run again (asking the
+    door again). ``asked``: none is to be asked (an override, a release that discards)."""
+
+    def __init__(
+        self, q: Queue, number: int, by: Authority, action: Action, *, asked: bool
+    ) -> None:
+        self.q, self.number, self.by, self.action = q, number, by, action
+        self.asked = asked or not q.ending
+
+    def check(self, conn: Connection) -> None:
+        if not self.asked and any(h.concerns(conn, self.number) for h in self.q.ending):
+            raise _AskFirst
+
+    def write(self, work: Callable[[Connection], T]) -> T:
         try:
-            door.ask(q, action, number, by)
-        except NotHolder as refused:
-            if refused.facts.get("holder") is not None:
-                raise  # another caller's claim: the change itself would be refused
-            # nobody holds it: the change says so itself
+            return self.q.db.write(work)
+        except _AskFirst:
+            self._ask()
+            self.asked = True
+            return self.q.db.write(work)
 
-    doing = f"{decisions.verb(action)[:-1]}ing"
-    with contextlib.suppress(NotFound):  # no such issue: the change itself says so
-        for hook in q.ending:
-            hook(q, number, doing, held)
+    def _ask(self) -> None:
+        q, number, by, action = self.q, self.number, self.by, self.action
+
+        def held() -> None:
+            try:
+                door.ask(q, action, number, by)
+            except NotHolder as refused:
+                if refused.facts.get("holder") is not None:
+                    raise  # another caller's claim: the change itself would be refused
+                # nobody holds it: the change says so itself
+
+        doing = f"{decisions.verb(action)[:-1]}ing"
+        with contextlib.suppress(NotFound):  # no such issue: the change itself says so
+            for hook in q.ending:
+                hook.ask(q, number, doing, held)
 
 
 def _overridden(by: Authority, waiting: list[int]) -> dict[str, Any]:
@@ -498,13 +545,13 @@ def release(
     fields.number(number)
     fields.fence(by.fence)
     why = fields.reason(reason) if reason else None
-    if not discard and by.override is None:
-        _keeps_work(q, number, by, Action.RELEASE)
-
+    asked = discard or by.override is not None
+    ending = _Ending(q, number, by, Action.RELEASE, asked=asked)
     held: list[str | None] = []
 
     def work(conn: Connection) -> Issue:
         let = door.admit(q, conn, Action.RELEASE, number, by)
+        ending.check(conn)
         held[:] = [let.holder]
         clear_claim(conn, let.row.id, now=let.now)
         record(
@@ -520,7 +567,7 @@ def release(
         )
         return to_issue(load(conn, number))
 
-    released = q.db.write(work)
+    released = ending.write(work)
     if held and held[0] is not None:
         claim_ended(q, number, "released", held[0])
     return released

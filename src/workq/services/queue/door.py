@@ -9,22 +9,24 @@ write; the transaction that records the step's outcome asks again with ``admit``
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, String, any_, bindparam, select
+from sqlalchemy import Connection, String, any_, bindparam, exists, select
 from sqlalchemy.dialects import postgresql
 
 from workq.db.prepared import Prepared
-from workq.db.tables import IssueRecord, plans
+from workq.db.tables import IssueRecord, issues, plans
 from workq.domain import decisions
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action, Facts
 from workq.domain.plan import PlanPhase
 from workq.errors import WorkqError
-from workq.services.handle import Queue, load
+from workq.services.handle import Queue, not_found
+from workq.services.handle import load as load_row
 from workq.services.queue import blockers
 
 
@@ -49,6 +51,68 @@ _planning_of = {
 }
 # The same inside PostgreSQL's one prepared claim statement: an array, not an expanded list.
 planning_any = plans.c.active_run == any_(bindparam("runs", type_=postgresql.ARRAY(String)))
+# The same as a condition of another statement on any engine (a claim's ready scan): true
+# while none of up to _PREPARED run ids, parameters g0, g1, ... (``gate``), is in plan mode.
+gate_open = ~exists().where(
+    plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(_PREPARED)])
+)
+
+
+# The same as a column of the issue's own read (``load``): the run id of a plan one of
+# them is in, or NULL; asked for the plan's slug and phase only when there is one.
+_planning_run = (
+    select(plans.c.active_run)
+    .where(plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(_PREPARED)]))
+    .limit(1)
+    .scalar_subquery()
+    .label("planning_run")
+)
+_Gated = namedtuple("_Gated", [*IssueRecord._fields, "planning_run"])  # type: ignore[misc]
+_gated = select(*issues.c, _planning_run).where(issues.c.number == bindparam("number"))
+# SQLite's write transaction has locked the file; PostgreSQL locks the row.
+_load_gated = {
+    "sqlite": Prepared(_gated, _Gated),
+    "other": Prepared(_gated.with_for_update(of=issues), _Gated),
+}
+
+
+class Gate(NamedTuple):
+    """The plan gate as the issue's read found it: the run id of the caller's that is in
+    plan mode, or None."""
+
+    planning_run: str | None
+
+
+def load(
+    conn: Connection, number: int, action: Action, by: Authority
+) -> tuple[IssueRecord, Gate | None]:
+    """The issue's row, locked for a change, with the plan gate ``action`` asks (for
+    ``by``) read in the same statement; None: not read (not asked, or more run ids than
+    the statement holds: ``check`` asks it then).
+
+    Raises:
+        NotFound: no such issue.
+    """
+    params = (
+        gate(planners(by)) if decisions.RULES[action].planning and by.override is None else None
+    )
+    if params is None:
+        return load_row(conn, number, for_update=True), None
+    stmt = _load_gated["sqlite" if conn.dialect.name == "sqlite" else "other"]
+    found = stmt.rows(conn, {"number": number, **params})
+    if not found:
+        raise not_found(number)
+    values: tuple[Any, ...] = tuple(found[0])
+    return IssueRecord(*values[:-1]), Gate(values[-1])
+
+
+def gate(run_ids: Collection[str]) -> dict[str, str | None] | None:
+    """``gate_open``'s parameters for ``run_ids`` (the unused ones NULL, which match no
+    plan); None when there are more than it holds (then ask ``planning``)."""
+    runs = sorted(run_ids)
+    if len(runs) > _PREPARED:
+        return None
+    return {f"g{i}": runs[i] if i < len(runs) else None for i in range(_PREPARED)}
 
 
 @dataclass(frozen=True)
@@ -81,16 +145,22 @@ def planners(by: Authority) -> frozenset[str]:
     return by.run_ids | {r for r in (by.acts_as, by.who) if r}
 
 
-def facts(conn: Connection, row: IssueRecord, action: Action, by: Authority) -> Facts:
+def facts(
+    conn: Connection, row: IssueRecord, action: Action, by: Authority, read: Gate | None = None
+) -> Facts:
     """The facts ``action``'s row of the table reads, loaded in ``conn``'s transaction
-    (the plan gate and what the issue waits on only when that row asks)."""
+    (the plan gate and what the issue waits on only when that row asks; the gate as
+    ``read`` found it, when ``load`` read it)."""
     rule = decisions.RULES[action]
     waits: tuple[int, ...] = ()
     if rule.waiting and row.open_blockers:
         waits = tuple(blockers.waits_on(conn, row))
-    gate = None
+    found = None
     if rule.planning and by.override is None:
-        gate = planning(conn, planners(by))
+        if read is None:
+            found = planning(conn, planners(by))
+        elif read.planning_run is not None:
+            found = planning(conn, [read.planning_run])
     return Facts(
         number=row.number,
         status=row.status,
@@ -100,7 +170,7 @@ def facts(conn: Connection, row: IssueRecord, action: Action, by: Authority) -> 
         blocked_reason=row.blocked_reason if row.is_blocked else None,
         open_blockers=row.open_blockers,
         waits_on=waits,
-        planning=gate,
+        planning=found,
     )
 
 
@@ -112,14 +182,22 @@ def admit(q: Queue, conn: Connection, action: Action, number: int, by: Authority
         WorkqError: the table's refusal (NotHolder, StaleClaim, LeaseLapsed,
             PlanModeActive, OpenBlockers, NotClaimable, ...).
     """
-    row = load(conn, number, for_update=True)
-    return check(q, conn, row, action, by)
+    row, read = load(conn, number, action, by)
+    return check(q, conn, row, action, by, read)
 
 
-def check(q: Queue, conn: Connection, row: IssueRecord, action: Action, by: Authority) -> Admitted:
-    """``admit`` for a row the transaction has already loaded (and locked)."""
+def check(
+    q: Queue,
+    conn: Connection,
+    row: IssueRecord,
+    action: Action,
+    by: Authority,
+    read: Gate | None = None,
+) -> Admitted:
+    """``admit`` for a row the transaction has already loaded (and locked); ``read``: the
+    plan gate, if ``load`` read it with the row."""
     now = q.now()
-    refusal = decisions.decide(action, facts(conn, row, action, by), by, now)
+    refusal = decisions.decide(action, facts(conn, row, action, by, read), by, now)
     if refusal is not None:
         raise refusal
     return _admitted(row, by, now)
@@ -129,7 +207,7 @@ def ask(q: Queue, action: Action, number: int, by: Authority) -> Admitted:
     """``admit``'s answer in a read of its own (nothing locked): before a long step and
     each of its external writes."""
     with q.db.read() as conn:
-        row = load(conn, number)
+        row = load_row(conn, number)
         now = q.now()
         refusal = decisions.decide(action, facts(conn, row, action, by), by, now)
     if refusal is not None:

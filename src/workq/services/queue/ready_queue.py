@@ -4,13 +4,16 @@ filtered, in priority order; the reservations of live claims kept out)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import (
     ARRAY,
+    ColumnElement,
     Connection,
     Integer,
+    ScalarSelect,
     Select,
     String,
     all_,
@@ -23,13 +26,13 @@ from sqlalchemy import (
 
 from workq.db.engine import retry_lost_read
 from workq.db.prepared import Prepared
-from workq.db.tables import issues, touches
+from workq.db.tables import issues, repositories, touches
 from workq.db.tables import labels as labels_t
 from workq.domain import dates, readiness
 from workq.errors import InvalidInput
 from workq.schemas import PAGE_MAX, IssueType, NotReady, Priority, ReadyFilter, ReadyIssue, Status
 from workq.services.handle import Queue
-from workq.services.queue import blockers, predicates, reservations
+from workq.services.queue import blockers, door, predicates, reservations
 
 OPEN, DONE = Status.OPEN.value, Status.DONE.value
 
@@ -47,6 +50,23 @@ ISSUE_COLUMNS = (
     issues.c.created_at,
 )
 
+
+def worktree_per_claim(repository: ColumnElement[Any]) -> ScalarSelect[Any]:
+    """Whether the repository named by ``repository`` makes a worktree for every claim:
+    read in a claim's own statement, so that nothing is read after it to know."""
+    return (
+        select(repositories.c.auto_worktree)
+        .where(repositories.c.name == repository)
+        .scalar_subquery()
+    )
+
+
+# Where a claimed issue is: its repository, and whether that makes a worktree per claim.
+PLACEMENT_COLUMNS = (
+    issues.c.repository,
+    worktree_per_claim(issues.c.repository).label("worktree_per_claim"),
+)
+
 READY_COLUMNS = (
     *ISSUE_COLUMNS,
     issues.c.status,
@@ -57,6 +77,7 @@ READY_COLUMNS = (
     # Whether it declares paths (then a claim reserves them): the rare case that needs
     # the live reservations read.
     exists().where(touches.c.issue_id == issues.c.id).label("touching"),
+    *PLACEMENT_COLUMNS,
 )
 
 
@@ -75,6 +96,8 @@ class ReadyRow(NamedTuple):
     open_blockers: int
     fence: int
     touching: bool
+    repository: str | None
+    worktree_per_claim: bool | None
 
 
 ORDER = (issues.c.priority, issues.c.created_at, issues.c.number)
@@ -116,27 +139,32 @@ def filtered(stmt: Select[Any], shape: Shape, *, arrays: bool = False) -> Select
 
 
 _statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]] = {}
-_together: dict[Shape, Prepared[ReadyRow]] = {}
+_together: dict[tuple[Any, ...], Prepared[ReadyRow]] = {}
 
 
-def _scans(shape: Shape) -> tuple[Select[Any], Select[Any]]:
-    """(open and unclaimed, claimed but lease expired), each in ready order, limited."""
+def _scans(shape: Shape, gated: bool = False) -> tuple[Select[Any], Select[Any]]:
+    """(open and unclaimed, claimed but lease expired), each in ready order, limited.
+    ``gated``: empty while the plan gate is closed (door.gate_open, a claim's own scan)."""
     fresh: Select[Any] = select(*READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
     stale: Select[Any] = select(*READY_COLUMNS).where(
         predicates.claim_lapsed(bindparam("now")), _unblocked
     )
+    if gated:
+        fresh, stale = fresh.where(door.gate_open), stale.where(door.gate_open)
     return (
         filtered(fresh, shape).order_by(*ORDER).limit(bindparam("limit", type_=Integer)),
         filtered(stale, shape).order_by(*ORDER).limit(bindparam("limit", type_=Integer)),
     )
 
 
-def ready_statements(shape: Shape, lock: bool) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
+def ready_statements(
+    shape: Shape, lock: bool, gated: bool = False
+) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
     """``_scans`` prepared (with ``lock``: their rows locked, skipping locked ones)."""
-    key = (*shape, lock)
+    key = (*shape, lock, gated)
     cached = _statements.get(key)
     if cached is None:
-        fresh, stale = _scans(shape)
+        fresh, stale = _scans(shape, gated)
         if lock:
             fresh = fresh.with_for_update(skip_locked=True)
             stale = stale.with_for_update(skip_locked=True)
@@ -144,16 +172,17 @@ def ready_statements(shape: Shape, lock: bool) -> tuple[Prepared[ReadyRow], Prep
     return cached
 
 
-def ready_statement(shape: Shape) -> Prepared[ReadyRow]:
+def ready_statement(shape: Shape, gated: bool = False) -> Prepared[ReadyRow]:
     """Both scans as one statement, in ready order: one step instead of two inside a
     claim's write transaction (SQLite, where a claim holds the file's one write lock; on
     PostgreSQL a locking scan cannot be part of a UNION)."""
-    cached = _together.get(shape)
+    key = (*shape, gated)
+    cached = _together.get(key)
     if cached is None:
-        fresh, stale = _scans(shape)
+        fresh, stale = _scans(shape, gated)
         both = union_all(select(fresh.subquery()), select(stale.subquery())).subquery("ready")
         ordered = select(*both.c).order_by(both.c.priority, both.c.created_at, both.c.number)
-        cached = _together[shape] = Prepared(
+        cached = _together[key] = Prepared(
             ordered.limit(bindparam("limit", type_=Integer)), ReadyRow
         )
     return cached
@@ -184,16 +213,27 @@ def filter_params(f: ReadyFilter | None) -> tuple[Shape, dict[str, Any]]:
 
 
 def ready_rows(
-    conn: Connection, f: ReadyFilter | None, limit: int, now: datetime, *, lock: bool = False
+    conn: Connection,
+    f: ReadyFilter | None,
+    limit: int,
+    now: datetime,
+    *,
+    lock: bool = False,
+    gate: Mapping[str, str | None] | None = None,
 ) -> list[ReadyRow]:
+    """Ready rows in claim order. ``gate``: the plan gate's parameters (door.gate): none
+    while one of its run ids is in plan mode (a claim's scan, which then asks why)."""
     shape, params = filter_params(f)
     params.update(limit=limit, now=now)
+    if gate is not None:
+        params.update(gate)
+    gated = gate is not None
     if conn.dialect.name == "sqlite":
-        together = ready_statement(shape)
+        together = ready_statement(shape, gated)
         if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
             return [ReadyRow(*r) for r in conn.execute(together.stmt, params)]
         return together.rows(conn, params)
-    fresh, stale = ready_statements(shape, lock)
+    fresh, stale = ready_statements(shape, lock, gated)
     if shape[1] or shape[2]:
         rows = [ReadyRow(*r) for r in conn.execute(fresh.stmt, params)]
         rows.extend(ReadyRow(*r) for r in conn.execute(stale.stmt, params))
@@ -213,15 +253,19 @@ def claimable_rows(
     holder: str,
     *,
     lock: bool = False,
+    gate: Mapping[str, str | None] | None = None,
 ) -> list[ReadyRow]:
     """Up to ``limit`` ready rows in claim order that ``holder`` may claim: without those
-    whose paths another holder has reserved (unless reservations only warn)."""
-    gate = reservations.Gate(q, conn, now, writes=lock)
+    whose paths another holder has reserved (unless reservations only warn). ``gate``:
+    as ``ready_rows``'."""
+    paths = reservations.Gate(q, conn, now, writes=lock)
     fetch = limit
     while True:
-        rows = ready_rows(conn, f, fetch, now, lock=lock)
+        rows = ready_rows(conn, f, fetch, now, lock=lock, gate=gate)
         kept = [
-            r for r in rows if not gate.enforce or not gate.blocking(r.id, bool(r.touching), holder)
+            r
+            for r in rows
+            if not paths.enforce or not paths.blocking(r.id, bool(r.touching), holder)
         ]
         if len(kept) >= limit or len(rows) < fetch:
             return kept[:limit]

@@ -54,12 +54,19 @@ def per_claim(q: Queue, number: int) -> bool:
 
 
 def attach(
-    q: Queue, number: int, by: Authority, wanted: bool | None, *, branch: str | None = None
+    q: Queue,
+    number: int,
+    by: Authority,
+    wanted: bool | None,
+    *,
+    branch: str | None = None,
+    placed: tuple[str | None, bool] | None = None,
 ) -> WorkspaceInfo | None:
     """After ``by`` claimed issue ``number``: its worktree, made if ``wanted`` (None: as
     its repository is configured), on ``branch`` (default: named from the issue). On
-    failure to make it, raises (the caller gives the claim back)."""
-    repo, auto = _repository_of(q, number) or (None, False)
+    failure to make it, raises (the caller gives the claim back). ``placed``: its
+    repository and whether that makes a worktree per claim, when already read."""
+    repo, auto = placed or _repository_of(q, number) or (None, False)
     if wanted is None:
         wanted = auto
     if not wanted:
@@ -213,12 +220,14 @@ def finish_claim_next(
     given back and the error raised) and the briefing of the claim before. Safe to run
     again for the same claim (a crash between the claim and this): the worktree made is
     the one it has."""
-    if worktree is None and not (f and f.repository):
-        placed = _repository_of(q, taken.number)
-        if placed is None or not placed[1]:  # in no repository, or one without auto worktrees
-            return _with(q, taken, None)
+    # Where the issue is, as the claim's statement read it (else asked: a task's claim
+    # finished after a restart).
+    placed = taken.placement or _repository_of(q, taken.number)
+    asked = worktree is not None or bool(f and f.repository)
+    if not asked and (placed is None or not placed[1]):  # no repository, or no auto worktrees
+        return _with(q, taken, None)
     try:
-        info = attach(q, taken.number, by, worktree)
+        info = attach(q, taken.number, by, worktree, placed=placed)
     except WorkqError as exc:
         if taken.already_held:
             raise

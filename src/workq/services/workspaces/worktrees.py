@@ -36,7 +36,7 @@ from workq.schemas import (
     WorkspaceInfo,
     WorktreeInfo,
 )
-from workq.services.handle import Queue, load, new_id, record
+from workq.services.handle import Ending, Queue, load, new_id, record
 from workq.services.queue import door
 from workq.services.queue import issues as issue_service
 from workq.services.workspaces.repositories import ACTIVE
@@ -125,10 +125,20 @@ def refuse_unmerged(
         )
 
 
+def _has_active(conn: Connection, number: int) -> bool:
+    """Whether issue ``number`` has an active worktree (the only kind that can hold
+    commits to lose): asked inside the change that would end its claim."""
+    found = active_row(conn, number)
+    return found is not None and found.state == "active"
+
+
+UNMERGED = Ending(concerns=_has_active, ask=refuse_unmerged)
+
+
 def install(q: Queue) -> None:
     """Have the queue refuse to end a claim whose worktree holds unmerged commits (once)."""
-    if refuse_unmerged not in q.ending:
-        q.ending.append(refuse_unmerged)
+    if UNMERGED not in q.ending:
+        q.ending.append(UNMERGED)
 
 
 @retry_lost_read
