@@ -126,10 +126,10 @@ class WorkqServer(MCPServer[ServerState]):
         arguments: dict[str, Any],
         context: Context[ServerState, Any] | None,
     ) -> CallToolResult | InputRequiredResult:
-        accepted = list(tool.parameters.get("properties", {}))
-        unknown = sorted(set(arguments) - set(accepted))
-        if unknown:
-            return failure(unknown_arguments(unknown, accepted))
+        accepted = tool.parameters.get("properties", {})
+        if not accepted.keys() >= arguments.keys():
+            unknown = sorted(set(arguments) - set(accepted))
+            return failure(unknown_arguments(unknown, list(accepted)))
         try:
             async with self.opening.turn():
                 return await super().call_tool(name, arguments, context)

@@ -42,8 +42,11 @@ async def _refuse(send: Send, status: int, message: str, hint: str) -> None:
 
 def _header(scope: Scope, name: bytes) -> str | None:
     headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
-    found = next((v for k, v in headers if k.lower() == name), None)
-    return found.decode("latin-1") if found is not None else None
+    return _text(next((v for k, v in headers if k.lower() == name), None))
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("latin-1") if value is not None else None
 
 
 class LocalOnly:
@@ -55,16 +58,38 @@ class LocalOnly:
         self.app = app
         self.bound = bound
         self.shown = f"[{bound}]" if ":" in bound else bound
+        # (Host, Origin) -> (host allowed, origin allowed): every request of a client
+        # sends the same two, so each pair is judged once (bounded: any client can vary them).
+        self._judged: dict[tuple[bytes | None, bytes | None], tuple[bool, bool]] = {}
+
+    def _judge(self, scope: Scope) -> tuple[bool, bool]:
+        host = origin = None
+        for name, value in scope.get("headers", []):
+            lowered = name.lower()
+            if lowered == b"host" and host is None:
+                host = value
+            elif lowered == b"origin" and origin is None:
+                origin = value
+        found = self._judged.get((host, origin))
+        if found is None:
+            found = (
+                host_allowed(_text(host), self.bound),
+                origin_allowed(_text(origin), self.bound),
+            )
+            if len(self._judged) < 64:
+                self._judged[host, origin] = found
+        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not host_allowed(_header(scope, b"host"), self.bound):
+        host_ok, origin_ok = self._judge(scope)
+        if not host_ok:
             hint = f"reach this server as http://{self.shown}:PORT"
             await _refuse(send, 421, "unknown host", hint)
             return
-        if not origin_allowed(_header(scope, b"origin"), self.bound):
+        if not origin_ok:
             message = "requests from other sites' pages are refused"
             await _refuse(send, 403, message, f"use {self.shown}")
             return

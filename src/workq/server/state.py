@@ -91,6 +91,7 @@ class ServerState:
         # (binder, run id) -> until when (the database's clock) the binding stands
         self._bound: dict[tuple[str, str], datetime] = {}
         self._future: Future[Queue] | None = None
+        self._opened: Queue | None = None  # the future's queue, once it opened
         self._users = 0
         self._stop = threading.Event()
         # The background threads of an open queue: lease renewal, the watch (stalls,
@@ -186,8 +187,7 @@ class ServerState:
     def _stands(self, queue: Queue, caller: Caller, run_id: str) -> bool:
         """Whether ``caller``'s binding of ``run_id`` stands for another half lease by the
         database's clock (a machine that slept finds it lapsed)."""
-        with self._lock:
-            until = self._bound.get((caller.binder, run_id))
+        until = self._bound.get((caller.binder, run_id))  # one read of a dict: no lock
         half = timedelta(seconds=queue.lease_seconds / 2)
         return until is not None and until - queue.now() > half
 
@@ -241,6 +241,7 @@ class ServerState:
                 return
             future, self._future = self._future, None
             opener, self._opener = self._opener, None
+            self._opened = None
         self._stop.set()
         if opener is not None:
             opener.join(timeout=OPEN_TIMEOUT_SECONDS)
@@ -286,6 +287,9 @@ class ServerState:
 
     def queue(self) -> Queue:
         """The open queue; waits while it is being opened, raises why it could not be."""
+        opened = self._opened  # every call asks: once open, no lock
+        if opened is not None:
+            return opened
         with self._lock:
             future = self._future
             if future is None:
@@ -334,6 +338,7 @@ class ServerState:
             current = self._future is future
             if current:
                 self._keepers = keepers
+                self._opened = queue
         future.set_result(queue)
         if current:
             for keeper in keepers:
