@@ -152,3 +152,17 @@ def test_an_ending_hook_is_asked_outside_the_transaction_then_the_change_runs(
     after = issues.get(queue, n)
     assert asked == [f"{end[:-1]}ing"] and after.title == "looked at by the room"
     assert after.status == (Status.DONE if end == "complete" else Status.OPEN)
+
+
+@pytest.mark.parametrize("end", ["complete", "release"])
+def test_the_doors_refusal_comes_before_the_ending_hook_even_with_no_holder(
+    queue: Queue, end: str
+) -> None:
+    """An issue nobody holds: the door refuses the caller before any hook is asked (a hook
+    may run git, and would say something about work the caller cannot end anyway)."""
+    calls: list[str] = []
+    queue.ending.append(_refusing(calls))
+    n = issues.create(queue, title="unheld").number
+    with pytest.raises(NotHolder):
+        getattr(claims, end)(queue, n, ME)
+    assert calls == []

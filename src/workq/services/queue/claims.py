@@ -259,7 +259,7 @@ def claim_next(
 
     # The plan gate inside the scan (one statement less); asked alone when the scan finds
     # nothing (to tell which), or first when there are more run ids than the gate holds.
-    closed = door.gate(gate) if gate else None
+    closed = door.gate_params(gate) if gate else None
 
     def work(conn: Connection) -> ClaimedIssue | tuple[ready_queue.ReadyRow, _Taken] | None:
         now = q.now()

@@ -52,20 +52,15 @@ _planning_of = {
 # The same inside PostgreSQL's one prepared claim statement: an array, not an expanded list.
 planning_any = plans.c.active_run == any_(bindparam("runs", type_=postgresql.ARRAY(String)))
 # The same as a condition of another statement on any engine (a claim's ready scan): true
-# while none of up to _PREPARED run ids, parameters g0, g1, ... (``gate``), is in plan mode.
-gate_open = ~exists().where(
-    plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(_PREPARED)])
-)
+# while none of up to _PREPARED run ids, parameters g0, g1, ... (``gate_params``), is in plan mode.
+_gate_runs = plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(_PREPARED)])
+gate_open = ~exists().where(_gate_runs)
 
 
 # The same as a column of the issue's own read (``load``): the run id of a plan one of
 # them is in, or NULL; asked for the plan's slug and phase only when there is one.
 _planning_run = (
-    select(plans.c.active_run)
-    .where(plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(_PREPARED)]))
-    .limit(1)
-    .scalar_subquery()
-    .label("planning_run")
+    select(plans.c.active_run).where(_gate_runs).limit(1).scalar_subquery().label("planning_run")
 )
 _Gated = namedtuple("_Gated", [*IssueRecord._fields, "planning_run"])  # type: ignore[misc]
 _gated = select(*issues.c, _planning_run).where(issues.c.number == bindparam("number"))
@@ -76,7 +71,7 @@ _load_gated = {
 }
 
 
-class Gate(NamedTuple):
+class GateRead(NamedTuple):
     """The plan gate as the issue's read found it: the run id of the caller's that is in
     plan mode, or None."""
 
@@ -85,7 +80,7 @@ class Gate(NamedTuple):
 
 def load(
     conn: Connection, number: int, action: Action, by: Authority
-) -> tuple[IssueRecord, Gate | None]:
+) -> tuple[IssueRecord, GateRead | None]:
     """The issue's row, locked for a change, with the plan gate ``action`` asks (for
     ``by``) read in the same statement; None: not read (not asked, or more run ids than
     the statement holds: ``check`` asks it then).
@@ -94,7 +89,9 @@ def load(
         NotFound: no such issue.
     """
     params = (
-        gate(planners(by)) if decisions.RULES[action].planning and by.override is None else None
+        gate_params(planners(by))
+        if decisions.RULES[action].planning and by.override is None
+        else None
     )
     if params is None:
         return load_row(conn, number, for_update=True), None
@@ -103,10 +100,10 @@ def load(
     if not found:
         raise not_found(number)
     values: tuple[Any, ...] = tuple(found[0])
-    return IssueRecord(*values[:-1]), Gate(values[-1])
+    return IssueRecord(*values[:-1]), GateRead(values[-1])
 
 
-def gate(run_ids: Collection[str]) -> dict[str, str | None] | None:
+def gate_params(run_ids: Collection[str]) -> dict[str, str | None] | None:
     """``gate_open``'s parameters for ``run_ids`` (the unused ones NULL, which match no
     plan); None when there are more than it holds (then ask ``planning``)."""
     runs = sorted(run_ids)
@@ -146,7 +143,7 @@ def planners(by: Authority) -> frozenset[str]:
 
 
 def facts(
-    conn: Connection, row: IssueRecord, action: Action, by: Authority, read: Gate | None = None
+    conn: Connection, row: IssueRecord, action: Action, by: Authority, read: GateRead | None = None
 ) -> Facts:
     """The facts ``action``'s row of the table reads, loaded in ``conn``'s transaction
     (the plan gate and what the issue waits on only when that row asks; the gate as
@@ -192,7 +189,7 @@ def check(
     row: IssueRecord,
     action: Action,
     by: Authority,
-    read: Gate | None = None,
+    read: GateRead | None = None,
 ) -> Admitted:
     """``admit`` for a row the transaction has already loaded (and locked); ``read``: the
     plan gate, if ``load`` read it with the row."""

@@ -221,7 +221,7 @@ def ready_rows(
     lock: bool = False,
     gate: Mapping[str, str | None] | None = None,
 ) -> list[ReadyRow]:
-    """Ready rows in claim order. ``gate``: the plan gate's parameters (door.gate): none
+    """Ready rows in claim order. ``gate``: the plan gate's parameters (door.gate_params): none
     while one of its run ids is in plan mode (a claim's scan, which then asks why)."""
     shape, params = filter_params(f)
     params.update(limit=limit, now=now)
