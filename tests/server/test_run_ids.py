@@ -21,6 +21,7 @@ from tests.server.conftest import CALL_TIMEOUT, call_ok, error_of, serve_argv, t
 from tests.storage import assert_intact_at
 from tests.torture.servers import RawServer
 from workq.config import Settings
+from workq.db import sqlite
 from workq.services.queue import issues, listing, run_ids
 from workq.services.runtime import open_queue
 
@@ -117,7 +118,7 @@ async def test_a_server_stopped_past_its_lease_finds_its_run_id_taken(
     try:
         server.initialize()
         assert "Claimed issue #1" in _text(server.call("issue_claim", number=1))
-        server.process.send_signal(signal.SIGSTOP)
+        await _stop_between_writes(server, settings)
         try:
             await anyio.sleep(6)  # past its lease: its hold on "shared" lapsed
             q = open_queue(settings)
@@ -137,6 +138,27 @@ async def test_a_server_stopped_past_its_lease_finds_its_run_id_taken(
     finally:
         q.db.dispose()
     assert_intact_at(settings.url)
+
+
+async def _stop_between_writes(server: RawServer, settings: Settings) -> None:
+    """SIGSTOP the server at a moment it holds no write lock on the SQLite file: stopped in
+    the middle of a background write (its lease renewal), it would keep every other writer
+    out until resumed, which is SQLite's one writer, not what the test is about."""
+    for _ in range(100):
+        server.process.send_signal(signal.SIGSTOP)
+        if settings.database_url:  # PostgreSQL: no file lock to hold
+            return
+        probe = sqlite.connect(settings.db_path, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite.dbapi.OperationalError:
+            server.process.send_signal(signal.SIGCONT)
+            await anyio.sleep(0.05)
+        finally:
+            probe.close()
+    raise AssertionError("the server kept the database's write lock for 5 s")
 
 
 def _argv(settings: Settings) -> list[str]:
