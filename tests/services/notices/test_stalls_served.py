@@ -97,6 +97,11 @@ async def test_a_served_agent_that_stops_working_is_found_stalled(
             assert "stalled" in shown.stdout and "workq release 1 --force" in shown.stdout
             agents = workq(*where, "agents", "--json")
             assert json.loads(agents.stdout)[0]["stalled"] == [1]
+            # issue_get computes the stall when asked; the watch records its notice on its
+            # next sweep (every 0.2 s here), which may come just after.
+            while not _queued(where):
+                assert time.monotonic() < deadline, "the watch never recorded the stall"
+                await anyio.sleep(0.2)
             assert _queued(where) == [("stalled", 1)]
             # A progress note ends the stall.
             await call_ok(client, "issue_heartbeat", number=1, note="parser half done")
