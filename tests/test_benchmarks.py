@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -181,3 +182,7 @@ async def test_statements_per_claim_and_completion_do_not_grow(db_path: Path) ->
     print(f"\n{counted}", *sent, sep="\n  ")
     grew = {k: v for k, v in counted.items() if v > STATEMENTS[k]}
     assert not grew, f"more SQL statements than {STATEMENTS}: {counted}\n" + "\n".join(sent)
+    # The plan gate asks for the caller's one run id, not eight slots padded with NULL (an
+    # IN list of eight cost a claim more than its ready scan: door._in_plan).
+    gates = re.findall(r"plans\.active_run IN \(([^)]*)\)", "\n".join(sent))
+    assert gates and all(g.count(",") == 0 for g in gates), gates

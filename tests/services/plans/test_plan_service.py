@@ -352,6 +352,30 @@ def test_claims_and_completions_are_refused_while_planning(queue: Queue, plans_d
     assert claims.complete(queue, 1, ignoring).number == 1
 
 
+@pytest.mark.parametrize("count", range(1, 11))
+def test_the_plan_gate_holds_for_every_count_of_run_ids(
+    queue: Queue, plans_dir: Path, count: int
+) -> None:
+    """The gate is one statement per count of run ids (up to eight, then asked apart):
+    a caller holding ``count`` of them, the last one planning, is refused a claim and a
+    completion; the same count, none planning, is not."""
+    for title in ("one", "two", "three"):
+        issues.create(queue, title=title)
+    held = {f"run-{i:02}" for i in range(count - 1)} | {"run-z"}  # run-z sorts last
+    claims.claim(queue, 1, Authority.of({"run-z"}))
+    svc.enter(queue, "run-z", "p", "goal", plans_dir)
+    before = _snapshot(queue)
+    with pytest.raises(PlanModeActive):
+        claims.claim_next(queue, Authority.of(held, acts_as="run-z"))
+    with pytest.raises(PlanModeActive):
+        claims.complete(queue, 1, Authority.of(held, acts_as="run-z"))
+    assert _snapshot(queue) == before
+    free = {f"free-{i:02}" for i in range(count)}
+    got = claims.claim_next(queue, Authority.of(free, acts_as=min(free)))
+    assert got is not None and got.number == 2
+    assert claims.complete(queue, 2, Authority.of(free, acts_as=min(free))).number == 2
+
+
 def _snapshot(queue: Queue) -> list[tuple[object, ...]]:
     with queue.db.read() as conn:
         rows = conn.execute(select(events.c.kind, events.c.number).order_by(events.c.id))

@@ -13,9 +13,10 @@ from collections import namedtuple
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, String, any_, bindparam, exists, select
+from sqlalchemy import ColumnElement, Connection, String, any_, bindparam, exists, select
 from sqlalchemy.dialects import postgresql
 
 from workq.db.prepared import Prepared
@@ -40,35 +41,51 @@ class _Planning(NamedTuple):
 # asked on every claim and completion, so a prepared statement (db/prepared.py) for each
 # count of run ids up to _PREPARED, in chunks beyond.
 _PREPARED = 8
+
+
+def _in_plan(runs: int) -> ColumnElement[bool]:
+    """Whether one of ``runs`` run ids, parameters g0, g1, ... (``gate_params``), is in
+    plan mode. One statement per count: an IN list SQLite reads as one equality for one
+    run id, where eight slots (the unused ones NULL) cost a claim more than its scan."""
+    return plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(runs)])
+
+
 _planning_of = {
     n: Prepared(
-        select(plans.c.run_id, plans.c.slug, plans.c.phase)
-        .where(plans.c.active_run.in_([bindparam(f"r{i}") for i in range(n)]))
-        .limit(1),
+        select(plans.c.run_id, plans.c.slug, plans.c.phase).where(_in_plan(n)).limit(1),
         _Planning,
     )
     for n in range(1, _PREPARED + 1)
 }
 # The same inside PostgreSQL's one prepared claim statement: an array, not an expanded list.
 planning_any = plans.c.active_run == any_(bindparam("runs", type_=postgresql.ARRAY(String)))
-# The same as a condition of another statement on any engine (a claim's ready scan): true
-# while none of up to _PREPARED run ids, parameters g0, g1, ... (``gate_params``), is in plan mode.
-_gate_runs = plans.c.active_run.in_([bindparam(f"g{i}", type_=String) for i in range(_PREPARED)])
-gate_open = ~exists().where(_gate_runs)
 
 
-# The same as a column of the issue's own read (``load``): the run id of a plan one of
-# them is in, or NULL; asked for the plan's slug and phase only when there is one.
-_planning_run = (
-    select(plans.c.active_run).where(_gate_runs).limit(1).scalar_subquery().label("planning_run")
-)
+@cache
+def gate_open(runs: int) -> ColumnElement[bool]:
+    """The plan gate as a condition of another statement on any engine (a claim's ready
+    scan): true while none of ``runs`` run ids (``gate_params``) is in plan mode."""
+    return ~exists().where(_in_plan(runs))
+
+
+@cache
+def _load_gated(runs: int, lock: bool) -> Prepared[Any]:
+    """The issue's row with the plan gate as a column of its own read (``load``): the run
+    id of a plan one of ``runs`` run ids is in, or NULL; the plan's slug and phase are
+    asked only when there is one. ``lock``: the row locked (PostgreSQL; SQLite's write
+    transaction has locked the file)."""
+    planning_run = (
+        select(plans.c.active_run)
+        .where(_in_plan(runs))
+        .limit(1)
+        .scalar_subquery()
+        .label("planning_run")
+    )
+    stmt = select(*issues.c, planning_run).where(issues.c.number == bindparam("number"))
+    return Prepared(stmt.with_for_update(of=issues) if lock else stmt, _Gated)
+
+
 _Gated = namedtuple("_Gated", [*IssueRecord._fields, "planning_run"])  # type: ignore[misc]
-_gated = select(*issues.c, _planning_run).where(issues.c.number == bindparam("number"))
-# SQLite's write transaction has locked the file; PostgreSQL locks the row.
-_load_gated = {
-    "sqlite": Prepared(_gated, _Gated),
-    "other": Prepared(_gated.with_for_update(of=issues), _Gated),
-}
 
 
 class GateRead(NamedTuple):
@@ -95,7 +112,9 @@ def load(
     )
     if params is None:
         return load_row(conn, number, for_update=True), None
-    stmt = _load_gated["sqlite" if conn.dialect.name == "sqlite" else "other"]
+    if not params:  # no run id to ask for: the gate is open
+        return load_row(conn, number, for_update=True), GateRead(None)
+    stmt = _load_gated(len(params), conn.dialect.name != "sqlite")
     found = stmt.rows(conn, {"number": number, **params})
     if not found:
         raise not_found(number)
@@ -103,13 +122,13 @@ def load(
     return IssueRecord(*values[:-1]), GateRead(values[-1])
 
 
-def gate_params(run_ids: Collection[str]) -> dict[str, str | None] | None:
-    """``gate_open``'s parameters for ``run_ids`` (the unused ones NULL, which match no
-    plan); None when there are more than it holds (then ask ``planning``)."""
-    runs = sorted(run_ids)
-    if len(runs) > _PREPARED:
+def gate_params(run_ids: Collection[str]) -> dict[str, str] | None:
+    """``gate_open``'s parameters for ``run_ids``, as many as there are (the statement is
+    ``gate_open(len(params))``); None when there are more than _PREPARED (then ask
+    ``planning``)."""
+    if len(run_ids) > _PREPARED:
         return None
-    return {f"g{i}": runs[i] if i < len(runs) else None for i in range(_PREPARED)}
+    return {f"g{i}": run for i, run in enumerate(sorted(run_ids))}
 
 
 @dataclass(frozen=True)
@@ -129,7 +148,7 @@ def planning(conn: Connection, run_ids: Collection[str]) -> tuple[str, str, str]
     runs = sorted(run_ids)
     for start in range(0, len(runs), _PREPARED):
         chunk = runs[start : start + _PREPARED]
-        found = _planning_of[len(chunk)].rows(conn, {f"r{i}": r for i, r in enumerate(chunk)})
+        found = _planning_of[len(chunk)].rows(conn, gate_params(chunk) or {})
         if found:
             return found[0].run_id, found[0].slug, PlanPhase(found[0].phase).display
     return None

@@ -142,15 +142,17 @@ _statements: dict[tuple[Any, ...], tuple[Prepared[ReadyRow], Prepared[ReadyRow]]
 _together: dict[tuple[Any, ...], Prepared[ReadyRow]] = {}
 
 
-def _scans(shape: Shape, gated: bool = False) -> tuple[Select[Any], Select[Any]]:
+def _scans(shape: Shape, gated: int = 0) -> tuple[Select[Any], Select[Any]]:
     """(open and unclaimed, claimed but lease expired), each in ready order, limited.
-    ``gated``: empty while the plan gate is closed (door.gate_open, a claim's own scan)."""
+    ``gated``: empty while the plan gate of that many run ids is closed (door.gate_open, a
+    claim's own scan)."""
     fresh: Select[Any] = select(*READY_COLUMNS).where(issues.c.status == OPEN, _unblocked)
     stale: Select[Any] = select(*READY_COLUMNS).where(
         predicates.claim_lapsed(bindparam("now")), _unblocked
     )
     if gated:
-        fresh, stale = fresh.where(door.gate_open), stale.where(door.gate_open)
+        gate = door.gate_open(gated)
+        fresh, stale = fresh.where(gate), stale.where(gate)
     return (
         filtered(fresh, shape).order_by(*ORDER).limit(bindparam("limit", type_=Integer)),
         filtered(stale, shape).order_by(*ORDER).limit(bindparam("limit", type_=Integer)),
@@ -158,7 +160,7 @@ def _scans(shape: Shape, gated: bool = False) -> tuple[Select[Any], Select[Any]]
 
 
 def ready_statements(
-    shape: Shape, lock: bool, gated: bool = False
+    shape: Shape, lock: bool, gated: int = 0
 ) -> tuple[Prepared[ReadyRow], Prepared[ReadyRow]]:
     """``_scans`` prepared (with ``lock``: their rows locked, skipping locked ones)."""
     key = (*shape, lock, gated)
@@ -172,7 +174,7 @@ def ready_statements(
     return cached
 
 
-def ready_statement(shape: Shape, gated: bool = False) -> Prepared[ReadyRow]:
+def ready_statement(shape: Shape, gated: int = 0) -> Prepared[ReadyRow]:
     """Both scans as one statement, in ready order: one step instead of two inside a
     claim's write transaction (SQLite, where a claim holds the file's one write lock; on
     PostgreSQL a locking scan cannot be part of a UNION)."""
@@ -227,7 +229,7 @@ def ready_rows(
     params.update(limit=limit, now=now)
     if gate is not None:
         params.update(gate)
-    gated = gate is not None
+    gated = len(gate) if gate is not None else 0
     if conn.dialect.name == "sqlite":
         together = ready_statement(shape, gated)
         if shape[1] or shape[2]:  # type lists expand at execution: not precompilable
