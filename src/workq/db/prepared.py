@@ -63,7 +63,8 @@ class Prepared(Generic[R]):
         self.row = cast("Callable[..., R] | None", row)
         self.times = [i for i, c in enumerate(columns) if isinstance(c.type, UTCDateTime)]
         self._compiled: dict[str, tuple[str, dict[str, Any]]] = {}
-        self._sqlite: tuple[str, tuple[str, ...]] | None = None  # SQL, post-compile names
+        # SQLite's SQL, its post-compile names, its fixed values (``_sqlite_once``)
+        self._sqlite: tuple[str, tuple[str, ...], dict[str, Any]] | None = None
         self._by_value: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
 
     def compiled(self, dialect: Dialect) -> tuple[str, dict[str, Any]]:
@@ -98,29 +99,26 @@ class Prepared(Generic[R]):
         """The SQLite SQL (named parameters), as the hot path runs it."""
         return self.compiled(_SQLITE)[0]
 
-    def sqlite_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """``params`` with the statement's fixed values, converted as SQLite stores them."""
-        bound = dict(self.compiled(_SQLITE)[1])
+    def sqlite_call(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The SQLite SQL and parameters to run this statement with ``params`` (with the
+        statement's fixed values, converted as SQLite stores them): the hot path's, and a
+        benchmark's running the very same statement on the raw driver."""
+        sql, literal, fixed = self._sqlite or self._sqlite_once()
+        bound = dict(fixed)
         for key, value in params.items():
             bound[key] = to_sqlite(value) if isinstance(value, datetime) else value
-        return bound
-
-    def sqlite_call(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The SQLite SQL and parameters to run this statement with ``params``: the hot
-        path's, and a benchmark's running the very same statement on the raw driver."""
-        sql, literal = self._sqlite or self._sqlite_once()
-        bound = self.sqlite_params(params)
         if literal:
             sql, names = self._expanded(sql, bound, literal)
             for name in names:
                 del bound[name]
         return sql, bound
 
-    def _sqlite_once(self) -> tuple[str, tuple[str, ...]]:
-        """The SQLite SQL and the names of its post-compile tokens (LIMIT, OFFSET), kept."""
-        sql = self.sql
+    def _sqlite_once(self) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+        """The SQLite SQL, the names of its post-compile tokens (LIMIT, OFFSET) and the
+        statement's fixed values, kept."""
+        sql, fixed = self.compiled(_SQLITE)
         literal = limits.expand(sql, _Names())[1] if limits.has_literals(sql) else ()
-        self._sqlite = (sql, literal)
+        self._sqlite = (sql, literal, fixed)
         return self._sqlite
 
     def _raw(self, conn: Connection, params: Mapping[str, Any]) -> Any:

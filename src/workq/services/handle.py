@@ -168,16 +168,18 @@ def record(
         follow(conn, kind, number)
 
 
-def _dump(data: dict[str, Any] | None) -> str | None:
-    if data is None:
-        return None
-    return json.dumps(data, default=_json_default, sort_keys=True)
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return dates.iso(value)
     return str(value)
+
+
+# One encoder for every event (json.dumps builds one per call when given options).
+_encoder = json.JSONEncoder(default=_json_default, sort_keys=True)
+
+
+def _dump(data: dict[str, Any] | None) -> str | None:
+    return None if data is None else _encoder.encode(data)
 
 
 _load = Prepared(select(issues).where(issues.c.number == bindparam("number")), IssueRecord)

@@ -191,9 +191,13 @@ def _register_claiming(reg: Registry) -> None:
                 if issue is None:
                     return await _claim_later(state, chance, by, wanted, worktree, wait_seconds)
         else:
-            look = Look(
-                (wanted.model_dump_json() if wanted else None, bool(worktree)),
-                lambda: claiming.claimable(state.queue(), wanted, worktree=worktree),
+            look = (
+                Look(
+                    (wanted.model_dump_json() if wanted else None, bool(worktree)),
+                    lambda: claiming.claimable(state.queue(), wanted, worktree=worktree),
+                )
+                if wait_seconds
+                else None  # one try: nothing to share with waiting calls
             )
             with worded(CLAIM_NEXT_REFUSED):
                 issue = await until_found(state, attempt, wait_seconds or 0, look)
