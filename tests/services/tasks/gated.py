@@ -32,4 +32,8 @@ class Gated:
         )
 
     def release(self, word: str = "pass") -> None:
-        self.flag.write_text(word)
+        # Whole or not at all: the gate, polling, could read a file created but not yet
+        # written (it then failed: CI saw it once).
+        ready = self.flag.with_name(self.flag.name + ".new")
+        ready.write_text(word)
+        ready.replace(self.flag)
