@@ -177,12 +177,23 @@ async def main(pairs: int, rounds: int) -> None:
         print(f"| {name} | {medians[name, 'legacy']:.2f} ms | {medians[name, 'modern']:.2f} ms |")
     for era in ERAS:
         floor = medians["bare, JSON answers", era]
-        same = medians["same-work floor, JSON", era]
         print(
-            f"{era}: workq {ratio(medians['workq', era], same)} the same-work floor (target"
-            f" 1.15x), {ratio(medians['workq', era], floor)} the bare JSON floor; bare SSE"
-            f" {ratio(medians['bare, SSE answers', era], floor)} the bare JSON floor"
+            f"{era}: workq {paired(costs, 'workq', 'same-work floor, JSON', era)} the same-work"
+            f" floor (target 1.15x), {ratio(medians['workq', era], floor)} the bare JSON floor;"
+            f" bare SSE {ratio(medians['bare, SSE answers', era], floor)} the bare JSON floor"
         )
+
+
+def paired(costs: dict[tuple[str, str], list[float]], name: str, floor: str, era: str) -> str:
+    """``name``'s cost against ``floor``'s as the median of each round's ratio: the two ran
+    one after the other, so a load that came and went meets both (on a shared VM a server's
+    own figure moves by a tenth or more from round to round)."""
+    rounds = [
+        cost / base for cost, base in zip(costs[name, era], costs[floor, era], strict=True) if base
+    ]
+    if not rounds:
+        return ratio(0, 0)
+    return f"{statistics.median(rounds):.2f}x (median of {len(rounds)} rounds' ratios)"
 
 
 def ratio(cost: float, floor: float) -> str:

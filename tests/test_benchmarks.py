@@ -99,6 +99,10 @@ def test_bench_http_reports_a_floor_that_read_no_cpu_instead_of_dividing_by_zero
     spec.loader.exec_module(module)
     assert module.ratio(1.0, 0.0).startswith("n/a")
     assert module.ratio(3.0, 2.0) == "1.50x"
+    # Each round's ratio, then their median; a round whose floor read 0 is left out.
+    costs = {("w", "m"): [2.0, 3.0, 4.0], ("f", "m"): [1.0, 2.0, 0.0]}
+    assert module.paired(costs, "w", "f", "m").startswith("1.75x (median of 2 rounds")
+    assert module.paired({("w", "m"): [1.0], ("f", "m"): [0.0]}, "w", "f", "m").startswith("n/a")
 
 
 def test_the_suite_says_why_its_first_minutes_are_slow() -> None:
