@@ -12,8 +12,10 @@ both protocol eras (legacy: initialize, a session; modern: stateless):
   nothing but answer a number, answering each request as one JSON body (as workq does)
   and as the SDK does by default (an SSE stream per request).
 The server's CPU time (user + system, all threads, from /proc) over the pairs, divided by
-the pairs; rounds are interleaved so that load on a shared machine hits every server, and
-the median round is shown. ``PYTHONPATH=other/src`` measures another checkout's workq.
+the pairs. In each era every server is started once and warmed, then the rounds are
+interleaved (each server's pairs in turn) so that load on a shared machine meets every
+server; the median round is shown, and workq against the same-work floor as the median of
+the rounds' own ratios. ``PYTHONPATH=other/src`` measures another checkout's workq.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 
 import anyio
@@ -135,37 +137,59 @@ def servers(folder: Path) -> dict[str, list[str]]:
     }
 
 
-async def pairs_cost(argv: list[str], mode: str, pairs: int) -> float:
-    """Milliseconds of server CPU per claim_next + complete pair."""
-    port = free_port()
-    with started([part.replace("{port}", str(port)) for part in argv], port) as process:
-        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
-            for i in range(pairs + 10):
-                await client.call_tool("issue_create", {"title": f"issue {i}"})
+async def era_costs(
+    commands: dict[str, list[str]], mode: str, pairs: int, rounds: int
+) -> dict[str, list[float]]:
+    """Milliseconds of server CPU per claim_next + complete pair, per round, for each server
+    in one client era: every server started once and warmed, then the rounds interleaved
+    (each server's ``pairs`` in turn), so that load that comes and goes meets them all."""
+    costs: dict[str, list[float]] = {name: [] for name in commands}
+    with ExitStack() as processes:
+        async with AsyncExitStack() as clients:
+            loops: dict[str, tuple[int, Callable[[], Awaitable[None]]]] = {}
+            for name, argv in commands.items():
+                port = free_port()
+                process = processes.enter_context(
+                    started([part.replace("{port}", str(port)) for part in argv], port)
+                )
+                client = await clients.enter_async_context(
+                    Client(f"http://127.0.0.1:{port}/mcp", mode=mode)
+                )
+                for i in range(pairs * rounds + 10):
+                    await client.call_tool("issue_create", {"title": f"issue {i}"})
+                pair = _pair_of(client)
+                for _ in range(10):
+                    await pair()
+                loops[name] = (process.pid, pair)
+            for _ in range(rounds):
+                for name, (pid, pair) in loops.items():
+                    before = cpu_seconds(pid)
+                    for _ in range(pairs):
+                        await pair()
+                    costs[name].append((cpu_seconds(pid) - before) / pairs * 1000)
+    return costs
 
-            async def pair() -> None:
-                taken = await client.call_tool("issue_claim_next", {})
-                assert not taken.is_error and taken.structured_content is not None, taken
-                number = taken.structured_content["number"]
-                done = await client.call_tool("issue_complete", {"number": number})
-                assert not done.is_error, done
 
-            for _ in range(10):
-                await pair()
-            before = cpu_seconds(process.pid)
-            for _ in range(pairs):
-                await pair()
-            return (cpu_seconds(process.pid) - before) / pairs * 1000
+def _pair_of(client: Client) -> Callable[[], Awaitable[None]]:
+    """One claim_next and the completion of what it claimed, through ``client``."""
+
+    async def pair() -> None:
+        taken = await client.call_tool("issue_claim_next", {})
+        assert not taken.is_error and taken.structured_content is not None, taken
+        number = taken.structured_content["number"]
+        done = await client.call_tool("issue_complete", {"number": number})
+        assert not done.is_error, done
+
+    return pair
 
 
 async def main(pairs: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         commands = servers(Path(folder))
         costs: dict[tuple[str, str], list[float]] = {}
-        for _ in range(rounds):
-            for era, mode in ERAS.items():
-                for name, argv in commands.items():
-                    costs.setdefault((name, era), []).append(await pairs_cost(argv, mode, pairs))
+        for era, mode in ERAS.items():
+            for name, values in (await era_costs(commands, mode, pairs, rounds)).items():
+                costs[name, era] = values
     print(
         f"server CPU per claim_next + complete pair over HTTP, {pairs} pairs, median of "
         f"{rounds} round(s)"
