@@ -188,12 +188,18 @@ _load_locked = Prepared(
 )
 
 
+def locks_rows(conn: Connection) -> bool:
+    """Whether a read for a change must lock its row: on PostgreSQL; SQLite's write
+    transaction has locked the whole file already."""
+    return conn.dialect.name != "sqlite"
+
+
 def load(conn: Connection, number: int, *, for_update: bool = False) -> IssueRecord:
     """The issue row with this number (attribute access by column name), or NotFound.
 
-    ``for_update`` locks the row on PostgreSQL; SQLite's write transaction already has.
+    ``for_update`` locks the row where that is needed (``locks_rows``).
     """
-    stmt = _load_locked if for_update and conn.dialect.name != "sqlite" else _load
+    stmt = _load_locked if for_update and locks_rows(conn) else _load
     found = stmt.rows(conn, {"number": number})
     if not found:
         raise not_found(number)

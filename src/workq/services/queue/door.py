@@ -26,7 +26,7 @@ from workq.domain.authority import Authority
 from workq.domain.decisions import Action, Facts
 from workq.domain.plan import PlanPhase
 from workq.errors import WorkqError
-from workq.services.handle import Queue, not_found
+from workq.services.handle import Queue, locks_rows, not_found
 from workq.services.handle import load as load_row
 from workq.services.queue import blockers
 
@@ -72,8 +72,7 @@ def gate_open(runs: int) -> ColumnElement[bool]:
 def _load_gated(runs: int, lock: bool) -> Prepared[Any]:
     """The issue's row with the plan gate as a column of its own read (``load``): the run
     id of a plan one of ``runs`` run ids is in, or NULL; the plan's slug and phase are
-    asked only when there is one. ``lock``: the row locked (PostgreSQL; SQLite's write
-    transaction has locked the file)."""
+    asked only when there is one. ``lock``: the row locked (``handle.locks_rows``)."""
     planning_run = (
         select(plans.c.active_run)
         .where(_in_plan(runs))
@@ -114,7 +113,7 @@ def load(
         return load_row(conn, number, for_update=True), None
     if not params:  # no run id to ask for: the gate is open
         return load_row(conn, number, for_update=True), GateRead(None)
-    stmt = _load_gated(len(params), conn.dialect.name != "sqlite")
+    stmt = _load_gated(len(params), locks_rows(conn))
     found = stmt.rows(conn, {"number": number, **params})
     if not found:
         raise not_found(number)

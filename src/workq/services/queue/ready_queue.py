@@ -221,7 +221,7 @@ def ready_rows(
     now: datetime,
     *,
     lock: bool = False,
-    gate: Mapping[str, str | None] | None = None,
+    gate: Mapping[str, str] | None = None,
 ) -> list[ReadyRow]:
     """Ready rows in claim order. ``gate``: the plan gate's parameters (door.gate_params): none
     while one of its run ids is in plan mode (a claim's scan, which then asks why)."""
@@ -255,7 +255,7 @@ def claimable_rows(
     holder: str,
     *,
     lock: bool = False,
-    gate: Mapping[str, str | None] | None = None,
+    gate: Mapping[str, str] | None = None,
 ) -> list[ReadyRow]:
     """Up to ``limit`` ready rows in claim order that ``holder`` may claim: without those
     whose paths another holder has reserved (unless reservations only warn). ``gate``:
