@@ -32,8 +32,13 @@ class Gated:
         )
 
     def release(self, word: str = "pass") -> None:
-        # Whole or not at all: the gate, polling, could read a file created but not yet
-        # written (it then failed: CI saw it once).
-        ready = self.flag.with_name(self.flag.name + ".new")
-        ready.write_text(word)
-        ready.replace(self.flag)
+        release(self.flag, word)
+
+
+def release(flag: Path, word: str) -> None:
+    """Let a ``WAIT`` gate waiting on ``flag`` end, passing if ``word`` is "pass". Whole or
+    not at all: the gate, polling, could read a file created but not yet written (it then
+    failed: CI saw it once)."""
+    ready = flag.with_name(flag.name + ".new")
+    ready.write_text(word)
+    ready.replace(flag)

@@ -212,6 +212,7 @@ def test_a_merge_whose_gates_run_long_then_follows_the_landing_it_queued(
     landing: Landing, tmp_path: Path
 ) -> None:
     from tests.services.tasks.gated import WAIT
+    from tests.services.tasks.gated import release as release_flag
     from workq.services.coding import gates
     from workq.services.tasks import merge
 
@@ -242,12 +243,17 @@ def test_a_merge_whose_gates_run_long_then_follows_the_landing_it_queued(
             strategy=None,
         )
         assert made is not None and made.kind == "merge"
-        release.write_text("pass")
+        release_flag(release, "pass")
         deadline = time.monotonic() + 30
         while landings.get(landing.q, number) is None:  # the gates passed: queued
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        # The task takes up the landing in a write of its own, after the one that queued
+        # it (services/tasks/merge.py, _follow): poll until it has (CI saw it between).
         following = poll(landing, made.id)
+        while following.status_message == merge.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.05)
+            following = poll(landing, made.id)
         assert following.status is TaskStatus.WORKING
         assert following.status_message == f"Landing #{number} queued"
         assert following.poll_interval_ms == landing_task.POLL_MS
@@ -256,4 +262,4 @@ def test_a_merge_whose_gates_run_long_then_follows_the_landing_it_queued(
         assert done.merged and done.commit == git(landing.bare, "rev-parse", "main")
         assert done.landing is not None and done.landing.state == "landed"
     finally:
-        release.write_text("stop")
+        release_flag(release, "stop")
