@@ -22,14 +22,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "workq"
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "workq": frozenset(),
     "errors": frozenset(),
+    "nowait": frozenset(),
     "schemas": frozenset({"errors"}),
     "config": frozenset({"errors"}),
     "domain": frozenset({"errors", "schemas"}),
     "plan_schemas": frozenset({"errors", "schemas", "domain"}),
     "github_schemas": frozenset(),
-    "db": frozenset({"errors"}),
-    "vcs": frozenset({"errors"}),
-    "services": frozenset({"errors", "schemas", "plan_schemas", "config", "domain", "db", "vcs"}),
+    "db": frozenset({"errors", "nowait"}),
+    "vcs": frozenset({"errors", "nowait"}),
+    "services": frozenset(
+        {"errors", "nowait", "schemas", "plan_schemas", "config", "domain", "db", "vcs"}
+    ),
     "github": frozenset(
         {
             "workq",
@@ -46,7 +49,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "bind": frozenset({"errors"}),
     "server": frozenset(
         {"workq", "errors", "schemas", "plan_schemas", "config", "domain", "services", "bind"}
-        | {"board", "github", "github_schemas"}
+        | {"board", "github", "github_schemas", "nowait"}
     ),
     "board": frozenset({"errors", "schemas", "config", "domain", "services", "bind"}),
     "cli": frozenset(
@@ -54,7 +57,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     ),
 }
 # Packages outside the standard library, and the parts that may import them.
-EVERYWHERE_BUT_PURE = frozenset(MAY_IMPORT) - {"workq", "errors", "domain", "bind"}
+EVERYWHERE_BUT_PURE = frozenset(MAY_IMPORT) - {"workq", "errors", "nowait", "domain", "bind"}
 THIRD_PARTY: dict[str, frozenset[str]] = {
     "pydantic": EVERYWHERE_BUT_PURE,
     "pydantic_settings": frozenset({"config"}),

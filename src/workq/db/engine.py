@@ -28,6 +28,7 @@ from workq.db.changes import ChangeFeed
 from workq.db.failures import explain_sqlite, translate
 from workq.db.files import check_sqlite_path
 from workq.errors import Busy, ConnectionLost, StorageError, WorkqError
+from workq.nowait import WouldWait, call_committed, must_not_wait
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -37,6 +38,8 @@ WRITE_ATTEMPTS = 3
 DRIVER_ERRORS = (DBAPIError, sqlite.Error, OSError, PoolTimeout)
 # How long to wait for the server to settle a commit whose connection was lost.
 OUTCOME_POLLS = (0.05, 0.1, 0.2, 0.4, 0.8)
+# The kept connection of writes that must not wait (``Database._reader``).
+AT_ONCE = "at_once"
 
 
 class Database:
@@ -138,43 +141,65 @@ class Database:
                 return explained
         return translate(exc)
 
-    def _reader(self) -> Connection | None:
-        """This thread's kept read connection (SQLite), or None to use the pool."""
+    def _reader(self, slot: str = "conn") -> Connection | None:
+        """This thread's kept read connection (SQLite), or None to use the pool. Slot
+        "at_once": a second one whose busy timeout is 0, for writes that must not wait
+        (nowait.py): busy at once, WouldWait."""
         if self._read_engine is None:
             return None
-        conn: Connection | None = getattr(self._readers, "conn", None)
+        conn: Connection | None = getattr(self._readers, slot, None)
         if conn is not None and (conn.closed or conn.invalidated):
             conn = None
         if conn is None:
             conn = self._read_engine.connect()
-            self._readers.conn = conn
+            if slot == AT_ONCE:
+                driver = conn.connection.driver_connection
+                assert driver is not None
+                driver.execute("PRAGMA busy_timeout = 0")
+            setattr(self._readers, slot, conn)
             with self._reader_lock:
                 self._reader_conns.append(conn)
-        return None if conn.in_transaction() else conn  # a nested read takes the pool
+        # A read nested in this thread's transaction takes the pool: its own snapshot.
+        if conn.in_transaction() or getattr(self._readers, "writing", None) == slot:
+            return None
+        return conn
 
-    @contextmanager
-    def _writer(self) -> Iterator[Connection]:
-        """A connection whose next BEGIN is IMMEDIATE: this thread's kept one on SQLite."""
-        kept = self._reader()
-        if kept is None:
-            with self.engine.connect().execution_options(workq_write=True) as conn:
-                yield conn
-            return
-        kept.execution_options(workq_write=True)
+    def _write_kept(self, conn: Connection, slot: str, work: Callable[[Connection], T]) -> T:
+        """SQLite, on this thread's kept connection: BEGIN IMMEDIATE and COMMIT sent straight
+        to the driver, as the hot path's statements are (SQLAlchemy's Transaction and its
+        events cost as much as a statement). A statement the work runs through SQLAlchemy
+        begins SQLAlchemy's transaction on top (``_on_begin`` then sends nothing), which
+        then commits or rolls back the driver's with it."""
+        driver = conn.connection.driver_connection
+        assert driver is not None
         try:
-            yield kept
-        except DRIVER_ERRORS:
-            self._drop_reader()
-            raise
-        finally:
-            if not kept.closed and not kept.invalidated:
-                if kept.in_transaction():  # the work failed: never leave the lock held
-                    kept.rollback()
-                kept.execution_options(workq_write=False)
+            driver.execute("BEGIN IMMEDIATE")
+            self._readers.writing = slot
+            try:
+                result = work(conn)
+                if conn.in_transaction():
+                    conn.commit()
+                else:
+                    driver.commit()
+            except BaseException:
+                if conn.in_transaction():
+                    conn.rollback()
+                elif driver.in_transaction:  # never leave the lock held
+                    driver.rollback()
+                raise
+            finally:
+                self._readers.writing = None
+        except DRIVER_ERRORS as exc:
+            error = self.translate(exc)
+            if not isinstance(error, Busy):  # busy: the connection is sound
+                self._drop_reader(slot)
+            raise error from exc
+        call_committed()
+        return result
 
-    def _drop_reader(self) -> None:
-        conn = getattr(self._readers, "conn", None)
-        self._readers.conn = None
+    def _drop_reader(self, slot: str = "conn") -> None:
+        conn = getattr(self._readers, slot, None)
+        setattr(self._readers, slot, None)
         if conn is not None:
             with self._reader_lock:
                 if conn in self._reader_conns:
@@ -207,7 +232,10 @@ class Database:
         gate = self._one_writer
         if gate is None:
             return self._write_now(work)
-        if not gate.acquire(timeout=self.busy_timeout_ms / 1000):
+        if must_not_wait():
+            if not gate.acquire(blocking=False):
+                raise WouldWait("another thread of this process is writing")
+        elif not gate.acquire(timeout=self.busy_timeout_ms / 1000):
             raise Busy(
                 "another write of this process held the database for "
                 f"{self.busy_timeout_ms / 1000:.0f} s"
@@ -218,15 +246,20 @@ class Database:
             gate.release()
 
     def _write_now(self, work: Callable[[Connection], T]) -> T:
+        slot = AT_ONCE if must_not_wait() else "conn"
+        kept = self._reader(slot)
+        if kept is not None:
+            return self._write_kept(kept, slot, work)
         written: dialect.Transaction | None = None
         committing = False
         try:
-            with self._writer() as conn:
+            with self.engine.connect().execution_options(workq_write=True) as conn:
                 transaction = conn.begin()
                 result = work(conn)
                 written = dialect.transaction(conn)
                 committing = True
                 transaction.commit()
+                call_committed()
                 return result
         except DRIVER_ERRORS as exc:
             error = self.translate(exc)
@@ -283,6 +316,8 @@ class Database:
                 lost = True
                 continue
             except Busy:
+                if must_not_wait():
+                    raise WouldWait("another process is writing") from None
                 busy += 1
                 if busy == WRITE_ATTEMPTS:
                     raise
@@ -449,10 +484,12 @@ def _sqlite_engine(
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get("workq_write", False)
         # Straight to the driver: through exec_driver_sql this cost as much as the claim.
         driver = conn.connection.driver_connection
         assert driver is not None
+        if driver.in_transaction:  # a kept connection's write began it (_write_kept)
+            return
+        immediate = conn.get_execution_options().get("workq_write", False)
         driver.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine

@@ -285,6 +285,10 @@ class ServerState:
         found = mirror_target.mirror(self.queue())
         return found.repo if found else None
 
+    def opened(self) -> Queue | None:
+        """The queue if it is open now (never waits)."""
+        return self._opened
+
     def queue(self) -> Queue:
         """The open queue; waits while it is being opened, raises why it could not be."""
         opened = self._opened  # every call asks: once open, no lock

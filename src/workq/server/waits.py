@@ -25,6 +25,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from workq.errors import ServerBusy
+from workq.server.inline import on_loop
 from workq.server.opening import let_others_go
 from workq.server.state import ServerState
 
@@ -196,12 +197,12 @@ async def until_found(
     wait_seconds: int,
     look: Look | None = None,
 ) -> T | None:
-    """``attempt()`` on a worker thread; while it finds nothing, wait for the queue to
-    change, up to ``wait_seconds``, and try again: after the first try, only when
-    ``look`` says something may be there (read once for the loop's waiting calls that
-    ask the same, ``_Looks``)."""
+    """``attempt()`` (on the loop where it need not wait, inline.py; else on a worker
+    thread); while it finds nothing, wait for the queue to change, up to ``wait_seconds``,
+    and try again: after the first try, only when ``look`` says something may be there
+    (read once for the loop's waiting calls that ask the same, ``_Looks``)."""
     if wait_seconds == 0:
-        return await anyio.to_thread.run_sync(attempt)
+        return await on_loop(state, attempt)
     from workq.services.queue.waiting import Waiter
 
     queue = await anyio.to_thread.run_sync(state.queue)

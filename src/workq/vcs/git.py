@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from workq.errors import GitFailed, GitMissing
+from workq.nowait import before_waiting
 
 DEFAULT_TIMEOUT = 60.0
 # Output kept from a failing command, so a chatty hook cannot flood an error.
@@ -81,6 +82,7 @@ def run(
 ) -> Result:
     """Run ``git <args>`` in ``cwd``. With ``check``, a non-zero exit raises ``GitFailed``.
     The repository's hooks run only with ``hooks=True``."""
+    before_waiting("git")
     argv = [executable(), *([] if hooks else ["-c", "core.hooksPath=" + os.devnull]), *args]
     try:
         done = subprocess.run(

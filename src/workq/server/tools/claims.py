@@ -22,6 +22,7 @@ from workq.schemas import (
     WorkspaceInfo,
 )
 from workq.server import tasks as tasking
+from workq.server.inline import on_loop
 from workq.server.outputs import Ready, Renewed, Waiting
 from workq.server.params import (
     Agent,
@@ -276,7 +277,7 @@ def _register_holding(reg: Registry) -> None:
     state = reg.state
 
     @reg.tool(writes(idempotent=True))
-    def issue_complete(
+    async def issue_complete(
         number: Number, run_id: RunId = None, fence: Fence = None
     ) -> Annotated[CallToolResult, Completed]:
         """Mark a claimed issue done. Only its holder may (a run id this server claimed
@@ -284,7 +285,12 @@ def _register_holding(reg: Registry) -> None:
         from workq.services.queue import claims
 
         with worded(f"Could not complete issue #{number}"):
-            done = claims.complete(state.queue(), number, state.authority(run_id, fence=fence))
+            done = await on_loop(
+                state,
+                lambda: claims.complete(
+                    state.queue(), number, state.authority(run_id, fence=fence)
+                ),
+            )
         text = f"Completed issue #{number}"
         if done.unblocked:
             text += f"\nNow ready: {numbers(done.unblocked)}"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workq.domain.gates import refused_env
+from workq.nowait import before_waiting
 
 HEAD_BYTES = 24 * 1024
 TAIL_BYTES = 24 * 1024
@@ -177,6 +178,7 @@ def run(
     command's own failure (a missing program is ``Outcome.missing``). ``env`` (default:
     ``environment()``) loses every variable ``refused_env`` names."""
     given = env if env is not None else environment()
+    before_waiting("a command")
     environ = {k: v for k, v in given.items() if refused_env(k) is None}
     started = time.monotonic()
     program = resolve(args[0], cwd, environ)

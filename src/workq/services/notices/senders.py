@@ -37,6 +37,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from workq.domain.gates import refused_env
+from workq.nowait import before_waiting
 from workq.services.notices.payload import encode
 from workq.services.notices.sinks import SECRET_MIN, WEBHOOK, Sink
 
@@ -75,6 +76,7 @@ class Outcome:
 def send(sink: Sink, body: Mapping[str, Any]) -> Outcome:
     """Send ``body`` (a notice, see payload.py) to ``sink``, once, within
     ``WEBHOOK_SECONDS`` or ``COMMAND_SECONDS``."""
+    before_waiting("sending a notice")
     data = encode(body)
     event, delivery = str(body.get("event")), str(body.get("delivery"))
     if sink.kind == WEBHOOK:

@@ -32,6 +32,7 @@ from workq.errors import (
     NotHolder,
     OpenBlockers,
 )
+from workq.nowait import before_waiting
 from workq.schemas import (
     FORCE_CLAIM_CONFIRMATION,
     Claim,
@@ -297,6 +298,10 @@ def _claim_first(
         if then is not None:
             then(conn, renewed)
         return renewed
+    if row.claimed_by is not None:
+        before_waiting("taking over a lapsed claim (its holder's work is saved after)")
+    if row.worktree_per_claim:
+        before_waiting("a claim in a repository that makes a worktree per claim")
     taken = _claim_row(q, conn, row, run_id, now)
     if taken is None:
         return None
@@ -481,6 +486,7 @@ class _Ending:
         try:
             return self.q.db.write(work)
         except _AskFirst:
+            before_waiting("asking the ending hooks (git)")
             self._ask()
             self.asked = True
             return self.q.db.write(work)

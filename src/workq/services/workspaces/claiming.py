@@ -13,6 +13,7 @@ from workq.db.tables import issues, repositories
 from workq.domain.authority import Authority
 from workq.domain.decisions import Action
 from workq.errors import Conflict, InvalidInput, WorkqError
+from workq.nowait import before_waiting
 from workq.schemas import (
     Briefing,
     Claim,
@@ -200,6 +201,8 @@ def claim_next(
     ``claim`` makes it (when ``worktree``, or when its repository makes one per claim).
     Asked for a worktree, only issues that belong to a repository are considered.
     ``then``: called with the claim inside its transaction (``claims.Received``)."""
+    if _asks_workspace(f, worktree):
+        before_waiting("a claim in a repository")
     f = _for_worktree(f, worktree)
     taken = claims.claim_next(q, by, f, then=then)
     if taken is None:
@@ -223,7 +226,7 @@ def finish_claim_next(
     # Where the issue is, as the claim's statement read it (else asked: a task's claim
     # finished after a restart).
     placed = taken.placement or _repository_of(q, taken.number)
-    asked = worktree is not None or bool(f and f.repository)
+    asked = _asks_workspace(f, worktree)
     if not asked and (placed is None or not placed[1]):  # no repository, or no auto worktrees
         return _with(q, taken, None)
     try:
@@ -233,6 +236,11 @@ def finish_claim_next(
             raise
         raise given_back(q, taken.number, by, exc) from None
     return _with(q, taken, info)
+
+
+def _asks_workspace(f: ReadyFilter | None, worktree: bool | None) -> bool:
+    """Whether a claim_next asked about a worktree or a repository (``attach`` runs)."""
+    return worktree is not None or bool(f and f.repository)
 
 
 def claimable(q: Queue, f: ReadyFilter | None, *, worktree: bool | None) -> bool:
