@@ -1,11 +1,14 @@
 """What a test reads of a SQLite file from outside workq: a full dump, whether the file is
-whole, and SQLite's own files beside it. Through workq's own SQLite library (db/sqlite.py:
-one library per process)."""
+whole, and SQLite's own files beside it; and another process holding its write lock.
+Through workq's own SQLite library (db/sqlite.py: one library per process)."""
 
 from __future__ import annotations
 
 import os
-from contextlib import closing, suppress
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -75,3 +78,31 @@ def side_files(db: Path) -> dict[str, int]:
         with suppress(FileNotFoundError):
             found[end] = os.stat(f"{db}{end}").st_ino
     return found
+
+
+_HOLDER = """
+import sys
+from workq.db import sqlite
+conn = sqlite.connect(sys.argv[1], isolation_level=None, timeout=30)
+conn.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
+
+
+@contextmanager
+def write_lock(db: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process inside BEGIN IMMEDIATE on ``db`` until its stdin gets a line (or
+    the block ends)."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+            yield holder
+        finally:
+            holder.communicate("\n", timeout=30)

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
+from tests import storage
 from tests.server.conftest import call_ok, make_server, stdio_server, text
 from workq.server import inline
 
@@ -29,32 +26,6 @@ SRC = SERVER.parent
 # The tools whose work runs on the loop (through on_loop, or until_found without waiting),
 # each with its no-wait checks tested in tests/services/queue/test_no_waiting.py.
 ON_LOOP = {"issue_ready", "issue_claim_next", "issue_complete"}
-
-HOLDER = """
-import sys
-from workq.db import sqlite
-conn = sqlite.connect(sys.argv[1], isolation_level=None, timeout=30)
-conn.execute("BEGIN IMMEDIATE")
-print("holding", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
-
-
-@contextmanager
-def write_lock(db: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process inside BEGIN IMMEDIATE until its stdin gets a line."""
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        try:
-            assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
-            yield holder
-        finally:
-            holder.communicate("\n", timeout=30)
 
 
 @pytest.mark.anyio
@@ -72,7 +43,7 @@ async def test_a_held_write_lock_waits_on_a_thread_and_the_loop_goes_on(
             await call_ok(client, "issue_create", title="first")
             await call_ok(client, "issue_create", title="second")
             await call_ok(client, "issue_claim_next")
-            with write_lock(db) as holder:
+            with storage.write_lock(db) as holder:
                 async with anyio.create_task_group() as group:
                     group.start_soon(call, client, "issue_complete", {"number": 1})
                     group.start_soon(call, client, "issue_claim_next", {})

@@ -8,8 +8,6 @@ and the same call, where it may wait, does what it always did."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,33 +74,13 @@ def test_another_thread_writing_is_would_wait_and_nothing_changes(q: Queue) -> N
         assert claims.complete(q, number, A).number == number  # the lock is free again
 
 
-HOLDER = """
-import sys
-from workq.db import sqlite
-conn = sqlite.connect(sys.argv[1], isolation_level=None, timeout=30)
-conn.execute("BEGIN IMMEDIATE")
-print("holding", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
-
-
 def test_another_process_writing_is_would_wait_at_once(q: Queue) -> None:
     number = issues.create(q, title="the parser").number
     claims.claim(q, number, A)
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(_file(q))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        try:
-            assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
-            # Without no_waiting this would wait out the busy timeout (10 s), then retry.
-            refused_unchanged(q, lambda: claims.complete(q, number, A))
-            refused_unchanged(q, lambda: claiming.claim_next(q, B, None))
-        finally:
-            holder.communicate("\n", timeout=30)
+    with storage.write_lock(_file(q)):
+        # Without no_waiting this would wait out the busy timeout (10 s), then retry.
+        refused_unchanged(q, lambda: claims.complete(q, number, A))
+        refused_unchanged(q, lambda: claiming.claim_next(q, B, None))
     with no_waiting():
         assert claims.complete(q, number, A).number == number
 
