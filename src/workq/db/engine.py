@@ -38,8 +38,9 @@ WRITE_ATTEMPTS = 3
 DRIVER_ERRORS = (DBAPIError, sqlite.Error, OSError, PoolTimeout)
 # How long to wait for the server to settle a commit whose connection was lost.
 OUTCOME_POLLS = (0.05, 0.1, 0.2, 0.4, 0.8)
-# The kept connection of writes that must not wait (``Database._reader``).
-AT_ONCE = "at_once"
+# A thread's kept SQLite connections (``Database._reader``): the one for reads and writes,
+# and the one for writes that must not wait (busy timeout 0).
+KEPT, AT_ONCE = "conn", "at_once"
 
 
 class Database:
@@ -141,9 +142,9 @@ class Database:
                 return explained
         return translate(exc)
 
-    def _reader(self, slot: str = "conn") -> Connection | None:
+    def _reader(self, slot: str = KEPT) -> Connection | None:
         """This thread's kept read connection (SQLite), or None to use the pool. Slot
-        "at_once": a second one whose busy timeout is 0, for writes that must not wait
+        AT_ONCE: a second one whose busy timeout is 0, for writes that must not wait
         (nowait.py): busy at once, WouldWait."""
         if self._read_engine is None:
             return None
@@ -197,7 +198,7 @@ class Database:
         call_committed()
         return result
 
-    def _drop_reader(self, slot: str = "conn") -> None:
+    def _drop_reader(self, slot: str = KEPT) -> None:
         conn = getattr(self._readers, slot, None)
         setattr(self._readers, slot, None)
         if conn is not None:
@@ -246,7 +247,7 @@ class Database:
             gate.release()
 
     def _write_now(self, work: Callable[[Connection], T]) -> T:
-        slot = AT_ONCE if must_not_wait() else "conn"
+        slot = AT_ONCE if must_not_wait() else KEPT
         kept = self._reader(slot)
         if kept is not None:
             return self._write_kept(kept, slot, work)
